@@ -1,0 +1,129 @@
+// The backward engine: an iterative topological sort of the recorded graph, then one walk in
+// reverse order that calls each node's rule and sums the gradients flowing into each tensor.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+
+namespace mixlab {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+
+// Gradients arriving at a tensor from several consumers are summed: a fresh tensor, never an
+// in-place update of a gradient that someone else may still hold.
+Tensor accumulate(const Tensor& current, const Tensor& incoming) {
+  if (!current.defined()) return incoming;
+  return add(current, incoming);
+}
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+
+Node::~Node() {
+  // Destroying a 10,000-op chain recursively would overflow the stack: move every node that
+  // only we hold onto an explicit stack and release it there.
+  std::vector<std::shared_ptr<Node>> pending;
+  auto take_parents = [&pending](std::vector<Tensor>& inputs) {
+    for (Tensor& t : inputs) {
+      if (!t.defined()) continue;
+      const auto& impl = t.impl_ptr();
+      if (impl.use_count() == 1 && impl->grad_fn && impl->grad_fn.use_count() == 1)
+        pending.push_back(std::move(impl->grad_fn));
+    }
+    inputs.clear();
+  };
+  backward = nullptr;  // the rule's captures may hold parents too
+  take_parents(inputs);
+  while (!pending.empty()) {
+    std::shared_ptr<Node> node = std::move(pending.back());
+    pending.pop_back();
+    node->backward = nullptr;
+    take_parents(node->inputs);
+  }
+}
+
+Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, BackwardFn backward) {
+  if (!grad_enabled()) return output;
+  bool needed = false;
+  for (const Tensor& t : inputs) needed = needed || (t.defined() && t.requires_grad());
+  if (!needed) return output;
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->inputs = std::move(inputs);
+  node->backward = std::move(backward);
+  output.set_grad_fn(std::move(node));
+  return output;
+}
+
+void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
+  check(root.requires_grad(), "backward: the tensor does not require grad (no recorded op and "
+                              "requires_grad not set)");
+  Tensor grad = grad_in;
+  if (!grad.defined()) {
+    check(root.numel() == 1, "backward: implicit gradient only for a single-element tensor; got ",
+          shape_str(root.shape()), ". Pass the upstream gradient explicitly.");
+    grad = Tensor::ones(root.shape(), root.dtype(), root.device());
+  }
+  check(grad.shape() == root.shape(), "backward: gradient shape ", shape_str(grad.shape()),
+        " differs from tensor shape ", shape_str(root.shape()));
+
+  NoGradGuard no_grad;
+  if (root.is_leaf()) {
+    root.set_grad(contiguous(accumulate(root.grad(), grad)));
+    return;
+  }
+
+  // Topological order (parents after children in `order` reversed) without recursion.
+  // Nodes are held by shared_ptr here: freeing a node's inputs may drop the last other owner.
+  std::vector<std::shared_ptr<Node>> order;
+  std::unordered_set<Node*> visited;
+  std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{root.grad_fn(), 0}};
+  visited.insert(root.grad_fn().get());
+  while (!stack.empty()) {
+    auto& [node, next_input] = stack.back();
+    if (next_input < node->inputs.size()) {
+      const Tensor& in = node->inputs[next_input++];
+      if (in.defined() && in.grad_fn() && visited.insert(in.grad_fn().get()).second)
+        stack.push_back({in.grad_fn(), 0});
+    } else {
+      order.push_back(node);
+      stack.pop_back();
+    }
+  }
+
+  std::unordered_map<Node*, Tensor> grads;
+  grads[root.grad_fn().get()] = grad;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* node = it->get();
+    check(static_cast<bool>(node->backward), "backward: the graph through '", node->name,
+          "' was already freed by an earlier backward(); pass retain_graph=true to keep it");
+    Tensor g = std::move(grads[node]);
+    grads.erase(node);
+    if (!g.defined()) continue;
+    std::vector<Tensor> input_grads = node->backward(g);
+    for (size_t i = 0; i < node->inputs.size() && i < input_grads.size(); ++i) {
+      const Tensor& in = node->inputs[i];
+      const Tensor& gi = input_grads[i];
+      if (!in.defined() || !gi.defined() || !in.requires_grad()) continue;
+      check(gi.shape() == in.shape(), "backward of '", node->name, "': gradient ",
+            shape_str(gi.shape()), " for input ", i, " of shape ", shape_str(in.shape()));
+      if (in.grad_fn()) {
+        Tensor& slot = grads[in.grad_fn().get()];
+        slot = accumulate(slot, gi);
+      } else {
+        in.set_grad(contiguous(accumulate(in.grad(), gi)));
+      }
+    }
+    if (!retain_graph) {  // free what backward no longer needs, as soon as it is used
+      node->backward = nullptr;
+      node->inputs.clear();
+    }
+  }
+}
+
+}  // namespace mixlab

@@ -1,0 +1,121 @@
+// Every differentiable operation of the engine. Each one computes its result with the backend
+// of its inputs' device and, when gradients are needed, records its backward rule beside it
+// (autograd/ops/<family>.cpp holds forward and backward of one family together).
+//
+// Semantics follow PyTorch/NumPy: broadcasting for elementwise ops, matmul batching, axes may
+// be negative. Errors name the op and every shape involved.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mixlab {
+
+// ---- elementwise (autograd/ops/elementwise.cpp) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor abs(const Tensor& x);
+Tensor relu(const Tensor& x);
+enum class GeluForm { Erf, Tanh };
+Tensor gelu(const Tensor& x, GeluForm form = GeluForm::Erf);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor maximum(const Tensor& a, const Tensor& b);  // gradient to the larger (ties: first)
+// cond (any dtype; nonzero = true) selects a, else b; all broadcast together.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// x where mask is 0, `value` where mask is nonzero (mask broadcast to x).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// Not differentiable: 1.0 where the relation holds, else 0.0, in a's dtype.
+Tensor equal(const Tensor& a, const Tensor& b);
+Tensor greater(const Tensor& a, const Tensor& b);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
+
+// ---- shapes and views (autograd/ops/shape_ops.cpp) ----
+Tensor reshape(const Tensor& x, Shape shape);  // one -1 allowed; a view when strides allow
+Tensor transpose(const Tensor& x, int64_t axis0, int64_t axis1);  // a view
+Tensor permute(const Tensor& x, const std::vector<int64_t>& axes);  // a view
+// Elements [start, start+length) along axis: a view (slice / narrow).
+Tensor narrow(const Tensor& x, int64_t axis, int64_t start, int64_t length);
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t end);
+Tensor expand(const Tensor& x, const Shape& shape);  // broadcast view (stride 0)
+Tensor unsqueeze(const Tensor& x, int64_t axis);
+Tensor squeeze(const Tensor& x, int64_t axis);
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);  // always a fresh contiguous copy
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t axis);
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis);
+Tensor to_device(const Tensor& x, Device device);
+Tensor cast(const Tensor& x, DType dtype);
+// Sums broadcast axes of `grad` away so that it has `shape` (the backward of broadcasting).
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+// ---- reductions (autograd/ops/reduce.cpp) ----
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim = false);
+Tensor sum(const Tensor& x);  // all elements, a 0-d tensor
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim = false);
+Tensor mean(const Tensor& x);
+// Maximum over axes; the gradient goes to the maximal entries (split evenly on ties).
+Tensor max(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim = false);
+
+// ---- products (autograd/ops/matmul.cpp) ----
+// PyTorch's matmul for operands of at least 2 dims: batch dims broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// y = x Wᵀ + b with W stored [out, in] (torch.nn.Linear's layout); bias may be undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// ---- normalisation and probabilities (softmax.cpp, layer_norm.cpp) ----
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+// Over the last axis; gamma and beta ([cols]) may be undefined.
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5);
+// log sum_{i' <= i} exp(x[i']) along `axis` (the prefix softmax of causal external attention).
+Tensor logcumsumexp(const Tensor& x, int64_t axis);
+
+// ---- lookup, noise and losses (embedding.cpp, dropout.cpp, cross_entropy.cpp) ----
+// table [vocab, dim], indices int32 of any shape -> [indices..., dim]. Out-of-range ids throw.
+Tensor embedding(const Tensor& table, const Tensor& indices);
+// Zeroes each element with probability p and scales the rest by 1/(1-p); identity when
+// !training or p == 0. The mask comes from `seed` (counter-based: identical on every device).
+Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed);
+// Mean over non-ignored rows of the cross-entropy between logits [..., C] and int32 targets
+// [...], with label smoothing eps: the target distribution is (1-eps)·onehot + eps/C.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+
+// ---- Fourier transforms (autograd/ops/fft.cpp) ----
+// Complex DFT along `axis` of x [..., 2] holding (real, imaginary) pairs in its last axis.
+Tensor fft(const Tensor& x, int64_t axis, bool inverse = false);
+// Re(DFT2(x)) over the last two axes [..., n, d] (FNet's mixing). With `lengths` (int32, one per
+// leading item), item b is transformed at its own length and rows >= lengths[b] are 0.
+Tensor fft2_real(const Tensor& x, const Tensor& lengths = Tensor());
+
+// ---- masks (autograd/ops/masks.cpp; constants, not differentiable) ----
+// [n, m] with 1 where j <= i + diagonal, else 0 (numpy.tril of ones).
+Tensor tril_mask(int64_t n, int64_t m, int64_t diagonal = 0, DType dtype = DType::F32,
+                 Device device = Device::cpu());
+// [batch, n] valid mask: 1 where position < lengths[b].
+Tensor length_mask(const std::vector<int32_t>& lengths, int64_t n, DType dtype = DType::F32,
+                   Device device = Device::cpu());
+
+}  // namespace mixlab

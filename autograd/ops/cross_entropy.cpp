@@ -1,0 +1,55 @@
+// Cross-entropy fused with log-softmax: one kernel computes each row's loss and log-sum-exp,
+// one kernel turns the upstream gradient into dlogits = scale * (softmax - target).
+#include "autograd/ops/op_utils.h"
+
+namespace mixlab {
+using namespace ops_detail;
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                     double smoothing) {
+  check_same("cross_entropy", {&logits});
+  check(targets.dtype() == DType::I32, "cross_entropy: targets must be int32, got ",
+        dtype_name(targets.dtype()));
+  check(targets.device() == logits.device(), "cross_entropy: targets on ",
+        targets.device().str(), ", logits on ", logits.device().str());
+  check(smoothing >= 0.0 && smoothing < 1.0, "cross_entropy: label smoothing ", smoothing,
+        " must be in [0, 1)");
+  Shape expected(logits.shape().begin(), logits.shape().end() - 1);
+  if (logits.dim() < 1 || targets.shape() != expected)
+    fail("cross_entropy: logits ", shape_str(logits.shape()), " need targets of shape ",
+         shape_str(expected), ", got ", shape_str(targets.shape()));
+  int64_t cols = logits.size(-1), rows = targets.numel();
+  Tensor z = dense(logits), t = dense(targets);
+  int64_t counted = 0;
+  for (int32_t id : t.to_int_vector()) {
+    if (id == ignore_index) continue;
+    if (id < 0 || id >= cols)
+      fail("cross_entropy: target ", id, " is out of range for ", cols, " classes");
+    ++counted;
+  }
+  Tensor loss_rows = Tensor::empty({rows}, logits.dtype(), logits.device());
+  Tensor lse = Tensor::empty({rows}, logits.dtype(), logits.device());
+  if (rows > 0)
+    backend_of(z).cross_entropy(z.view(), t.view(), loss_rows.view(), lse.view(), rows, cols,
+                                ignore_index, smoothing);
+  Tensor loss;
+  {
+    NoGradGuard no_grad;
+    // Mean over counted rows; 0 (not NaN) when every target is ignored.
+    loss = mul(sum(loss_rows), counted ? 1.0 / static_cast<double>(counted) : 0.0);
+  }
+  return record("cross_entropy", loss, {logits},
+                [z, t, lse, rows, cols, counted, ignore_index, smoothing](const Tensor& g) {
+                  double upstream = g.item();
+                  Tensor scale = Tensor::full({rows}, counted ? upstream / counted : 0.0,
+                                              z.dtype(), z.device());
+                  Tensor dz = Tensor::empty(z.shape(), z.dtype(), z.device());
+                  if (rows > 0)
+                    backend_of(z).cross_entropy_backward(z.view(), t.view(), lse.view(),
+                                                         scale.view(), dz.view(), rows, cols,
+                                                         ignore_index, smoothing);
+                  return std::vector<Tensor>{dz};
+                });
+}
+
+}  // namespace mixlab

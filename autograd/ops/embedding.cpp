@@ -1,0 +1,34 @@
+// Embedding lookup: gather rows of a table; backward scatter-adds into a zero table.
+#include "autograd/ops/op_utils.h"
+
+namespace mixlab {
+using namespace ops_detail;
+
+Tensor embedding(const Tensor& table, const Tensor& indices) {
+  check_same("embedding", {&table});
+  check(table.dim() == 2, "embedding: table must be [vocab, dim], got ", shape_str(table.shape()));
+  check(indices.dtype() == DType::I32, "embedding: indices must be int32, got ",
+        dtype_name(indices.dtype()));
+  check(indices.device() == table.device(), "embedding: indices on ", indices.device().str(),
+        ", table on ", table.device().str());
+  int64_t vocab = table.size(0), dim = table.size(1);
+  Tensor idx = dense(indices);
+  for (int32_t id : idx.to_int_vector())
+    if (id < 0 || id >= vocab)
+      fail("embedding: index ", id, " is out of range for a table of shape ",
+           shape_str(table.shape()));
+  Shape shape = indices.shape();
+  shape.push_back(dim);
+  Tensor t = dense(table);
+  Tensor out = Tensor::empty(shape, table.dtype(), table.device());
+  if (out.numel() > 0) backend_of(t).gather_rows(t.view(), idx.view(), out.view(), idx.numel(), dim);
+  return record("embedding", out, {table}, [idx, vocab, dim](const Tensor& g) {
+    Tensor gd = dense(g);
+    Tensor dtable = Tensor::zeros({vocab, dim}, g.dtype(), g.device());
+    if (idx.numel() > 0)
+      backend_of(g).scatter_add_rows(gd.view(), idx.view(), dtable.view(), idx.numel(), dim);
+    return std::vector<Tensor>{dtable};
+  });
+}
+
+}  // namespace mixlab

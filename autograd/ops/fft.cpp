@@ -1,0 +1,50 @@
+// Fourier transforms. Both are linear maps whose adjoint is known in closed form, so backward
+// is again a transform: the complex DFT's adjoint is the unnormalised inverse DFT, and the real
+// part of the 2-D DFT is self-adjoint (C X C - S X S with symmetric C and S).
+#include "autograd/ops/op_utils.h"
+
+namespace mixlab {
+using namespace ops_detail;
+
+Tensor fft(const Tensor& x, int64_t axis, bool inverse) {
+  check_same("fft", {&x});
+  check(x.dim() >= 2 && x.size(-1) == 2, "fft: expects [..., 2] (real, imaginary) pairs, got ",
+        shape_str(x.shape()));
+  int a = normalize_axis(axis, x.dim() - 1, "fft", x.shape());
+  int64_t outer = 1, inner = 1, n = x.shape()[a];
+  for (int i = 0; i < a; ++i) outer *= x.shape()[i];
+  for (int i = a + 1; i < x.dim() - 1; ++i) inner *= x.shape()[i];
+  Tensor in = dense(x);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (y.numel() > 0) backend_of(x).fft(in.view(), y.view(), outer, n, inner, inverse);
+  return record("fft", y, {x}, [a, inverse](const Tensor& g) {
+    return std::vector<Tensor>{fft(g, a, !inverse)};
+  });
+}
+
+Tensor fft2_real(const Tensor& x, const Tensor& lengths) {
+  check_same("fft2_real", {&x});
+  check(x.dim() >= 2, "fft2_real: expects [..., n, d], got ", shape_str(x.shape()));
+  int64_t n = x.size(-2), d = x.size(-1), batch = (n > 0 && d > 0) ? x.numel() / (n * d) : 0;
+  Tensor lens;
+  if (lengths.defined()) {
+    check(lengths.dtype() == DType::I32 && lengths.numel() == batch, "fft2_real: lengths must be ",
+          batch, " int32 values for input ", shape_str(x.shape()), ", got ",
+          shape_str(lengths.shape()));
+    check(lengths.device() == x.device(), "fft2_real: lengths on ", lengths.device().str(),
+          ", input on ", x.device().str());
+    for (int32_t l : lengths.to_int_vector())
+      check(l >= 0 && l <= n, "fft2_real: length ", l, " outside [0, ", n, "]");
+    lens = dense(lengths);
+  }
+  Tensor in = dense(x);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  View none;
+  none.dtype = DType::I32;
+  if (y.numel() > 0)
+    backend_of(x).fft2_real(in.view(), lens.defined() ? lens.view() : none, y.view(), batch, n, d);
+  return record("fft2_real", y, {x},
+                [lens](const Tensor& g) { return std::vector<Tensor>{fft2_real(g, lens)}; });
+}
+
+}  // namespace mixlab

@@ -1,0 +1,68 @@
+// Layer normalisation over the last axis (biased variance), with the fused backward kernel
+// that yields dx, dgamma and dbeta in one pass.
+#include "autograd/ops/op_utils.h"
+
+namespace mixlab {
+using namespace ops_detail;
+
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
+  check_same("layer_norm", {&x});
+  int64_t cols = x.size(-1), rows = cols ? x.numel() / cols : 0;
+  for (const Tensor* p : {&gamma, &beta}) {
+    if (!p->defined()) continue;
+    check_same("layer_norm", {&x, p});
+    if (p->shape() != Shape{cols})
+      fail("layer_norm: input ", shape_str(x.shape()), " needs gain/bias of shape [", cols,
+           "], got ", shape_str(p->shape()));
+  }
+  Tensor in = dense(x);
+  Tensor g = gamma.defined() ? dense(gamma) : Tensor();
+  Tensor b = beta.defined() ? dense(beta) : Tensor();
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor mu = Tensor::empty({rows}, x.dtype(), x.device());
+  Tensor rstd = Tensor::empty({rows}, x.dtype(), x.device());
+  View none;
+  none.dtype = x.dtype();
+  if (rows > 0)
+    backend_of(x).layer_norm(in.view(), g.defined() ? g.view() : none,
+                             b.defined() ? b.view() : none, y.view(), mu.view(), rstd.view(),
+                             rows, cols, eps);
+  return record("layer_norm", y, {x, gamma, beta},
+                [in, g, b, mu, rstd, rows, cols, none](const Tensor& grad) {
+                  Tensor gd = dense(grad);
+                  Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.device());
+                  Tensor dg = g.defined() ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
+                  Tensor db = b.defined() ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
+                  if (rows > 0) {
+                    backend_of(in).layer_norm_backward(
+                        gd.view(), in.view(), mu.view(), rstd.view(), g.defined() ? g.view() : none,
+                        dx.view(), dg.defined() ? dg.view() : none, db.defined() ? db.view() : none,
+                        rows, cols);
+                  } else {
+                    if (dg.defined()) dg.fill_(0.0);
+                    if (db.defined()) db.fill_(0.0);
+                  }
+                  return std::vector<Tensor>{dx, dg, db};
+                });
+}
+
+Tensor logcumsumexp(const Tensor& x, int64_t axis) {
+  check_same("logcumsumexp", {&x});
+  int a = normalize_axis(axis, x.dim(), "logcumsumexp", x.shape());
+  int64_t outer = 1, inner = 1, n = x.shape()[a];
+  for (int i = 0; i < a; ++i) outer *= x.shape()[i];
+  for (int i = a + 1; i < x.dim(); ++i) inner *= x.shape()[i];
+  Tensor in = dense(x);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (y.numel() > 0) backend_of(x).logcumsumexp(in.view(), outer, n, inner, y.view());
+  return record("logcumsumexp", y, {x}, [in, y = y.detach(), outer, n, inner](const Tensor& g) {
+    Tensor gd = dense(g);
+    Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.device());
+    if (dx.numel() > 0)
+      backend_of(in).logcumsumexp_backward(in.view(), y.view(), gd.view(), outer, n, inner,
+                                           dx.view());
+    return std::vector<Tensor>{dx};
+  });
+}
+
+}  // namespace mixlab

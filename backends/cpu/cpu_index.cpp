@@ -1,0 +1,49 @@
+// Embedding lookup (row gather), its backward (row scatter-add), and dropout masks.
+#include <cstring>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/strided.h"
+#include "core/random.h"
+
+namespace mixlab {
+
+void CpuBackend::gather_rows(const View& table, const View& idx, const View& out, int64_t count,
+                             int64_t dim) {
+  size_t row_bytes = dim * dtype_size(table.dtype);
+  const char* src = static_cast<const char*>(table.data);
+  char* dst = static_cast<char*>(out.data);
+  const int32_t* ids = idx.as<int32_t>();
+  parallel_for(count, 256, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) std::memcpy(dst + i * row_bytes, src + ids[i] * row_bytes, row_bytes);
+  });
+}
+
+void CpuBackend::scatter_add_rows(const View& grad, const View& idx, const View& dtable,
+                                  int64_t count, int64_t dim) {
+  cpu::dispatch_floating(grad.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int32_t* ids = idx.as<int32_t>();
+    // Parallel over columns, sequential over rows: no two threads touch one element and the
+    // summation order is fixed, so repeated ids accumulate deterministically.
+    parallel_for(dim, 64, [&](int64_t cb, int64_t ce) {
+      for (int64_t i = 0; i < count; ++i) {
+        const T* g = grad.as<T>() + i * dim;
+        T* d = dtable.as<T>() + ids[i] * dim;
+        for (int64_t c = cb; c < ce; ++c) d[c] += g[c];
+      }
+    });
+  });
+}
+
+void CpuBackend::dropout_mask(const View& mask, double p, uint64_t seed) {
+  cpu::dispatch_floating(mask.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* m = mask.as<T>();
+    T keep = static_cast<T>(1.0 / (1.0 - p));
+    parallel_for(mask.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) m[i] = counter_uniform(seed, i) >= p ? keep : T(0);
+    });
+  });
+}
+
+}  // namespace mixlab

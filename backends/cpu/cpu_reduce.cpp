@@ -1,0 +1,126 @@
+// Reductions over the middle axis of [outer, n, inner], and the running log-sum-exp.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/strided.h"
+
+namespace mixlab {
+
+void CpuBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, int64_t inner,
+                        const View& out) {
+  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.as<T>();
+    T* o = out.as<T>();
+    T init = op == ReduceOp::Sum   ? T(0)
+             : op == ReduceOp::Max ? -std::numeric_limits<T>::infinity()
+                                   : std::numeric_limits<T>::infinity();
+    if (inner == 1) {
+      // One contiguous row per output: split rows over threads, or the row itself when there is
+      // a single long row (then partial sums are combined in a fixed order).
+      if (outer == 1 && n >= (1 << 16) && op == ReduceOp::Sum) {
+        int chunks = num_threads();
+        std::vector<double> partial(chunks, 0.0);
+        int64_t per = (n + chunks - 1) / chunks;
+        parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+          for (int64_t c = b; c < e; ++c) {
+            double acc = 0;
+            for (int64_t i = c * per; i < std::min(n, (c + 1) * per); ++i) acc += in[i];
+            partial[c] = acc;
+          }
+        });
+        double total = 0;
+        for (double p : partial) total += p;
+        o[0] = static_cast<T>(total);
+        return;
+      }
+      parallel_for(outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t r = b; r < e; ++r) {
+                       const T* row = in + r * n;
+                       T acc = init;
+                       if (op == ReduceOp::Sum)
+                         for (int64_t i = 0; i < n; ++i) acc += row[i];
+                       else if (op == ReduceOp::Max)
+                         for (int64_t i = 0; i < n; ++i) acc = row[i] > acc ? row[i] : acc;
+                       else
+                         for (int64_t i = 0; i < n; ++i) acc = row[i] < acc ? row[i] : acc;
+                       o[r] = acc;
+                     }
+                   });
+      return;
+    }
+    // inner > 1: accumulate whole rows of `inner` at a time (vectorised along inner).
+    parallel_for(outer * inner, 4096, [&](int64_t b, int64_t e) {
+      for (int64_t idx = b; idx < e;) {
+        int64_t r = idx / inner, i0 = idx % inner;
+        int64_t i1 = std::min(inner, i0 + (e - idx));
+        T* dst = o + r * inner;
+        for (int64_t i = i0; i < i1; ++i) dst[i] = init;
+        for (int64_t j = 0; j < n; ++j) {
+          const T* src = in + (r * n + j) * inner;
+          if (op == ReduceOp::Sum)
+            for (int64_t i = i0; i < i1; ++i) dst[i] += src[i];
+          else if (op == ReduceOp::Max)
+            for (int64_t i = i0; i < i1; ++i) dst[i] = src[i] > dst[i] ? src[i] : dst[i];
+          else
+            for (int64_t i = i0; i < i1; ++i) dst[i] = src[i] < dst[i] ? src[i] : dst[i];
+        }
+        idx += i1 - i0;
+      }
+    });
+  });
+}
+
+void CpuBackend::logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t inner,
+                              const View& y) {
+  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.as<T>();
+    T* out = y.as<T>();
+    parallel_for(outer * inner, 64, [&](int64_t b, int64_t e) {
+      for (int64_t col = b; col < e; ++col) {
+        int64_t r = col / inner, c = col % inner;
+        T running = -std::numeric_limits<T>::infinity();
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t k = (r * n + j) * inner + c;
+          T v = in[k];
+          T hi = std::max(running, v);
+          running = hi == -std::numeric_limits<T>::infinity()
+                        ? hi
+                        : hi + std::log(std::exp(running - hi) + std::exp(v - hi));
+          out[k] = running;
+        }
+      }
+    });
+  });
+}
+
+void CpuBackend::logcumsumexp_backward(const View& x, const View& y, const View& dy,
+                                       int64_t outer, int64_t n, int64_t inner, const View& dx) {
+  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.as<T>();
+    const T* py = y.as<T>();
+    const T* pg = dy.as<T>();
+    T* pd = dx.as<T>();
+    parallel_for(outer * inner, 64, [&](int64_t b, int64_t e) {
+      for (int64_t col = b; col < e; ++col) {
+        int64_t r = col / inner, c = col % inner;
+        // s_j = sum_{i>=j} dy_i exp(y_j - y_i) = dy_j + exp(y_j - y_{j+1}) s_{j+1}; y is
+        // non-decreasing along n, so every exponent is <= 0 and the recursion is stable.
+        T s = 0;
+        for (int64_t j = n - 1; j >= 0; --j) {
+          int64_t k = (r * n + j) * inner + c;
+          if (j + 1 < n) s *= std::exp(py[k] - py[k + inner]);
+          s += pg[k];
+          pd[k] = s * std::exp(px[k] - py[k]);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace mixlab

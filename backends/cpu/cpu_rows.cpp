@@ -1,0 +1,204 @@
+// Row kernels: softmax, layer norm and cross-entropy, forward and backward side by side. Rows
+// are independent, so they split over threads and every row is reduced in a fixed order.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/strided.h"
+
+namespace mixlab {
+namespace {
+int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)); }
+}  // namespace
+
+// ---- softmax ----
+void CpuBackend::softmax(const View& x, const View& y, int64_t rows, int64_t cols, bool log) {
+  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* in = x.as<T>() + r * cols;
+        T* out = y.as<T>() + r * cols;
+        T hi = -std::numeric_limits<T>::infinity();
+        for (int64_t i = 0; i < cols; ++i) hi = in[i] > hi ? in[i] : hi;
+        T total = 0;
+        for (int64_t i = 0; i < cols; ++i) {
+          out[i] = std::exp(in[i] - hi);
+          total += out[i];
+        }
+        if (log) {
+          T lse = hi + std::log(total);
+          for (int64_t i = 0; i < cols; ++i) out[i] = in[i] - lse;
+        } else {
+          T inv = T(1) / total;
+          for (int64_t i = 0; i < cols; ++i) out[i] *= inv;
+        }
+      }
+    });
+  });
+}
+
+void CpuBackend::softmax_backward(const View& y, const View& dy, const View& dx, int64_t rows,
+                                  int64_t cols, bool log) {
+  cpu::dispatch_floating(y.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* py = y.as<T>() + r * cols;
+        const T* pg = dy.as<T>() + r * cols;
+        T* pd = dx.as<T>() + r * cols;
+        T acc = 0;
+        if (log) {
+          for (int64_t i = 0; i < cols; ++i) acc += pg[i];
+          for (int64_t i = 0; i < cols; ++i) pd[i] = pg[i] - std::exp(py[i]) * acc;
+        } else {
+          for (int64_t i = 0; i < cols; ++i) acc += pg[i] * py[i];
+          for (int64_t i = 0; i < cols; ++i) pd[i] = py[i] * (pg[i] - acc);
+        }
+      }
+    });
+  });
+}
+
+// ---- layer norm: y = (x - mean) * rstd * gamma + beta, biased variance ----
+void CpuBackend::layer_norm(const View& x, const View& gamma, const View& beta, const View& y,
+                            const View& mean, const View& rstd, int64_t rows, int64_t cols,
+                            double eps) {
+  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = gamma.as<T>();
+    const T* bt = beta.as<T>();
+    parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* in = x.as<T>() + r * cols;
+        T* out = y.as<T>() + r * cols;
+        T m = 0;
+        for (int64_t i = 0; i < cols; ++i) m += in[i];
+        m /= T(cols);
+        T var = 0;
+        for (int64_t i = 0; i < cols; ++i) var += (in[i] - m) * (in[i] - m);
+        var /= T(cols);
+        T rs = T(1) / std::sqrt(var + T(eps));
+        mean.as<T>()[r] = m;
+        rstd.as<T>()[r] = rs;
+        for (int64_t i = 0; i < cols; ++i) {
+          T v = (in[i] - m) * rs;
+          if (g) v *= g[i];
+          if (bt) v += bt[i];
+          out[i] = v;
+        }
+      }
+    });
+  });
+}
+
+void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& mean,
+                                     const View& rstd, const View& gamma, const View& dx,
+                                     const View& dgamma, const View& dbeta, int64_t rows,
+                                     int64_t cols) {
+  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = gamma.as<T>();
+    // dgamma/dbeta: per-thread partial sums over a fixed split of rows, combined in order.
+    int chunks = static_cast<int>(std::min<int64_t>(num_threads(), std::max<int64_t>(1, rows)));
+    std::vector<std::vector<T>> part_g(chunks), part_b(chunks);
+    int64_t per = (rows + chunks - 1) / chunks;
+    parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
+      for (int64_t c = cb; c < ce; ++c) {
+        if (dgamma.data) part_g[c].assign(cols, T(0));
+        if (dbeta.data) part_b[c].assign(cols, T(0));
+        for (int64_t r = c * per; r < std::min(rows, (c + 1) * per); ++r) {
+          const T* px = x.as<T>() + r * cols;
+          const T* pg = dy.as<T>() + r * cols;
+          T* pd = dx.as<T>() + r * cols;
+          T m = mean.as<T>()[r], rs = rstd.as<T>()[r];
+          // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * gamma
+          T sum_d = 0, sum_dx = 0;
+          for (int64_t i = 0; i < cols; ++i) {
+            T xhat = (px[i] - m) * rs;
+            T d = g ? pg[i] * g[i] : pg[i];
+            sum_d += d;
+            sum_dx += d * xhat;
+            if (dgamma.data) part_g[c][i] += pg[i] * xhat;
+            if (dbeta.data) part_b[c][i] += pg[i];
+          }
+          sum_d /= T(cols);
+          sum_dx /= T(cols);
+          for (int64_t i = 0; i < cols; ++i) {
+            T xhat = (px[i] - m) * rs;
+            T d = g ? pg[i] * g[i] : pg[i];
+            pd[i] = rs * (d - sum_d - xhat * sum_dx);
+          }
+        }
+      }
+    });
+    for (int64_t i = 0; i < cols; ++i) {
+      T sg = 0, sb = 0;
+      for (int c = 0; c < chunks; ++c) {
+        if (dgamma.data && !part_g[c].empty()) sg += part_g[c][i];
+        if (dbeta.data && !part_b[c].empty()) sb += part_b[c][i];
+      }
+      if (dgamma.data) dgamma.as<T>()[i] = sg;
+      if (dbeta.data) dbeta.as<T>()[i] = sb;
+    }
+  });
+}
+
+// ---- cross-entropy with label smoothing: target q = (1-eps) onehot + eps/C ----
+void CpuBackend::cross_entropy(const View& logits, const View& targets, const View& loss,
+                               const View& lse, int64_t rows, int64_t cols, int64_t ignore_index,
+                               double smoothing) {
+  cpu::dispatch_floating(logits.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int32_t* tg = targets.as<int32_t>();
+    parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* z = logits.as<T>() + r * cols;
+        T hi = -std::numeric_limits<T>::infinity();
+        for (int64_t i = 0; i < cols; ++i) hi = z[i] > hi ? z[i] : hi;
+        T total = 0, zsum = 0;
+        for (int64_t i = 0; i < cols; ++i) {
+          total += std::exp(z[i] - hi);
+          zsum += z[i];
+        }
+        T l = hi + std::log(total);
+        lse.as<T>()[r] = l;
+        int64_t t = tg[r];
+        if (t == ignore_index) {
+          loss.as<T>()[r] = 0;
+          continue;
+        }
+        // -sum_i q_i (z_i - lse) = (1-eps)(lse - z_t) + eps (lse - mean(z))
+        T eps = T(smoothing);
+        loss.as<T>()[r] = (T(1) - eps) * (l - z[t]) + eps * (l - zsum / T(cols));
+      }
+    });
+  });
+}
+
+void CpuBackend::cross_entropy_backward(const View& logits, const View& targets, const View& lse,
+                                        const View& scale, const View& dlogits, int64_t rows,
+                                        int64_t cols, int64_t ignore_index, double smoothing) {
+  cpu::dispatch_floating(logits.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int32_t* tg = targets.as<int32_t>();
+    parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* z = logits.as<T>() + r * cols;
+        T* d = dlogits.as<T>() + r * cols;
+        int64_t t = tg[r];
+        if (t == ignore_index) {
+          for (int64_t i = 0; i < cols; ++i) d[i] = 0;
+          continue;
+        }
+        T s = scale.as<T>()[r], l = lse.as<T>()[r];
+        T off = T(smoothing) / T(cols);
+        for (int64_t i = 0; i < cols; ++i) d[i] = s * (std::exp(z[i] - l) - off);
+        d[t] -= s * (T(1) - T(smoothing));
+      }
+    });
+  });
+}
+
+}  // namespace mixlab

@@ -1,0 +1,39 @@
+// Which backend serves which device. The CPU is always there; the CUDA backend is compiled in
+// when the build found nvcc (MIXLAB_HAVE_CUDA) and is usable when a GPU is present at run time.
+#include "backends/cpu/cpu_backend.h"
+#include "core/error.h"
+
+#ifdef MIXLAB_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
+
+namespace mixlab {
+
+bool device_available(DeviceType type) {
+  if (type == DeviceType::CPU) return true;
+#ifdef MIXLAB_HAVE_CUDA
+  return cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+Backend& backend_for(Device device) {
+  static CpuBackend cpu;
+  if (device.is_cpu()) return cpu;
+#ifdef MIXLAB_HAVE_CUDA
+  int count = cuda_device_count();
+  check(count > 0, "device ", device.str(),
+        " requested but no CUDA GPU is present (the CUDA backend is built; the driver found "
+        "no device)");
+  check(device.index < count, "device ", device.str(), " requested but only ", count,
+        " CUDA device(s) exist");
+  return cuda_backend(device.index);
+#else
+  fail("device ", device.str(),
+       " requested but this build has no CUDA backend (configure with -DMIXLAB_CUDA=ON on a "
+       "machine with nvcc)");
+#endif
+}
+
+}  // namespace mixlab

@@ -1,0 +1,50 @@
+// A seeded, counter-based random generator. Its whole state is (seed, counter), so it is
+// trivially saved in a checkpoint and restored for an exact resume, and draws do not depend on
+// the standard library's distributions (which differ between implementations).
+#pragma once
+#include <cstdint>
+
+namespace mixlab {
+
+// SplitMix64's finaliser: a strong 64-bit mix; counter-based RNGs on CPU and GPU both use it.
+inline uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, 1) from the i-th draw of a stream keyed by `seed`: what dropout masks use, so
+// any device reproduces the same mask.
+inline double counter_uniform(uint64_t seed, uint64_t i) {
+  return static_cast<double>(mix64(mix64(seed) ^ i) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0) : seed_(seed) {}
+
+  uint64_t next_u64() { return mix64(mix64(seed_) ^ counter_++); }
+  double uniform() { return static_cast<double>(next_u64() >> 11) * (1.0 / 9007199254740992.0); }
+  double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
+  double normal();  // standard normal (Box-Muller, one value per call)
+  // Integer in [0, n).
+  uint64_t below(uint64_t n) { return n ? next_u64() % n : 0; }
+
+  uint64_t seed() const { return seed_; }
+  uint64_t counter() const { return counter_; }
+  void set_state(uint64_t seed, uint64_t counter) {
+    seed_ = seed;
+    counter_ = counter;
+  }
+
+ private:
+  uint64_t seed_;
+  uint64_t counter_ = 0;
+};
+
+// The process-wide generator used when none is passed (parameter init, dropout seeds).
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+}  // namespace mixlab

@@ -1,0 +1,129 @@
+// Finite-difference gradient checks in float64 for every differentiable op, including
+// broadcasting and non-contiguous (transposed, sliced) inputs.
+#include "tests/test_helpers.h"
+
+using namespace mixlab;
+using namespace mixlab::testing;
+using Inputs = std::vector<Tensor>;
+
+TEST_CASE("gradcheck: add sub mul div with broadcasting") {
+  Inputs in{rand64({3, 4}, 1), rand64({4}, 2)};
+  CHECK_GRADS([](const Inputs& x) { return add(x[0], x[1]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return sub(x[1], x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return mul(x[0], x[1]); }, in);
+  Inputs pos{rand64({3, 1}, 3), add(mul(rand64({1, 4}, 4, false), 0.5), 2.0).set_requires_grad()};
+  CHECK_GRADS([](const Inputs& x) { return div(x[0], x[1]); }, pos);
+  CHECK_GRADS([](const Inputs& x) { return add(mul(x[0], 3.0), 1.5); }, in);
+}
+
+TEST_CASE("gradcheck: unary ops") {
+  Inputs in{rand64({2, 5}, 5)};
+  Tensor positive = add(mul(rand64({2, 5}, 6, false), 0.4), 1.0).set_requires_grad();
+  CHECK_GRADS([](const Inputs& x) { return neg(x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return exp(x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return log(x[0]); }, Inputs{positive});
+  CHECK_GRADS([](const Inputs& x) { return sqrt(x[0]); }, Inputs{positive});
+  CHECK_GRADS([](const Inputs& x) { return pow(x[0], 2.5); }, Inputs{positive});
+  CHECK_GRADS([](const Inputs& x) { return abs(x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return relu(x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return gelu(x[0], GeluForm::Erf); }, in);
+  CHECK_GRADS([](const Inputs& x) { return gelu(x[0], GeluForm::Tanh); }, in);
+  CHECK_GRADS([](const Inputs& x) { return sigmoid(x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return tanh(x[0]); }, in);
+}
+
+TEST_CASE("gradcheck: matmul, batched and broadcast, with transposed inputs") {
+  CHECK_GRADS([](const Inputs& x) { return matmul(x[0], x[1]); },
+              (Inputs{rand64({3, 4}, 7), rand64({4, 5}, 8)}));
+  CHECK_GRADS([](const Inputs& x) { return matmul(x[0], x[1]); },
+              (Inputs{rand64({2, 3, 4}, 9), rand64({2, 4, 2}, 10)}));
+  CHECK_GRADS([](const Inputs& x) { return matmul(x[0], x[1]); },
+              (Inputs{rand64({2, 2, 3, 4}, 11), rand64({4, 5}, 12)}));
+  CHECK_GRADS([](const Inputs& x) { return matmul(x[0], x[1]); },
+              (Inputs{rand64({2, 1, 3, 4}, 13), rand64({3, 4, 2}, 14)}));
+  // Transposed views on both sides reach gemm as flags.
+  CHECK_GRADS([](const Inputs& x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 0, 1)); },
+              (Inputs{rand64({4, 3}, 15), rand64({5, 4}, 16)}));
+  CHECK_GRADS([](const Inputs& x) { return linear(x[0], x[1], x[2]); },
+              (Inputs{rand64({2, 3, 4}, 17), rand64({5, 4}, 18), rand64({5}, 19)}));
+}
+
+TEST_CASE("gradcheck: reductions") {
+  Inputs in{rand64({2, 3, 4}, 20)};
+  CHECK_GRADS([](const Inputs& x) { return sum(x[0], {1}); }, in);
+  CHECK_GRADS([](const Inputs& x) { return sum(x[0], {0, 2}, true); }, in);
+  CHECK_GRADS([](const Inputs& x) { return sum(x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return mean(x[0], {-1}); }, in);
+  CHECK_GRADS([](const Inputs& x) { return mean(x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return max(x[0], {1}); }, in);
+  CHECK_GRADS([](const Inputs& x) { return max(x[0], {0, 2}, true); }, in);
+  // Non-contiguous input.
+  CHECK_GRADS([](const Inputs& x) { return sum(transpose(x[0], 0, 2), {1}); }, in);
+}
+
+TEST_CASE("gradcheck: softmax, log_softmax, layer_norm, logcumsumexp") {
+  Inputs in{rand64({3, 5}, 21)};
+  CHECK_GRADS([](const Inputs& x) { return softmax(x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return log_softmax(x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return softmax(x[0], 0); }, in);
+  CHECK_GRADS([](const Inputs& x) { return log_softmax(transpose(x[0], 0, 1)); }, in);
+  CHECK_GRADS([](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); },
+              (Inputs{rand64({2, 3, 6}, 22), rand64({6}, 23), rand64({6}, 24)}));
+  CHECK_GRADS([](const Inputs& x) { return layer_norm(x[0], Tensor(), Tensor()); },
+              (Inputs{rand64({4, 6}, 25)}));
+  CHECK_GRADS([](const Inputs& x) { return logcumsumexp(x[0], 1); }, (Inputs{rand64({2, 5, 3}, 26)}));
+  CHECK_GRADS([](const Inputs& x) { return logcumsumexp(x[0], -1); }, (Inputs{rand64({3, 4}, 27)}));
+}
+
+TEST_CASE("gradcheck: views and copies") {
+  Inputs in{rand64({2, 3, 4}, 30)};
+  CHECK_GRADS([](const Inputs& x) { return reshape(x[0], {6, 4}); }, in);
+  CHECK_GRADS([](const Inputs& x) { return reshape(transpose(x[0], 0, 1), {-1}); }, in);
+  CHECK_GRADS([](const Inputs& x) { return permute(x[0], {2, 0, 1}); }, in);
+  CHECK_GRADS([](const Inputs& x) { return narrow(x[0], 2, 1, 2); }, in);
+  CHECK_GRADS([](const Inputs& x) { return mul(slice(x[0], 1, 0, 2), slice(x[0], 1, 1, 3)); }, in);
+  CHECK_GRADS([](const Inputs& x) { return expand(x[1], {2, 3, 4}); }, (Inputs{in[0], rand64({3, 1}, 31)}));
+  CHECK_GRADS([](const Inputs& x) { return concat({x[0], x[1]}, 1); },
+              (Inputs{rand64({2, 3}, 32), rand64({2, 2}, 33)}));
+  CHECK_GRADS([](const Inputs& x) { return stack({x[0], x[1]}, 0); },
+              (Inputs{rand64({2, 3}, 34), rand64({2, 3}, 35)}));
+  CHECK_GRADS([](const Inputs& x) {
+    auto parts = split(x[0], {1, 3}, -1);
+    return mul(sum(parts[0], {-1}, true), parts[1]);
+  }, in);
+  CHECK_GRADS([](const Inputs& x) { return contiguous(transpose(x[0], 1, 2)); }, in);
+  CHECK_GRADS([](const Inputs& x) { return unsqueeze(squeeze(narrow(x[0], 0, 1, 1), 0), 2); }, in);
+}
+
+TEST_CASE("gradcheck: where, masked_fill, maximum") {
+  Tensor cond = Tensor::from_data(std::vector<double>{1, 0, 1, 0}, {4});
+  CHECK_GRADS([cond](const Inputs& x) { return where(cond, x[0], x[1]); },
+              (Inputs{rand64({3, 4}, 40), rand64({4}, 41)}));
+  Tensor mask = Tensor::from_data(std::vector<double>{0, 1, 0}, {3, 1});
+  CHECK_GRADS([mask](const Inputs& x) { return masked_fill(x[0], mask, -5.0); },
+              (Inputs{rand64({3, 4}, 42)}));
+  CHECK_GRADS([](const Inputs& x) { return maximum(x[0], x[1]); },
+              (Inputs{rand64({3, 4}, 43), rand64({3, 4}, 44)}));
+}
+
+TEST_CASE("gradcheck: embedding, dropout, cross_entropy") {
+  Tensor ids = Tensor::from_data(std::vector<int32_t>{1, 3, 1, 0, 2, 3}, {2, 3});
+  CHECK_GRADS([ids](const Inputs& x) { return embedding(x[0], ids); }, (Inputs{rand64({4, 5}, 50)}));
+  CHECK_GRADS([](const Inputs& x) { return dropout(x[0], 0.3, true, 99); }, (Inputs{rand64({4, 6}, 51)}));
+  Tensor targets = Tensor::from_data(std::vector<int32_t>{2, -100, 0, 4}, {2, 2});
+  CHECK_GRADS([targets](const Inputs& x) { return cross_entropy(x[0], targets); },
+              (Inputs{rand64({2, 2, 5}, 52)}));
+  CHECK_GRADS([targets](const Inputs& x) { return cross_entropy(x[0], targets, -100, 0.1); },
+              (Inputs{rand64({2, 2, 5}, 53)}));
+}
+
+TEST_CASE("gradcheck: fft and the real part of the 2-D DFT") {
+  CHECK_GRADS([](const Inputs& x) { return fft(x[0], 1); }, (Inputs{rand64({2, 5, 3, 2}, 60)}));
+  CHECK_GRADS([](const Inputs& x) { return fft(x[0], 0, true); }, (Inputs{rand64({4, 2}, 61)}));
+  CHECK_GRADS([](const Inputs& x) { return fft2_real(x[0]); }, (Inputs{rand64({2, 5, 6}, 62)}));
+  CHECK_GRADS([](const Inputs& x) { return fft2_real(x[0]); }, (Inputs{rand64({3, 7}, 63)}));
+  Tensor lens = Tensor::from_data(std::vector<int32_t>{3, 5}, {2});
+  CHECK_GRADS([lens](const Inputs& x) { return fft2_real(x[0], lens); }, (Inputs{rand64({2, 5, 4}, 64)}));
+  CHECK_GRADS([](const Inputs& x) { return fft2_real(transpose(x[0], 1, 2)); },
+              (Inputs{rand64({2, 4, 3}, 65)}));
+}

@@ -1,0 +1,153 @@
+// Forward values against hand-computed or closed-form results.
+#include <cmath>
+
+#include "tests/test_helpers.h"
+
+using namespace mixlab;
+using namespace mixlab::testing;
+
+TEST_CASE("values: softmax rows sum to 1 and log_softmax matches log(softmax)") {
+  Tensor x = mul(rand32({4, 7}, 1), 30.0);  // large logits: stability matters
+  auto p = softmax(x).to_double_vector();
+  for (int r = 0; r < 4; ++r) {
+    double s = 0;
+    for (int c = 0; c < 7; ++c) s += p[r * 7 + c];
+    CHECK(s == doctest::Approx(1.0).epsilon(1e-6));
+  }
+  auto lp = log_softmax(x).to_double_vector();
+  for (size_t i = 0; i < p.size(); ++i) CHECK(std::exp(lp[i]) == doctest::Approx(p[i]).epsilon(1e-5));
+}
+
+TEST_CASE("values: layer_norm output has mean 0 and variance 1") {
+  Tensor y = layer_norm(mul(rand64({3, 16}, 2, false), 5.0), Tensor(), Tensor(), 1e-12);
+  auto v = y.to_double_vector();
+  for (int r = 0; r < 3; ++r) {
+    double m = 0, var = 0;
+    for (int c = 0; c < 16; ++c) m += v[r * 16 + c] / 16;
+    for (int c = 0; c < 16; ++c) var += (v[r * 16 + c] - m) * (v[r * 16 + c] - m) / 16;
+    CHECK(std::abs(m) < 1e-12);
+    CHECK(var == doctest::Approx(1.0).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("values: matmul against a naive loop, including batched and transposed") {
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {3, 5, 2}, {17, 9, 13}}) {
+    Tensor a = rand64({2, m, k}, 3, false), b = rand64({2, k, n}, 4, false);
+    auto c = matmul(a, b).to_double_vector();
+    auto av = a.to_double_vector(), bv = b.to_double_vector();
+    for (int64_t t = 0; t < 2; ++t)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (int64_t p = 0; p < k; ++p) s += av[(t * m + i) * k + p] * bv[(t * k + p) * n + j];
+          CHECK(c[(t * m + i) * n + j] == doctest::Approx(s).epsilon(1e-12));
+        }
+    // (Bᵀ Aᵀ)ᵀ = A B with both transposes as views.
+    auto c2 = transpose(matmul(transpose(b, 1, 2), transpose(a, 1, 2)), 1, 2).to_double_vector();
+    check_close(c2, c, 1e-12);
+  }
+}
+
+TEST_CASE("values: FFT of known signals") {
+  // A unit impulse transforms to all ones; a pure cosine to two spikes of n/2.
+  const int n = 8;
+  std::vector<double> impulse(n * 2, 0.0), wave(n * 2, 0.0);
+  impulse[0] = 1;
+  for (int t = 0; t < n; ++t) wave[t * 2] = std::cos(2 * M_PI * 2 * t / n);
+  auto f = fft(Tensor::from_data(impulse, {n, 2}), 0).to_double_vector();
+  for (int k = 0; k < n; ++k) {
+    CHECK(f[k * 2] == doctest::Approx(1.0));
+    CHECK(f[k * 2 + 1] == doctest::Approx(0.0));
+  }
+  auto w = fft(Tensor::from_data(wave, {n, 2}), 0).to_double_vector();
+  for (int k = 0; k < n; ++k) {
+    double expect = (k == 2 || k == n - 2) ? n / 2.0 : 0.0;
+    CHECK(std::abs(w[k * 2] - expect) < 1e-12);
+    CHECK(std::abs(w[k * 2 + 1]) < 1e-12);
+  }
+  // Unnormalised inverse after forward gives n times the input.
+  Tensor x = rand64({5, 3, 2}, 5, false);
+  auto back = fft(fft(x, 0), 0, true).to_double_vector();
+  auto orig = x.to_double_vector();
+  for (size_t i = 0; i < orig.size(); ++i) CHECK(back[i] == doctest::Approx(5 * orig[i]));
+}
+
+TEST_CASE("values: fft2_real equals C X C - S X S, with per-item lengths") {
+  const int64_t n = 5, d = 6;
+  Tensor x = rand64({2, n, d}, 6, false);
+  auto xv = x.to_double_vector();
+  std::vector<int32_t> lens{3, 5};
+  auto y = fft2_real(x, Tensor::from_data(lens, {2})).to_double_vector();
+  for (int b = 0; b < 2; ++b) {
+    int64_t L = lens[b];
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < d; ++k) {
+        double s = 0;
+        if (j < L)
+          for (int64_t p = 0; p < L; ++p)
+            for (int64_t q = 0; q < d; ++q)
+              s += xv[(b * n + p) * d + q] * std::cos(2 * M_PI * (double(j * p) / L + double(k * q) / d));
+        CHECK(y[(b * n + j) * d + k] == doctest::Approx(s).epsilon(1e-10));
+      }
+  }
+}
+
+TEST_CASE("values: broadcasting, reductions and views") {
+  Tensor a = Tensor::from_data(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = Tensor::from_data(std::vector<float>{10, 20, 30}, {3});
+  CHECK((a + b).to_float_vector() == std::vector<float>{11, 22, 33, 14, 25, 36});
+  CHECK(sum(a, {0}).to_float_vector() == std::vector<float>{5, 7, 9});
+  CHECK(sum(a, {1}).to_float_vector() == std::vector<float>{6, 15});
+  CHECK(max(a, {1}).to_float_vector() == std::vector<float>{3, 6});
+  CHECK(mean(a).item() == doctest::Approx(3.5));
+  CHECK(transpose(a, 0, 1).contiguous().to_float_vector() == std::vector<float>{1, 4, 2, 5, 3, 6});
+  CHECK(narrow(a, 1, 1, 2).contiguous().to_float_vector() == std::vector<float>{2, 3, 5, 6});
+  Tensor t = transpose(a, 0, 1);
+  CHECK(!t.is_contiguous());
+  CHECK(t.impl().storage == a.impl().storage);  // a view, no copy
+  CHECK(reshape(a, {3, 2}).impl().storage == a.impl().storage);
+  CHECK(tril_mask(3, 3).to_float_vector() == std::vector<float>{1, 0, 0, 1, 1, 0, 1, 1, 1});
+  CHECK(length_mask({2, 3}, 3).to_float_vector() == std::vector<float>{1, 1, 0, 1, 1, 1});
+}
+
+TEST_CASE("values: cross_entropy equals -log softmax at the target; smoothing formula") {
+  Tensor z = Tensor::from_data(std::vector<double>{1.0, 2.0, 0.5, -1.0, 0.0, 3.0}, {2, 3});
+  Tensor t = Tensor::from_data(std::vector<int32_t>{1, 2}, {2});
+  auto lp = log_softmax(z).to_double_vector();
+  double expect = -(lp[1] + lp[5]) / 2;
+  CHECK(cross_entropy(z, t).item() == doctest::Approx(expect).epsilon(1e-12));
+  double eps = 0.2;
+  double smooth = 0;
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 3; ++c) {
+      double q = (c == (r == 0 ? 1 : 2) ? 1 - eps : 0) + eps / 3;
+      smooth -= q * lp[r * 3 + c] / 2;
+    }
+  CHECK(cross_entropy(z, t, -100, eps).item() == doctest::Approx(smooth).epsilon(1e-12));
+  Tensor ignored = Tensor::from_data(std::vector<int32_t>{-100, -100}, {2});
+  CHECK(cross_entropy(z, ignored).item() == 0.0);
+}
+
+TEST_CASE("values: dropout keeps expectation and is seeded") {
+  Tensor x = Tensor::ones({10000});
+  auto a = dropout(x, 0.25, true, 7).to_float_vector();
+  auto b = dropout(x, 0.25, true, 7).to_float_vector();
+  CHECK(a == b);
+  double m = 0;
+  int zeros = 0;
+  for (float v : a) {
+    m += v / a.size();
+    zeros += v == 0;
+  }
+  CHECK(m == doctest::Approx(1.0).epsilon(0.03));
+  CHECK(zeros == doctest::Approx(2500).epsilon(0.1));
+  CHECK(dropout(x, 0.25, false, 7).same_as(x));
+}
+
+TEST_CASE("values: printing shows shape, dtype, device and abbreviates") {
+  std::string s = Tensor::arange(100).str();
+  CHECK(s.find("shape=[100]") != std::string::npos);
+  CHECK(s.find("float32") != std::string::npos);
+  CHECK(s.find("cpu") != std::string::npos);
+  CHECK(s.find("...") != std::string::npos);
+}
