@@ -30,7 +30,7 @@ TEST_CASE("autograd: a no-grad scope records nothing") {
   CHECK(!exp(x.detach()).requires_grad());
 }
 
-TEST_CASE("autograd: a 10,000-op chain backpropagates without stack overflow") {
+TEST_CASE("autograd: a 10000-op chain backpropagates without stack overflow") {
   Tensor x = Tensor::from_data(std::vector<double>{1.0}, {1}).set_requires_grad();
   Tensor y = x;
   for (int i = 0; i < 10000; ++i) y = add(y, 0.001);
@@ -74,7 +74,7 @@ TEST_CASE("errors: shape mismatches name the op and both shapes") {
                        doctest::Contains("[2,3] and [3,3]"), Error);
 }
 
-TEST_CASE("errors: mixing devices is an error, not a silent copy") {
+TEST_CASE("errors: mixing devices is an error not a silent copy") {
   if (!device_available(DeviceType::CUDA)) {
     CHECK_THROWS_WITH_AS(Tensor::zeros({2}, DType::F32, Device::cuda()),
                          doctest::Contains("cuda"), Error);

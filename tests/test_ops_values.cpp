@@ -30,7 +30,7 @@ TEST_CASE("values: layer_norm output has mean 0 and variance 1") {
   }
 }
 
-TEST_CASE("values: matmul against a naive loop, including batched and transposed") {
+TEST_CASE("values: matmul against a naive loop including batched and transposed") {
   for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {3, 5, 2}, {17, 9, 13}}) {
     Tensor a = rand64({2, m, k}, 3, false), b = rand64({2, k, n}, 4, false);
     auto c = matmul(a, b).to_double_vector();
@@ -72,7 +72,7 @@ TEST_CASE("values: FFT of known signals") {
   for (size_t i = 0; i < orig.size(); ++i) CHECK(back[i] == doctest::Approx(5 * orig[i]));
 }
 
-TEST_CASE("values: fft2_real equals C X C - S X S, with per-item lengths") {
+TEST_CASE("values: fft2_real equals C X C - S X S with per-item lengths") {
   const int64_t n = 5, d = 6;
   Tensor x = rand64({2, n, d}, 6, false);
   auto xv = x.to_double_vector();
@@ -92,7 +92,7 @@ TEST_CASE("values: fft2_real equals C X C - S X S, with per-item lengths") {
   }
 }
 
-TEST_CASE("values: broadcasting, reductions and views") {
+TEST_CASE("values: broadcasting reductions and views") {
   Tensor a = Tensor::from_data(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor b = Tensor::from_data(std::vector<float>{10, 20, 30}, {3});
   CHECK((a + b).to_float_vector() == std::vector<float>{11, 22, 33, 14, 25, 36});
@@ -110,7 +110,7 @@ TEST_CASE("values: broadcasting, reductions and views") {
   CHECK(length_mask({2, 3}, 3).to_float_vector() == std::vector<float>{1, 1, 0, 1, 1, 1});
 }
 
-TEST_CASE("values: cross_entropy equals -log softmax at the target; smoothing formula") {
+TEST_CASE("values: cross_entropy equals -log softmax at the target - smoothing formula") {
   Tensor z = Tensor::from_data(std::vector<double>{1.0, 2.0, 0.5, -1.0, 0.0, 3.0}, {2, 3});
   Tensor t = Tensor::from_data(std::vector<int32_t>{1, 2}, {2});
   auto lp = log_softmax(z).to_double_vector();
@@ -144,7 +144,7 @@ TEST_CASE("values: dropout keeps expectation and is seeded") {
   CHECK(dropout(x, 0.25, false, 7).same_as(x));
 }
 
-TEST_CASE("values: printing shows shape, dtype, device and abbreviates") {
+TEST_CASE("values: printing shows shape dtype device and abbreviates") {
   std::string s = Tensor::arange(100).str();
   CHECK(s.find("shape=[100]") != std::string::npos);
   CHECK(s.find("float32") != std::string::npos);

@@ -1,0 +1,109 @@
+#include "nn/mixer.h"
+
+#include <sstream>
+
+#include "autograd/ops.h"
+#include "nn/mixer_registry.h"
+
+namespace mixlab {
+
+namespace {
+const std::string* find_option(const MixerConfig& c, const std::string& key) {
+  auto it = c.options.find(key);
+  return it == c.options.end() ? nullptr : &it->second;
+}
+}  // namespace
+
+int64_t MixerConfig::get_int(const std::string& key, int64_t fallback) const {
+  const std::string* v = find_option(*this, key);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    int64_t out = std::stoll(*v, &used);
+    if (used == v->size()) return out;
+  } catch (...) {
+  }
+  fail(name, ": option ", key, "=", *v, " is not an integer");
+}
+
+double MixerConfig::get_double(const std::string& key, double fallback) const {
+  const std::string* v = find_option(*this, key);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    double out = std::stod(*v, &used);
+    if (used == v->size()) return out;
+  } catch (...) {
+  }
+  fail(name, ": option ", key, "=", *v, " is not a number");
+}
+
+bool MixerConfig::get_bool(const std::string& key, bool fallback) const {
+  const std::string* v = find_option(*this, key);
+  if (!v) return fallback;
+  if (*v == "1" || *v == "true" || *v == "yes" || *v == "on" || v->empty()) return true;
+  if (*v == "0" || *v == "false" || *v == "no" || *v == "off") return false;
+  fail(name, ": option ", key, "=", *v, " is not a boolean (true/false)");
+}
+
+std::string MixerConfig::get_string(const std::string& key, const std::string& fallback) const {
+  const std::string* v = find_option(*this, key);
+  return v ? *v : fallback;
+}
+
+std::string MixerConfig::str() const {
+  std::ostringstream out;
+  out << name << "(d=" << dim << ", h=" << heads << ", max_len=" << max_len;
+  if (causal) out << ", causal";
+  if (cross) out << ", cross";
+  for (const auto& [k, v] : options) out << ", " << k << "=" << v;
+  out << ")";
+  return out.str();
+}
+
+MixerCapabilities Mixer::capabilities() const {
+  return MixerRegistry::instance().find(config_.name).capabilities;
+}
+
+void Mixer::check_input(const Tensor& x, const MixerContext& ctx) const {
+  if (x.dim() != 3 || x.size(2) != config_.dim)
+    fail(config_.name, ": input ", shape_str(x.shape()), " must be [B, N, ", config_.dim, "]");
+  if (capabilities().length != LengthSupport::Any && x.size(1) > config_.max_len)
+    fail(config_.name, ": input length ", x.size(1), " exceeds max_len ℓ = ", config_.max_len,
+         " (input ", shape_str(x.shape()), "); build the mixer with a larger max_len");
+  if (ctx.valid.defined() && ctx.valid.shape() != Shape{x.size(0), x.size(1)})
+    fail(config_.name, ": valid mask ", shape_str(ctx.valid.shape()), " does not match input ",
+         shape_str(x.shape()));
+  if (ctx.causal != config_.causal)
+    fail(config_.name, ": built ", config_.causal ? "causal" : "non-causal",
+         " but called with a ", ctx.causal ? "causal" : "non-causal", " context");
+  if (config_.cross) {
+    check(ctx.memory.defined(), config_.name, ": cross-mixer called without memory");
+    check(ctx.memory.dim() == 3 && ctx.memory.size(0) == x.size(0) &&
+              ctx.memory.size(2) == config_.dim,
+          config_.name, ": memory ", shape_str(ctx.memory.shape()), " does not fit input ",
+          shape_str(x.shape()));
+  }
+}
+
+namespace {
+struct PrefixCache : MixerCache {
+  Tensor prefix;  // every input so far, [B, t, d]
+};
+}  // namespace
+
+std::unique_ptr<MixerCache> Mixer::new_cache() const { return std::make_unique<PrefixCache>(); }
+
+Tensor Mixer::step(const Tensor& x_t, MixerCache& cache, const MixerContext& ctx) {
+  auto* c = dynamic_cast<PrefixCache*>(&cache);
+  check(c != nullptr, config_.name, ": step() got a cache from another mixer");
+  c->prefix = c->prefix.defined() ? concat({c->prefix, x_t}, 1) : x_t;
+  ++c->position;
+  MixerContext full = ctx;
+  full.valid = Tensor();
+  full.lengths.clear();
+  Tensor y = forward(c->prefix, full);
+  return narrow(y, 1, y.size(1) - 1, 1);
+}
+
+}  // namespace mixlab

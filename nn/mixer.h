@@ -1,0 +1,99 @@
+// The token-mixer interface (../shared/docs/mixers.md §0). A mixer maps X [B, N, d] to Y [B, N, d]
+// moving information between positions; everything else in a block is shared by all mixers.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace mixlab {
+
+// What a mixer is built with. `options` holds the mixer's own settings by name (e.g. "rank",
+// "kernel"), validated against the registry's list for that mixer.
+struct MixerConfig {
+  std::string name = "attention";  // registry name, e.g. "attention", "synth-mix:R+V"
+  int64_t dim = 64;                // d
+  int64_t heads = 4;               // h
+  int64_t max_len = 64;            // ℓ
+  bool causal = false;             // built for causal (decoder) use
+  bool cross = false;              // keys/values come from ctx.memory (cross-attention)
+  std::map<std::string, std::string> options;
+  uint64_t seed = 0;               // initialisation seed
+
+  int64_t get_int(const std::string& key, int64_t fallback) const;
+  double get_double(const std::string& key, double fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  std::string str() const;  // "attention(d=64, h=4, ℓ=64, causal)" for messages and logs
+};
+
+// The per-call context of §0. `valid` is [B, N] with 1 for real tokens and 0 for padding
+// (padding on the right), in x's dtype and device; undefined means every position is valid.
+// `lengths` are the same facts on the host (empty when every position is valid).
+struct MixerContext {
+  Tensor valid;
+  std::vector<int32_t> lengths;
+  bool causal = false;
+  Tensor memory;  // cross mixers: [B, M, d]
+  Tensor memory_valid;
+  std::vector<int32_t> memory_lengths;
+};
+
+// How a mixer handles sequence length (§13).
+enum class LengthSupport {
+  Any,             // any N
+  UpToMaxLen,      // N ≤ ℓ (slices ℓ-sized parameters)
+  PaddedToMaxLen,  // N ≤ ℓ, padded to ℓ inside the mixer
+};
+
+// What the block around a mixer looks like (§1's per-mixer exceptions).
+enum class BlockStyle {
+  PreNorm,    // x + Drop(Mixer(LN(x))), x + Drop(FFN(LN(x)))
+  ResMLP,     // Affine norms and LayerScale on every sublayer
+  NoPreNorm,  // ffonly: no LN before the mixer (it normalises across tokens itself)
+  Unit,       // gmlp/amlp: the unit replaces mixer and FFN: x + Drop(Unit(LN(x)))
+};
+
+struct MixerCapabilities {
+  LengthSupport length = LengthSupport::Any;
+  bool padding_property = true;
+  bool exact_length_equivalence = true;
+  bool causal = true;  // false: the registry refuses causal instances
+  std::string causal_refusal;  // one sentence: why not (when causal == false)
+  bool cross = false;  // can be a cross-mixer (keys/values from memory)
+  BlockStyle block = BlockStyle::PreNorm;
+};
+
+// Per-sequence state for incremental decoding; each mixer subclasses it.
+struct MixerCache {
+  virtual ~MixerCache() = default;
+  int64_t position = 0;  // how many positions have been consumed
+};
+
+class Mixer : public Module {
+ public:
+  explicit Mixer(MixerConfig config) : config_(std::move(config)) {}
+  const MixerConfig& config() const { return config_; }
+  virtual MixerCapabilities capabilities() const;  // default: the registry's entry
+
+  // Y [B, N, d] from X [B, N, d]. Implementations start with check_input().
+  virtual Tensor forward(const Tensor& x, const MixerContext& ctx) = 0;
+
+  // Incremental decoding (causal mixers): consume x_t [B, 1, d], the next position, and return
+  // its output row [B, 1, d], equal to forward() over the whole prefix at that position. The
+  // default keeps the prefix and re-runs forward (correct, not fast); mixers override it to
+  // reuse earlier work (cached K/V, rows, the last K-1 inputs).
+  virtual std::unique_ptr<MixerCache> new_cache() const;
+  virtual Tensor step(const Tensor& x_t, MixerCache& cache, const MixerContext& ctx);
+
+ protected:
+  // Checks X against d, the length limit ℓ (an error naming ℓ), ctx.valid's shape and the
+  // causal flag, so every mixer fails the same clear way.
+  void check_input(const Tensor& x, const MixerContext& ctx) const;
+
+  MixerConfig config_;
+};
+
+}  // namespace mixlab

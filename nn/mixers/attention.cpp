@@ -1,0 +1,95 @@
+// attention: multi-head dot-product attention (mixers.md §2).
+//
+//   Q = X W_Q + b_Q,  K = X_kv W_K + b_K,  V = X_kv W_V + b_V        (W_* : d → d)
+//   A_k = softmax(Q_k K_kᵀ / √d_h + M)                                (per head k)
+//   Y = concat_k(A_k V_k) W_O + b_O
+//
+// Self-attention has X_kv = X; cross-attention takes X_kv from the memory and masks invalid
+// memory positions. M masks padded keys and, when causal, keys j > i. Params 4d² + 4d.
+// Any length; padding and causality exact; incremental decoding caches K and V.
+#include <cmath>
+
+#include "core/random.h"
+#include "nn/layers.h"
+#include "nn/mixer_registry.h"
+#include "nn/mixers/common.h"
+
+namespace mixlab {
+namespace {
+
+class Attention : public Mixer {
+ public:
+  explicit Attention(const MixerConfig& c) : Mixer(c) {
+    Generator gen(c.seed);
+    w_q = register_module("w_q", std::make_shared<Linear>(c.dim, c.dim, true, gen));
+    w_k = register_module("w_k", std::make_shared<Linear>(c.dim, c.dim, true, gen));
+    w_v = register_module("w_v", std::make_shared<Linear>(c.dim, c.dim, true, gen));
+    w_o = register_module("w_o", std::make_shared<Linear>(c.dim, c.dim, true, gen));
+  }
+  std::string type_name() const override { return config_.cross ? "CrossAttention" : "Attention"; }
+
+  Tensor forward(const Tensor& x, const MixerContext& ctx) override {
+    check_input(x, ctx);
+    const Tensor& kv = config_.cross ? ctx.memory : x;
+    const Tensor& kv_valid = config_.cross ? ctx.memory_valid : ctx.valid;
+    int64_t h = config_.heads;
+    Tensor q = mixers::split_heads(w_q->forward(x), h);
+    Tensor k = mixers::split_heads(w_k->forward(kv), h);
+    Tensor v = mixers::split_heads(w_v->forward(kv), h);
+    Tensor mask = mixers::attention_mask(kv_valid, config_.causal, x.size(1), kv.size(1),
+                                         x.dtype(), x.device());
+    return attend(q, k, v, mask);
+  }
+
+  // Incremental decoding: K and V of earlier positions are kept, only the new row is projected.
+  struct Cache : MixerCache {
+    Tensor k, v;  // [B, h, t, d_h]
+  };
+  std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
+
+  Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext& ctx) override {
+    auto& cache = dynamic_cast<Cache&>(base);
+    int64_t h = config_.heads;
+    Tensor q = mixers::split_heads(w_q->forward(x_t), h);
+    Tensor mask;
+    if (config_.cross) {
+      if (!cache.k.defined()) {  // the memory does not change while decoding
+        cache.k = mixers::split_heads(w_k->forward(ctx.memory), h);
+        cache.v = mixers::split_heads(w_v->forward(ctx.memory), h);
+      }
+      mask = mixers::key_mask(ctx.memory_valid);
+    } else {
+      Tensor k = mixers::split_heads(w_k->forward(x_t), h);
+      Tensor v = mixers::split_heads(w_v->forward(x_t), h);
+      cache.k = cache.k.defined() ? concat({cache.k, k}, 2) : k;
+      cache.v = cache.v.defined() ? concat({cache.v, v}, 2) : v;
+    }
+    ++cache.position;
+    return attend(q, cache.k, cache.v, mask);  // the new query sees every cached key
+  }
+
+ private:
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) const {
+    double scale = 1.0 / std::sqrt(static_cast<double>(config_.dim / config_.heads));
+    Tensor logits = mul(matmul(q, transpose(k, -1, -2)), scale);
+    Tensor a = mixers::masked_softmax(logits, mask);
+    return w_o->forward(mixers::merge_heads(matmul(a, v)));
+  }
+
+  std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+};
+
+}  // namespace
+
+void register_attention_mixer(MixerRegistry& registry) {
+  MixerInfo info;
+  info.name = "attention";
+  info.summary = "multi-head dot-product attention softmax(QKᵀ/√d_h)V (Vaswani et al. 2017)";
+  info.capabilities.length = LengthSupport::Any;
+  info.capabilities.cross = true;
+  info.build = [](const MixerConfig& c) { return std::make_shared<Attention>(c); };
+  info.expected_parameters = [](const MixerConfig& c) { return 4 * c.dim * c.dim + 4 * c.dim; };
+  registry.add(std::move(info));
+}
+
+}  // namespace mixlab

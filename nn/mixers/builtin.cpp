@@ -1,0 +1,31 @@
+// The list of built-in mixers: each family's file defines its register_* function, which adds
+// its MixerInfo entries to the registry. A new mixer adds one file and one line here.
+#include "nn/mixer_registry.h"
+
+namespace mixlab {
+
+// Weak while the families are being written in parallel: an absent family is skipped.
+// TODO(lead): drop the weak attribute once every family file exists.
+#define MIXLAB_MIXER_FAMILY(fn) void fn(MixerRegistry&) __attribute__((weak));
+MIXLAB_MIXER_FAMILY(register_attention_mixer)
+MIXLAB_MIXER_FAMILY(register_synthesizer_mixers)
+MIXLAB_MIXER_FAMILY(register_mlp_mixer_mixer)
+MIXLAB_MIXER_FAMILY(register_resmlp_mixer)
+MIXLAB_MIXER_FAMILY(register_ffonly_mixer)
+MIXLAB_MIXER_FAMILY(register_external_mixer)
+MIXLAB_MIXER_FAMILY(register_fnet_mixer)
+MIXLAB_MIXER_FAMILY(register_gmlp_mixers)
+MIXLAB_MIXER_FAMILY(register_hcsa_mixer)
+MIXLAB_MIXER_FAMILY(register_conv_mixers)
+MIXLAB_MIXER_FAMILY(register_linformer_mixer)
+#undef MIXLAB_MIXER_FAMILY
+
+void register_builtin_mixers(MixerRegistry& registry) {
+  for (auto fn : {register_attention_mixer, register_synthesizer_mixers, register_mlp_mixer_mixer,
+                  register_resmlp_mixer, register_ffonly_mixer, register_external_mixer,
+                  register_fnet_mixer, register_gmlp_mixers, register_hcsa_mixer,
+                  register_conv_mixers, register_linformer_mixer})
+    if (fn) fn(registry);
+}
+
+}  // namespace mixlab

@@ -1,0 +1,39 @@
+#include "nn/mixers/common.h"
+
+namespace mixlab::mixers {
+
+Tensor split_heads(const Tensor& x, int64_t heads) {
+  int64_t b = x.size(0), n = x.size(1), d = x.size(2);
+  return transpose(reshape(x, {b, n, heads, d / heads}), 1, 2);
+}
+
+Tensor merge_heads(const Tensor& x) {
+  int64_t b = x.size(0), h = x.size(1), n = x.size(2), dh = x.size(3);
+  return reshape(transpose(x, 1, 2), {b, n, h * dh});
+}
+
+Tensor masked_softmax(const Tensor& logits, const Tensor& allowed) {
+  if (!allowed.defined()) return softmax(logits, -1);
+  // A large finite negative (not -inf): exp underflows to exactly 0 and nothing becomes NaN.
+  Tensor filled = masked_fill(logits, add(neg(allowed), 1.0), -1e30);
+  // Rows with no allowed key come out uniform from softmax; zero them.
+  Tensor any_allowed = max(expand(allowed, filled.shape()), {-1}, true);
+  return mul(softmax(filled, -1), any_allowed);
+}
+
+Tensor key_mask(const Tensor& valid) {
+  if (!valid.defined()) return Tensor();
+  return reshape(valid, {valid.size(0), 1, 1, valid.size(1)});
+}
+
+Tensor attention_mask(const Tensor& valid, bool causal, int64_t n, int64_t m, DType dtype,
+                      Device device) {
+  Tensor mask = key_mask(valid);
+  if (causal) {
+    Tensor tri = tril_mask(n, m, m - n, dtype, device);
+    mask = mask.defined() ? mul(mask, tri) : tri;
+  }
+  return mask;
+}
+
+}  // namespace mixlab::mixers

@@ -1,0 +1,26 @@
+// Pieces several mixers share: head splitting and the masked softmax of §0's masking rule.
+#pragma once
+#include "autograd/ops.h"
+#include "nn/mixer.h"
+
+namespace mixlab::mixers {
+
+// [B, N, h·d_h] -> [B, h, N, d_h] (head k owns channels [k·d_h, (k+1)·d_h)).
+Tensor split_heads(const Tensor& x, int64_t heads);
+// [B, h, N, d_h] -> [B, N, h·d_h].
+Tensor merge_heads(const Tensor& x);
+
+// softmax over the last axis where `allowed` (broadcastable, 1 = key allowed, 0 = masked) is 1.
+// Masked keys get weight exactly 0; a row whose keys are all masked gets weights exactly 0
+// (never NaN, never uniform), as §0 requires.
+Tensor masked_softmax(const Tensor& logits, const Tensor& allowed);
+
+// The [B, 1, 1, M] key mask from a [B, M] valid mask (undefined stays undefined).
+Tensor key_mask(const Tensor& valid);
+// Combines key validity [B,1,1,M] and, when causal, the [N, M] lower-triangular mask (query i
+// sees keys j <= i + (M - N), so a query block at the end of the keys works for decoding).
+// Returns an undefined tensor when nothing is masked.
+Tensor attention_mask(const Tensor& valid, bool causal, int64_t n, int64_t m, DType dtype,
+                      Device device);
+
+}  // namespace mixlab::mixers

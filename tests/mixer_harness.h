@@ -1,0 +1,57 @@
+// The shared mixer test harness: every property of mixers.md §0 and §13, run over every mixer
+// in the registry. A new mixer is covered by registering it (and listing test names).
+#pragma once
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "nn/mixer_registry.h"
+#include "tests/test_helpers.h"
+
+namespace mixlab::testing {
+
+// Small sizes so float64 gradchecks over every parameter stay fast.
+inline MixerConfig small_config(const std::string& name, bool causal = false) {
+  MixerConfig c;
+  c.name = name;
+  c.dim = 8;
+  c.heads = 2;
+  c.max_len = 8;
+  c.causal = causal;
+  c.seed = 11;
+  return c;
+}
+
+inline std::vector<std::string> all_test_names() {
+  std::vector<std::string> names;
+  for (const auto& info : MixerRegistry::instance().all())
+    for (const auto& n : info.test_names) names.push_back(n);
+  return names;
+}
+
+inline std::shared_ptr<Mixer> build64(const MixerConfig& c) {
+  auto m = make_mixer(c);
+  m->to(DType::F64);
+  m->eval();
+  return m;
+}
+
+inline MixerContext context_for(const Tensor& x, const std::vector<int32_t>& lengths, bool causal) {
+  MixerContext ctx;
+  ctx.causal = causal;
+  if (!lengths.empty()) {
+    ctx.lengths = lengths;
+    ctx.valid = length_mask(lengths, x.size(1), x.dtype(), x.device());
+  }
+  return ctx;
+}
+
+// Rows [b, i, :] of a [B, N, d] tensor as a flat vector.
+inline std::vector<double> rows_of(const Tensor& y, int64_t b, int64_t from, int64_t to) {
+  NoGradGuard no_grad;
+  return contiguous(narrow(narrow(y, 0, b, 1), 1, from, to - from)).to_double_vector();
+}
+
+}  // namespace mixlab::testing

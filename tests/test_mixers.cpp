@@ -1,0 +1,177 @@
+// Every mixer in the registry against every property its capabilities claim: shape, parameter
+// count (the spec's formula), float64 gradients for input and every parameter (plain, padded,
+// causal), the padding property, exact length equivalence, causality, refusals, the ℓ limit,
+// and incremental decoding equal to the full forward.
+#include "tests/mixer_harness.h"
+
+using namespace mixlab;
+using namespace mixlab::testing;
+
+TEST_CASE("mixers: the registry holds every mixer of the specification") {
+  for (const char* name :
+       {"attention", "synth-random", "synth-fixed", "synth-dense", "synth-frandom",
+        "synth-fdense", "synth-mix:R+V", "mlp-mixer", "resmlp", "ffonly", "external", "fnet",
+        "gmlp", "amlp", "hcsa", "lightconv", "dynconv", "linformer"}) {
+    INFO(name);
+    CHECK(MixerRegistry::instance().contains(name));
+  }
+  CHECK_THROWS_WITH_AS(make_mixer(small_config("no-such-mixer")), doctest::Contains("known mixers"),
+                       Error);
+}
+
+TEST_CASE("mixers: output shape and parameter count from the spec's formula") {
+  for (const auto& name : all_test_names()) {
+    INFO(name);
+    const MixerInfo& info = MixerRegistry::instance().find(name);
+    for (auto [d, h, l] : std::vector<std::array<int64_t, 3>>{{8, 2, 8}, {12, 3, 10}}) {
+      MixerConfig c = small_config(name);
+      c.dim = d, c.heads = h, c.max_len = l;
+      auto m = make_mixer(c);
+      CHECK(m->parameter_count() == info.expected_parameters(c));
+      Tensor x = rand32({2, 5, d}, 3);
+      Tensor y = m->forward(x, context_for(x, {}, false));
+      CHECK(y.shape() == x.shape());
+    }
+  }
+}
+
+TEST_CASE("mixers: float64 gradcheck of input and every parameter plain padded and causal") {
+  for (const auto& name : all_test_names()) {
+    const MixerInfo& info = MixerRegistry::instance().find(name);
+    std::vector<bool> modes{false};
+    if (info.capabilities.causal) modes.push_back(true);
+    for (bool causal : modes) {
+      for (std::vector<int32_t> lengths : {std::vector<int32_t>{}, std::vector<int32_t>{5, 3}}) {
+        INFO(name << (causal ? " causal" : "") << (lengths.empty() ? "" : " padded"));
+        auto m = build64(small_config(name, causal));
+        Tensor x = rand64({2, 5, 8}, 7);
+        MixerContext ctx = context_for(x, lengths, causal);
+        std::vector<Tensor> leaves{x};
+        for (auto& p : m->parameters()) leaves.push_back(p);
+        auto result = gradcheck_leaves([&] { return m->forward(x, ctx); }, leaves);
+        INFO("worst: " << result.worst);
+        CHECK(result.ok);
+      }
+    }
+  }
+}
+
+TEST_CASE("mixers: padding property (padded contents do not reach valid outputs)") {
+  for (const auto& name : all_test_names()) {
+    auto m = build64(small_config(name));
+    if (!m->capabilities().padding_property) continue;
+    INFO(name);
+    NoGradGuard no_grad;
+    Tensor x1 = rand64({2, 6, 8}, 5, false);
+    // Same valid rows, different padding rows (batch 1 has length 2).
+    Tensor noise = rand64({2, 6, 8}, 6, false);
+    Tensor keep = reshape(length_mask({6, 2}, 6, DType::F64), {2, 6, 1});
+    Tensor x2 = add(mul(x1, keep), mul(noise, add(neg(keep), 1.0)));
+    MixerContext ctx = context_for(x1, {6, 2}, false);
+    Tensor y1 = m->forward(x1, ctx), y2 = m->forward(x2, ctx);
+    check_close(rows_of(y1, 0, 0, 6), rows_of(y2, 0, 0, 6), 1e-12);
+    check_close(rows_of(y1, 1, 0, 2), rows_of(y2, 1, 0, 2), 1e-12);
+  }
+}
+
+TEST_CASE("mixers: exact length equivalence (padded to N equals alone at length n)") {
+  for (const auto& name : all_test_names()) {
+    auto m = build64(small_config(name));
+    if (!m->capabilities().exact_length_equivalence) continue;
+    INFO(name);
+    NoGradGuard no_grad;
+    Tensor x = rand64({1, 7, 8}, 8, false);
+    Tensor padded = m->forward(x, context_for(x, {4}, false));
+    Tensor alone_in = contiguous(narrow(x, 1, 0, 4));
+    Tensor alone = m->forward(alone_in, context_for(alone_in, {}, false));
+    check_close(rows_of(padded, 0, 0, 4), rows_of(alone, 0, 0, 4), 1e-12);
+  }
+}
+
+TEST_CASE("mixers: causal property (inputs after i do not change output i)") {
+  for (const auto& name : all_test_names()) {
+    const MixerInfo& info = MixerRegistry::instance().find(name);
+    if (!info.capabilities.causal) continue;
+    INFO(name);
+    auto m = build64(small_config(name, true));
+    NoGradGuard no_grad;
+    Tensor x1 = rand64({2, 6, 8}, 9, false);
+    Tensor later = reshape(length_mask({3, 3}, 6, DType::F64), {2, 6, 1});  // 1 for i < 3
+    Tensor x2 = add(mul(x1, later), mul(rand64({2, 6, 8}, 10, false), add(neg(later), 1.0)));
+    Tensor y1 = m->forward(x1, context_for(x1, {}, true));
+    Tensor y2 = m->forward(x2, context_for(x2, {}, true));
+    for (int b = 0; b < 2; ++b) check_close(rows_of(y1, b, 0, 3), rows_of(y2, b, 0, 3), 1e-12);
+    // And the future does matter somewhere (the test can fail).
+    CHECK(rows_of(y1, 0, 3, 6) != rows_of(y2, 0, 3, 6));
+  }
+}
+
+TEST_CASE("mixers: refusals and the length limit are clear errors") {
+  auto causal_names = MixerRegistry::instance().causal_names();
+  for (const auto& info : MixerRegistry::instance().all()) {
+    const std::string& name = info.test_names.front();
+    INFO(name);
+    if (!info.capabilities.causal) {
+      try {
+        make_mixer(small_config(name, true));
+        FAIL("a causal " << name << " was built");
+      } catch (const Error& e) {
+        std::string msg = e.what();
+        CHECK(msg.find(name) != std::string::npos);
+        CHECK(msg.find("Mixers that support causal use: ") != std::string::npos);
+        CHECK(msg.find(causal_names.front()) != std::string::npos);
+        CHECK(!info.capabilities.causal_refusal.empty());
+      }
+    }
+    if (info.capabilities.length != LengthSupport::Any) {
+      auto m = make_mixer(small_config(name));
+      Tensor x = rand32({1, 9, 8}, 4);  // ℓ = 8
+      CHECK_THROWS_WITH_AS(m->forward(x, context_for(x, {}, false)), doctest::Contains("max_len"),
+                           Error);
+    }
+  }
+}
+
+TEST_CASE("mixers: incremental decoding equals the full forward at every position") {
+  for (const auto& name : all_test_names()) {
+    const MixerInfo& info = MixerRegistry::instance().find(name);
+    if (!info.capabilities.causal) continue;
+    INFO(name);
+    auto m = build64(small_config(name, true));
+    NoGradGuard no_grad;
+    Tensor x = rand64({2, 6, 8}, 12, false);
+    MixerContext ctx = context_for(x, {}, true);
+    Tensor full = m->forward(x, ctx);
+    auto cache = m->new_cache();
+    for (int64_t t = 0; t < 6; ++t) {
+      Tensor y_t = m->step(contiguous(narrow(x, 1, t, 1)), *cache, ctx);
+      REQUIRE(y_t.shape() == Shape{2, 1, 8});
+      for (int b = 0; b < 2; ++b) check_close(rows_of(y_t, b, 0, 1), rows_of(full, b, t, t + 1), 1e-10);
+    }
+  }
+}
+
+TEST_CASE("mixers: cross-attention masks invalid memory and has the padding property") {
+  MixerConfig c = small_config("attention");
+  c.cross = true;
+  auto m = build64(c);
+  NoGradGuard no_grad;
+  Tensor x = rand64({2, 3, 8}, 13, false);
+  Tensor mem1 = rand64({2, 5, 8}, 14, false);
+  Tensor keep = reshape(length_mask({5, 2}, 5, DType::F64), {2, 5, 1});
+  Tensor mem2 = add(mul(mem1, keep), mul(rand64({2, 5, 8}, 15, false), add(neg(keep), 1.0)));
+  MixerContext ctx;
+  ctx.memory_valid = length_mask({5, 2}, 5, DType::F64);
+  ctx.memory_lengths = {5, 2};
+  ctx.memory = mem1;
+  Tensor y1 = m->forward(x, ctx);
+  ctx.memory = mem2;
+  Tensor y2 = m->forward(x, ctx);
+  check_close(y1.to_double_vector(), y2.to_double_vector(), 1e-12);
+  // A fully masked memory row gives attention weights 0: the output is the bias b_O.
+  ctx.memory_valid = length_mask({0, 2}, 5, DType::F64);
+  Tensor y3 = m->forward(x, ctx);
+  auto bias = m->named_parameters().back().second.to_double_vector();
+  auto row = rows_of(y3, 0, 0, 1);
+  check_close(row, bias, 1e-12);
+}
