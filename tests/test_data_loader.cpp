@@ -167,7 +167,7 @@ TEST_CASE("loader: drop_last drops only the final partial batch") {
   }
 }
 
-TEST_CASE("loader: collation pads with pad_id and fills lengths, features and labels") {
+TEST_CASE("loader: collation pads with pad_id and fills lengths features and labels") {
   std::vector<Example> examples(3);
   examples[0].src = {5, 6, 7};
   examples[0].tgt = {1};
@@ -311,7 +311,7 @@ TEST_CASE("loader: prefetch gives exactly the synchronous batches and stops clea
   }
 }
 
-TEST_CASE("loader: an error while preparing a batch reaches next(), with or without prefetch") {
+TEST_CASE("loader: an error while preparing a batch reaches next() with or without prefetch") {
   const FailingDataset data(20, 13);
   for (const int64_t prefetch : {0, 2}) {
     DataLoaderOptions options;

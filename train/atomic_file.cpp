@@ -1,0 +1,173 @@
+#include "train/atomic_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <streambuf>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+namespace mixlab {
+
+namespace {
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+// A buffered ostream sink over a raw file descriptor, so that the same descriptor can be
+// fsync'ed afterwards (std::ofstream gives no access to its descriptor). The first write error
+// is remembered and makes the stream fail.
+class FdStreambuf : public std::streambuf {
+ public:
+  explicit FdStreambuf(int fd) : fd_(fd), buffer_(1 << 16) {
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+  }
+  int error() const { return error_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!flush_buffer()) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+
+  std::streamsize xsputn(const char* data, std::streamsize count) override {
+    // Large writes bypass the buffer.
+    if (count >= static_cast<std::streamsize>(buffer_.size())) {
+      if (!flush_buffer() || !write_all(data, static_cast<size_t>(count))) return 0;
+      return count;
+    }
+    return std::streambuf::xsputn(data, count);
+  }
+
+  int sync() override { return flush_buffer() ? 0 : -1; }
+
+ private:
+  bool flush_buffer() {
+    const size_t pending = static_cast<size_t>(pptr() - pbase());
+    const bool ok = write_all(pbase(), pending);
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+    return ok;
+  }
+
+  bool write_all(const char* data, size_t count) {
+    if (error_ != 0) return false;
+    while (count > 0) {
+      const ssize_t written = ::write(fd_, data, count);
+      if (written < 0) {
+        if (errno == EINTR) continue;
+        error_ = errno;
+        return false;
+      }
+      data += written;
+      count -= static_cast<size_t>(written);
+    }
+    return true;
+  }
+
+  int fd_;
+  std::vector<char> buffer_;
+  int error_ = 0;
+};
+
+// Owns the temporary file until it is renamed: closes and removes it on every early exit.
+class TempFile {
+ public:
+  explicit TempFile(std::string path) : path_(std::move(path)) {}
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+  void set_fd(int fd) { fd_ = fd; }
+  // Closes the descriptor, reporting an error (close can report a delayed write failure).
+  int close() {
+    const int result = ::close(fd_);
+    fd_ = -1;
+    return result == 0 ? 0 : errno;
+  }
+  void commit() { committed_ = true; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+std::string parent_directory(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path,
+                           const std::function<void(std::ostream&)>& writer) {
+  check(!path.empty(), "write_file_atomically: empty path");
+  const std::string where = "write_file_atomically('" + path + "'): ";
+  TempFile temp(path + ".tmp." + std::to_string(::getpid()));
+
+  const int fd = ::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(where, "cannot create '", temp.path(), "': ", errno_text(errno));
+  temp.set_fd(fd);
+
+  {
+    FdStreambuf buffer(fd);
+    std::ostream stream(&buffer);
+    try {
+      writer(stream);
+    } catch (const std::exception& e) {
+      fail(where, "the writer failed: ", e.what());
+    } catch (...) {
+      fail(where, "the writer failed with an unknown exception");
+    }
+    stream.flush();
+    if (buffer.error() != 0) fail(where, "write failed: ", errno_text(buffer.error()));
+    if (!stream) fail(where, "the output stream failed");
+  }
+
+  if (::fsync(fd) != 0) fail(where, "fsync failed: ", errno_text(errno));
+  if (const int error = temp.close(); error != 0) fail(where, "close failed: ", errno_text(error));
+  if (::rename(temp.path().c_str(), path.c_str()) != 0) {
+    fail(where, "cannot rename '", temp.path(), "' over it: ", errno_text(errno));
+  }
+  temp.commit();
+
+  // Make the rename durable. Some file systems cannot fsync a directory (EINVAL); the file is
+  // in place then, just with the durability the file system offers.
+  const std::string directory = parent_directory(path);
+  const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) fail(where, "cannot open directory '", directory, "': ", errno_text(errno));
+  const int sync_result = ::fsync(dir_fd);
+  const int sync_error = errno;
+  ::close(dir_fd);
+  if (sync_result != 0 && sync_error != EINVAL) {
+    fail(where, "fsync of directory '", directory, "' failed: ", errno_text(sync_error));
+  }
+}
+
+void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
+  write_file_atomically(path, [&](std::ostream& out) {
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+  });
+}
+
+void write_file_atomically(const std::string& path, std::string_view bytes) {
+  write_file_atomically(path, [&](std::ostream& out) {
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  });
+}
+
+}  // namespace mixlab

@@ -1,0 +1,30 @@
+// Crash-safe file replacement for checkpoints and manifests: a reader (or a resumed run) sees
+// either the complete old file or the complete new one, never a torn mix.
+//
+// How: the content goes to `<path>.tmp.<pid>` in the same directory (rename is only atomic
+// within one file system), which is flushed and fsync'ed, then renamed over `path`, and the
+// directory is fsync'ed so that the rename itself survives a power cut. On any failure before
+// the rename (the writer throws, the disk is full, ...) the temporary file is removed, `path`
+// is left untouched, and Error is thrown naming the path.
+//
+// Not safe for two threads of one process writing the same path at once (they would share the
+// temporary name); different paths are fine.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace mixlab {
+
+// `writer` streams the content; an exception from it aborts the write (rethrown as Error).
+void write_file_atomically(const std::string& path,
+                           const std::function<void(std::ostream&)>& writer);
+
+// The whole content at once.
+void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
+void write_file_atomically(const std::string& path, std::string_view bytes);
+
+}  // namespace mixlab
