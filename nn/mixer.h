@@ -70,7 +70,15 @@ struct MixerCapabilities {
 struct MixerCache {
   virtual ~MixerCache() = default;
   int64_t position = 0;  // how many positions have been consumed
+  // The cache's tensors whose first axis is the batch, so beam search can reorder hypotheses
+  // (nullptr entries are skipped). A cache that returns false from reorderable() makes beam
+  // search recompute prefixes instead.
+  virtual std::vector<Tensor*> batch_tensors() { return {}; }
+  virtual bool reorderable() const { return false; }
 };
+
+// Reorders (and duplicates) the batch rows of every cached tensor: row i <- row index[i].
+void reorder_cache(MixerCache& cache, const std::vector<int32_t>& index);
 
 class Mixer : public Module {
  public:

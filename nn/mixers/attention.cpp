@@ -44,6 +44,8 @@ class Attention : public Mixer {
   // Incremental decoding: K and V of earlier positions are kept, only the new row is projected.
   struct Cache : MixerCache {
     Tensor k, v;  // [B, h, t, d_h]
+    std::vector<Tensor*> batch_tensors() override { return {&k, &v}; }
+    bool reorderable() const override { return true; }
   };
   std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
 

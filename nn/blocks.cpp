@@ -1,0 +1,103 @@
+#include "nn/blocks.h"
+
+#include "autograd/ops.h"
+#include "nn/mixer_registry.h"
+
+namespace mixlab {
+
+namespace {
+constexpr double kLayerScaleInit = 0.1;  // ResMLP's γ initialisation (mixers.md §5)
+int64_t ffn_width(const BlockConfig& c) { return c.ffn_dim > 0 ? c.ffn_dim : 4 * c.mixer.dim; }
+}  // namespace
+
+BlockNorm::BlockNorm(BlockStyle style, int64_t dim) {
+  if (style == BlockStyle::ResMLP)
+    affine_ = register_module("affine", std::make_shared<Affine>(dim));
+  else
+    ln_ = register_module("ln", std::make_shared<LayerNorm>(dim));
+}
+Tensor BlockNorm::forward(const Tensor& x) const {
+  return affine_ ? affine_->forward(x) : ln_->forward(x);
+}
+
+// ---- encoder ----
+EncoderBlock::EncoderBlock(const BlockConfig& c, Generator& gen) {
+  mixer_ = register_module("mixer", make_mixer(c.mixer));
+  style_ = mixer_->capabilities().block;
+  int64_t d = c.mixer.dim;
+  if (style_ != BlockStyle::NoPreNorm) norm1_ = register_module("norm1", std::make_shared<BlockNorm>(style_, d));
+  if (style_ != BlockStyle::Unit) {
+    norm2_ = register_module("norm2", std::make_shared<BlockNorm>(style_, d));
+    ffn_ = register_module("ffn", std::make_shared<FeedForward>(d, ffn_width(c), gen));
+  }
+  if (style_ == BlockStyle::ResMLP) {
+    scale1_ = register_module("scale1", std::make_shared<LayerScale>(d, kLayerScaleInit));
+    scale2_ = register_module("scale2", std::make_shared<LayerScale>(d, kLayerScaleInit));
+  }
+  drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout));
+}
+
+Tensor EncoderBlock::forward(const Tensor& x, const MixerContext& ctx) {
+  Tensor h = mixer_->forward(norm1_ ? norm1_->forward(x) : x, ctx);
+  if (scale1_) h = scale1_->forward(h);
+  Tensor y = add(x, drop_->forward(h));
+  if (!ffn_) return y;  // gMLP/aMLP: the unit is the whole block
+  Tensor f = ffn_->forward(norm2_->forward(y));
+  if (scale2_) f = scale2_->forward(f);
+  return add(y, drop_->forward(f));
+}
+
+// ---- decoder ----
+DecoderBlock::DecoderBlock(const BlockConfig& c, const MixerConfig& cross, Generator& gen) {
+  check(c.mixer.causal, "decoder block: the self-mixer must be built causal");
+  self_ = register_module("self_mixer", make_mixer(c.mixer));
+  cross_ = register_module("cross", make_mixer(cross));
+  style_ = self_->capabilities().block;
+  int64_t d = c.mixer.dim;
+  norm1_ = register_module("norm1", std::make_shared<BlockNorm>(style_, d));
+  norm2_ = register_module("norm2", std::make_shared<BlockNorm>(style_, d));
+  if (style_ != BlockStyle::Unit) {
+    norm3_ = register_module("norm3", std::make_shared<BlockNorm>(style_, d));
+    ffn_ = register_module("ffn", std::make_shared<FeedForward>(d, ffn_width(c), gen));
+  }
+  if (style_ == BlockStyle::ResMLP) {
+    scale1_ = register_module("scale1", std::make_shared<LayerScale>(d, kLayerScaleInit));
+    scale2_ = register_module("scale2", std::make_shared<LayerScale>(d, kLayerScaleInit));
+    scale3_ = register_module("scale3", std::make_shared<LayerScale>(d, kLayerScaleInit));
+  }
+  drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout));
+}
+
+Tensor DecoderBlock::forward(const Tensor& x, const MixerContext& self_ctx,
+                             const MixerContext& cross_ctx) {
+  Tensor h = self_->forward(norm1_->forward(x), self_ctx);
+  if (scale1_) h = scale1_->forward(h);
+  Tensor y = add(x, drop_->forward(h));
+  Tensor c = cross_->forward(norm2_->forward(y), cross_ctx);
+  if (scale2_) c = scale2_->forward(c);
+  y = add(y, drop_->forward(c));
+  if (!ffn_) return y;
+  Tensor f = ffn_->forward(norm3_->forward(y));
+  if (scale3_) f = scale3_->forward(f);
+  return add(y, drop_->forward(f));
+}
+
+DecoderBlockCache DecoderBlock::new_cache() const {
+  return DecoderBlockCache{self_->new_cache(), cross_->new_cache()};
+}
+
+Tensor DecoderBlock::step(const Tensor& x_t, DecoderBlockCache& cache,
+                          const MixerContext& self_ctx, const MixerContext& cross_ctx) {
+  Tensor h = self_->step(norm1_->forward(x_t), *cache.self, self_ctx);
+  if (scale1_) h = scale1_->forward(h);
+  Tensor y = add(x_t, drop_->forward(h));
+  Tensor c = cross_->step(norm2_->forward(y), *cache.cross, cross_ctx);
+  if (scale2_) c = scale2_->forward(c);
+  y = add(y, drop_->forward(c));
+  if (!ffn_) return y;
+  Tensor f = ffn_->forward(norm3_->forward(y));
+  if (scale3_) f = scale3_->forward(f);
+  return add(y, drop_->forward(f));
+}
+
+}  // namespace mixlab

@@ -1,0 +1,46 @@
+// The plain struct that configures a classifier or a translator (mixers.md §1). It prints,
+// saves to JSON (stored in every checkpoint's metadata) and loads back.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "train/json.h"
+
+namespace mixlab {
+
+struct ModelConfig {
+  std::string task = "classify";  // classify | translate
+  // Encoder mixer (classifier and translator encoder) and its options.
+  std::string mixer = "attention";
+  std::map<std::string, std::string> mixer_options;
+  // Translator only: the decoder's causal self-mixer and the cross-mixer.
+  std::string decoder_mixer = "attention";
+  std::map<std::string, std::string> decoder_mixer_options;
+  std::string cross = "attention";
+  int64_t dim = 64;             // d
+  int64_t heads = 4;            // h
+  int64_t layers = 2;           // encoder blocks
+  int64_t decoder_layers = 2;   // decoder blocks
+  int64_t ffn_dim = 0;          // f; 0 means 4d
+  int64_t max_len = 64;         // ℓ of the encoder (source / tokens / patches)
+  int64_t tgt_max_len = 64;     // ℓ of the decoder
+  double dropout = 0.1;
+  std::string positions = "learned";  // learned | sinusoidal | none
+  // Classifier inputs.
+  std::string input = "tokens";  // tokens | image
+  int64_t vocab = 0;             // token vocabulary (classifier) or source vocabulary
+  int64_t classes = 0;
+  int64_t image_channels = 1, image_height = 28, image_width = 28, patch = 4;
+  std::string pool = "mean";  // mean (over valid tokens) | cls (a learned class token)
+  // Translator outputs.
+  int64_t tgt_vocab = 0;
+  bool tie_output = false;  // head weight tied to the target embedding (own bias kept)
+  uint64_t seed = 0;
+
+  Json to_json() const;
+  static ModelConfig from_json(const Json& json);  // unknown keys are an Error
+  std::string str() const;                          // one line per setting
+};
+
+}  // namespace mixlab

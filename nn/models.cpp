@@ -1,0 +1,362 @@
+#include "nn/models.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "nn/init.h"
+#include "nn/mixer_registry.h"
+
+namespace mixlab {
+
+namespace {
+
+// Each layer's mixer gets its own seed, derived from the model seed and its place.
+MixerConfig mixer_config(const ModelConfig& c, const std::string& name,
+                         const std::map<std::string, std::string>& options, int64_t max_len,
+                         bool causal, uint64_t salt) {
+  MixerConfig m;
+  m.name = name;
+  m.dim = c.dim;
+  m.heads = c.heads;
+  m.max_len = max_len;
+  m.causal = causal;
+  m.options = options;
+  m.seed = c.seed * 1000003ull + salt;
+  return m;
+}
+
+BlockConfig block_config(const ModelConfig& c, MixerConfig mixer) {
+  BlockConfig b;
+  b.mixer = std::move(mixer);
+  b.ffn_dim = c.ffn_dim;
+  b.dropout = c.dropout;
+  return b;
+}
+
+// Gathers batch rows of t (any rank): row i <- row index[i].
+Tensor gather_batch(const Tensor& t, const std::vector<int32_t>& index) {
+  if (!t.defined()) return t;
+  Shape shape = t.shape();
+  Tensor idx = Tensor::from_data(index, {static_cast<int64_t>(index.size())}, t.device());
+  shape[0] = static_cast<int64_t>(index.size());
+  return reshape(embedding(reshape(t, {t.size(0), -1}), idx), shape);
+}
+
+int32_t argmax_row(const std::vector<float>& v, int64_t row, int64_t cols) {
+  const float* p = v.data() + row * cols;
+  return static_cast<int32_t>(std::max_element(p, p + cols) - p);
+}
+
+}  // namespace
+
+MixerContext make_context(const std::vector<int32_t>& lengths, int64_t n, DType dtype,
+                          Device device, bool causal) {
+  MixerContext ctx;
+  ctx.causal = causal;
+  if (!lengths.empty()) {
+    for (int32_t l : lengths)
+      check(l >= 0 && l <= n, "sequence length ", l, " outside [0, ", n, "]");
+    ctx.lengths = lengths;
+    ctx.valid = length_mask(lengths, n, dtype, device);
+  }
+  return ctx;
+}
+
+// ---- Encoder ----
+Encoder::Encoder(const BlockConfig& block, int64_t depth, Generator& gen) {
+  layers_ = register_module("layers", std::make_shared<ModuleList<EncoderBlock>>());
+  BlockStyle style = BlockStyle::PreNorm;
+  for (int64_t i = 0; i < depth; ++i) {
+    BlockConfig b = block;
+    b.mixer.seed = block.mixer.seed + 101 * i;
+    layers_->push_back(std::make_shared<EncoderBlock>(b, gen));
+    style = (*layers_)[i]->mixer()->capabilities().block;
+  }
+  final_norm_ = register_module("final_norm", std::make_shared<BlockNorm>(style, block.mixer.dim));
+}
+
+Tensor Encoder::forward(const Tensor& x, const MixerContext& ctx) {
+  Tensor h = x;
+  for (const auto& layer : *layers_) h = layer->forward(h, ctx);
+  return final_norm_->forward(h);
+}
+
+// ---- Classifier ----
+Classifier::Classifier(const ModelConfig& c) : config_(c) {
+  check(c.task == "classify", "Classifier: config task is '", c.task, "'");
+  check(c.classes > 1, "Classifier: needs at least 2 classes, got ", c.classes);
+  Generator gen(c.seed);
+  if (c.input == "tokens") {
+    check(c.vocab > 0, "Classifier: token input needs a vocabulary size");
+    tokens_ = register_module("embed", std::make_shared<Embedding>(c.vocab, c.dim, gen));
+  } else if (c.input == "image") {
+    patches_ = register_module("embed", std::make_shared<PatchEmbedding>(
+                                            c.image_channels, c.image_height, c.image_width,
+                                            c.patch, c.dim, gen));
+  } else {
+    fail("Classifier: input must be 'tokens' or 'image', got '", c.input, "'");
+  }
+  check(c.pool == "mean" || c.pool == "cls", "Classifier: pool must be mean or cls, got '", c.pool,
+        "'");
+  if (c.pool == "cls") cls_token_ = register_parameter("cls_token", init::normal({1, 1, c.dim}, 0.02, gen));
+  positions_ = register_module("positions", std::make_shared<PositionalEmbedding>(
+                                                parse_position_kind(c.positions), c.max_len, c.dim, gen));
+  encoder_ = register_module(
+      "encoder", std::make_shared<Encoder>(
+                     block_config(c, mixer_config(c, c.mixer, c.mixer_options, c.max_len, false, 1)),
+                     c.layers, gen));
+  head_ = register_module("head", std::make_shared<Linear>(c.dim, c.classes, true, gen));
+}
+
+Tensor Classifier::forward(const Tensor& inputs, const std::vector<int32_t>& lengths_in) {
+  std::vector<int32_t> lengths = lengths_in;
+  Tensor x = tokens_ ? tokens_->forward(inputs) : patches_->forward(inputs);
+  int64_t b = x.size(0);
+  if (cls_token_.defined()) {
+    x = concat({expand(cls_token_.to(x.dtype()), {b, 1, config_.dim}), x}, 1);
+    for (int32_t& l : lengths) l += 1;
+  }
+  x = positions_->forward(x);
+  MixerContext ctx = make_context(lengths, x.size(1), x.dtype(), x.device(), false);
+  Tensor h = encoder_->forward(x, ctx);
+  Tensor pooled;
+  if (cls_token_.defined()) {
+    pooled = reshape(narrow(h, 1, 0, 1), {b, config_.dim});
+  } else if (ctx.valid.defined()) {
+    std::vector<float> inv(b);
+    for (int64_t i = 0; i < b; ++i) inv[i] = 1.0f / std::max(1, lengths[i]);
+    Tensor scale = Tensor::from_data(inv, {b, 1}).to(h.dtype()).to(h.device());
+    pooled = mul(sum(mul(h, unsqueeze(ctx.valid, 2)), {1}), scale);
+  } else {
+    pooled = mean(h, {1});
+  }
+  return head_->forward(pooled);
+}
+
+// ---- Translator ----
+Translator::Translator(const ModelConfig& c) : config_(c) {
+  check(c.task == "translate", "Translator: config task is '", c.task, "'");
+  check(c.vocab > 0 && c.tgt_vocab > 0, "Translator: source and target vocabularies are needed");
+  Generator gen(c.seed);
+  src_embed_ = register_module("src_embed", std::make_shared<Embedding>(c.vocab, c.dim, gen));
+  tgt_embed_ = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.dim, gen));
+  PositionKind kind = parse_position_kind(c.positions);
+  src_pos_ = register_module("src_pos", std::make_shared<PositionalEmbedding>(kind, c.max_len, c.dim, gen));
+  tgt_pos_ = register_module("tgt_pos", std::make_shared<PositionalEmbedding>(kind, c.tgt_max_len, c.dim, gen));
+  encoder_ = register_module(
+      "encoder", std::make_shared<Encoder>(
+                     block_config(c, mixer_config(c, c.mixer, c.mixer_options, c.max_len, false, 1)),
+                     c.layers, gen));
+  decoder_ = register_module("decoder", std::make_shared<ModuleList<DecoderBlock>>());
+  for (int64_t i = 0; i < c.decoder_layers; ++i) {
+    BlockConfig self = block_config(
+        c, mixer_config(c, c.decoder_mixer, c.decoder_mixer_options, c.tgt_max_len, true, 2 + 101 * i));
+    MixerConfig cross = mixer_config(c, c.cross, {}, c.max_len, false, 3 + 101 * i);
+    cross.cross = true;
+    decoder_->push_back(std::make_shared<DecoderBlock>(self, cross, gen));
+  }
+  decoder_norm_ = register_module("decoder_norm", std::make_shared<LayerNorm>(c.dim));
+  if (c.tie_output)
+    head_bias_ = register_parameter("head_bias", init::zeros({c.tgt_vocab}));
+  else
+    head_ = register_module("head", std::make_shared<Linear>(c.dim, c.tgt_vocab, true, gen));
+}
+
+Tensor Translator::logits_from(const Tensor& h) {
+  Tensor n = decoder_norm_->forward(h);
+  return head_ ? head_->forward(n) : linear(n, tgt_embed_->weight, head_bias_);
+}
+
+Memory Translator::encode(const Tensor& src, const std::vector<int32_t>& src_lengths) {
+  Tensor x = src_pos_->forward(src_embed_->forward(src));
+  MixerContext ctx = make_context(src_lengths, x.size(1), x.dtype(), x.device(), false);
+  Memory m;
+  m.states = encoder_->forward(x, ctx);
+  m.valid = ctx.valid;
+  m.lengths = ctx.lengths;
+  return m;
+}
+
+namespace {
+MixerContext cross_context(const Memory& m) {
+  MixerContext ctx;
+  ctx.memory = m.states;
+  ctx.memory_valid = m.valid;
+  ctx.memory_lengths = m.lengths;
+  return ctx;
+}
+}  // namespace
+
+Tensor Translator::decode(const Memory& memory, const Tensor& tgt_in,
+                          const std::vector<int32_t>& tgt_lengths) {
+  Tensor y = tgt_pos_->forward(tgt_embed_->forward(tgt_in));
+  MixerContext self_ctx = make_context(tgt_lengths, y.size(1), y.dtype(), y.device(), true);
+  MixerContext cross_ctx = cross_context(memory);
+  for (const auto& block : *decoder_) y = block->forward(y, self_ctx, cross_ctx);
+  return logits_from(y);
+}
+
+Tensor Translator::forward(const Tensor& src, const std::vector<int32_t>& src_lengths,
+                           const Tensor& tgt_in, const std::vector<int32_t>& tgt_lengths) {
+  return decode(encode(src, src_lengths), tgt_in, tgt_lengths);
+}
+
+Translator::State Translator::start(const Memory& memory) {
+  State s;
+  s.memory = memory;
+  for (const auto& block : *decoder_) s.caches.push_back(block->new_cache());
+  return s;
+}
+
+Tensor Translator::step(State& state, const std::vector<int32_t>& tokens) {
+  int64_t b = static_cast<int64_t>(tokens.size());
+  Device device = state.memory.states.device();
+  Tensor ids = Tensor::from_data(tokens, {b, 1}, device);
+  Tensor y = tgt_pos_->forward(tgt_embed_->forward(ids), state.position);
+  MixerContext self_ctx;
+  self_ctx.causal = true;
+  MixerContext cross_ctx = cross_context(state.memory);
+  for (size_t i = 0; i < decoder_->size(); ++i)
+    y = (*decoder_)[i]->step(y, state.caches[i], self_ctx, cross_ctx);
+  ++state.position;
+  return reshape(logits_from(y), {b, -1});
+}
+
+void Translator::reorder(State& state, const std::vector<int32_t>& index) {
+  state.memory.states = gather_batch(state.memory.states, index);
+  state.memory.valid = gather_batch(state.memory.valid, index);
+  if (!state.memory.lengths.empty()) {
+    std::vector<int32_t> lengths;
+    for (int32_t i : index) lengths.push_back(state.memory.lengths[i]);
+    state.memory.lengths = lengths;
+  }
+  for (auto& c : state.caches) {
+    reorder_cache(*c.self, index);
+    reorder_cache(*c.cross, index);
+  }
+}
+
+std::vector<std::vector<int32_t>> Translator::generate(const Tensor& src,
+                                                       const std::vector<int32_t>& src_lengths,
+                                                       const DecodeOptions& options) {
+  NoGradGuard no_grad;
+  check(options.beam >= 1, "generate: beam must be at least 1");
+  Memory memory = encode(src, src_lengths);
+  DecodeOptions o = options;
+  // Position t of the target uses positional row t: <bos> plus max_len tokens must fit in ℓ.
+  o.max_len = std::min<int64_t>(o.max_len, config_.tgt_max_len - 1);
+  return o.beam == 1 ? greedy(memory, o) : beam_search(memory, o);
+}
+
+std::vector<std::vector<int32_t>> Translator::greedy(const Memory& memory, const DecodeOptions& o) {
+  int64_t b = memory.states.size(0);
+  State state = start(memory);
+  std::vector<std::vector<int32_t>> out(b);
+  std::vector<bool> done(b, false);
+  std::vector<int32_t> tokens(b, o.bos);
+  for (int64_t t = 0; t < o.max_len; ++t) {
+    std::vector<float> logits = step(state, tokens).to_float_vector();
+    int64_t vocab = static_cast<int64_t>(logits.size()) / b;
+    bool all_done = true;
+    for (int64_t i = 0; i < b; ++i) {
+      tokens[i] = done[i] ? o.eos : argmax_row(logits, i, vocab);
+      if (!done[i] && tokens[i] == o.eos) done[i] = true;
+      if (!done[i]) out[i].push_back(tokens[i]);
+      all_done = all_done && done[i];
+    }
+    if (all_done) break;
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> Translator::beam_search(const Memory& memory,
+                                                          const DecodeOptions& o) {
+  int64_t b = memory.states.size(0), k = o.beam;
+  struct Hyp {
+    std::vector<int32_t> tokens;
+    double score = 0;  // sum of log-probabilities
+    bool done = false;
+  };
+  auto penalised = [&](const Hyp& h) {
+    if (o.length_penalty == 0) return h.score;
+    double len = static_cast<double>(h.tokens.size() + (h.done ? 1 : 0));
+    return h.score / std::pow((5.0 + len) / 6.0, o.length_penalty);
+  };
+  // Beam j of item i lives at row i*k + j. Initially only beam 0 is alive (no duplicates).
+  std::vector<int32_t> expand_rows;
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < k; ++j) expand_rows.push_back(static_cast<int32_t>(i));
+  State state = start(memory);
+  reorder(state, expand_rows);
+  std::vector<std::vector<Hyp>> beams(b, std::vector<Hyp>(k));
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 1; j < k; ++j) beams[i][j].score = -std::numeric_limits<double>::infinity();
+  std::vector<int32_t> tokens(b * k, o.bos);
+  for (int64_t t = 0; t < o.max_len; ++t) {
+    Tensor logp = log_softmax(step(state, tokens), -1);
+    std::vector<float> lp = logp.to_float_vector();
+    int64_t vocab = logp.size(1);
+    std::vector<int32_t> parents(b * k);
+    bool all_done = true;
+    for (int64_t i = 0; i < b; ++i) {
+      struct Cand {
+        double key;
+        int64_t parent;
+        int32_t token;
+        Hyp hyp;
+      };
+      std::vector<Cand> cands;
+      for (int64_t j = 0; j < k; ++j) {
+        const Hyp& h = beams[i][j];
+        if (h.score == -std::numeric_limits<double>::infinity()) continue;
+        if (h.done) {
+          cands.push_back({penalised(h), j, o.eos, h});
+          continue;
+        }
+        // The k best continuations of this beam suffice for the k best overall.
+        const float* row = lp.data() + (i * k + j) * vocab;
+        std::vector<int32_t> ids(vocab);
+        for (int64_t v = 0; v < vocab; ++v) ids[v] = static_cast<int32_t>(v);
+        std::partial_sort(ids.begin(), ids.begin() + std::min<int64_t>(k, vocab), ids.end(),
+                          [&](int32_t a, int32_t c) { return row[a] > row[c]; });
+        for (int64_t r = 0; r < std::min<int64_t>(k, vocab); ++r) {
+          Hyp n = h;
+          n.score += row[ids[r]];
+          if (ids[r] == o.eos) n.done = true;
+          else n.tokens.push_back(ids[r]);
+          cands.push_back({penalised(n), j, ids[r], n});
+        }
+      }
+      std::stable_sort(cands.begin(), cands.end(),
+                       [](const Cand& a, const Cand& c) { return a.key > c.key; });
+      for (int64_t j = 0; j < k; ++j) {
+        if (j < static_cast<int64_t>(cands.size())) {
+          beams[i][j] = cands[j].hyp;
+          parents[i * k + j] = static_cast<int32_t>(i * k + cands[j].parent);
+          tokens[i * k + j] = cands[j].token;
+        } else {
+          beams[i][j] = Hyp{{}, -std::numeric_limits<double>::infinity(), true};
+          parents[i * k + j] = static_cast<int32_t>(i * k);
+          tokens[i * k + j] = o.eos;
+        }
+        all_done = all_done && beams[i][j].done;
+      }
+    }
+    if (all_done) break;
+    reorder(state, parents);
+  }
+  std::vector<std::vector<int32_t>> out(b);
+  for (int64_t i = 0; i < b; ++i) {
+    const Hyp* best = nullptr;
+    for (const Hyp& h : beams[i])
+      if (h.score != -std::numeric_limits<double>::infinity() && (!best || penalised(h) > penalised(*best)))
+        best = &h;
+    if (best) out[i] = best->tokens;
+  }
+  return out;
+}
+
+}  // namespace mixlab

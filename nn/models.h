@@ -1,0 +1,106 @@
+// The two model families of mixers.md §1: a classifier (tokens or image patches → encoder →
+// mean over valid tokens or a class token → Linear) and a translator (encoder-decoder with a
+// causal self-mixer and dot-product cross-attention), both configured by a ModelConfig.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "nn/blocks.h"
+#include "nn/model_config.h"
+
+namespace mixlab {
+
+class Encoder : public Module {
+ public:
+  Encoder(const BlockConfig& block, int64_t depth, Generator& gen);
+  std::string type_name() const override { return "Encoder"; }
+  Tensor forward(const Tensor& x, const MixerContext& ctx);
+
+ private:
+  std::shared_ptr<ModuleList<EncoderBlock>> layers_;
+  std::shared_ptr<BlockNorm> final_norm_;
+};
+
+class Classifier : public Module {
+ public:
+  explicit Classifier(const ModelConfig& config);
+  std::string type_name() const override { return "Classifier"; }
+  // inputs: int32 token ids [B, N] (with lengths; empty = all valid) or images [B, C·H·W].
+  Tensor forward(const Tensor& inputs, const std::vector<int32_t>& lengths = {});
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  ModelConfig config_;
+  std::shared_ptr<Embedding> tokens_;
+  std::shared_ptr<PatchEmbedding> patches_;
+  Tensor cls_token_;
+  std::shared_ptr<PositionalEmbedding> positions_;
+  std::shared_ptr<Encoder> encoder_;
+  std::shared_ptr<Linear> head_;
+  std::shared_ptr<Dropout> drop_;
+};
+
+// The encoder's output and its validity, as the decoder's cross-attention needs it.
+struct Memory {
+  Tensor states;  // [B, S, d]
+  Tensor valid;   // [B, S]
+  std::vector<int32_t> lengths;
+};
+
+struct DecodeOptions {
+  int64_t max_len = 64;       // generated tokens at most (beyond <bos>)
+  int64_t beam = 1;           // 1 = greedy
+  double length_penalty = 1;  // GNMT's ((5 + len) / 6)^α on beam scores; 0 disables
+  int32_t bos = 1, eos = 2;
+};
+
+class Translator : public Module {
+ public:
+  explicit Translator(const ModelConfig& config);
+  std::string type_name() const override { return "Translator"; }
+  const ModelConfig& config() const { return config_; }
+
+  Memory encode(const Tensor& src, const std::vector<int32_t>& src_lengths);
+  // Teacher-forced logits [B, T, V] for target inputs [B, T] (starting with <bos>).
+  Tensor decode(const Memory& memory, const Tensor& tgt_in, const std::vector<int32_t>& tgt_lengths);
+  Tensor forward(const Tensor& src, const std::vector<int32_t>& src_lengths, const Tensor& tgt_in,
+                 const std::vector<int32_t>& tgt_lengths);
+
+  // Generation without <bos> and <eos> in the results. Greedy and beam search both decode
+  // incrementally (each mixer's cache reuses earlier positions).
+  std::vector<std::vector<int32_t>> generate(const Tensor& src, const std::vector<int32_t>& src_lengths,
+                                             const DecodeOptions& options);
+
+  // Incremental decoding state for a batch.
+  struct State {
+    Memory memory;
+    std::vector<DecoderBlockCache> caches;
+    int64_t position = 0;
+  };
+  State start(const Memory& memory);
+  // Logits [B, V] for the next position given the newest tokens [B] (int32).
+  Tensor step(State& state, const std::vector<int32_t>& tokens);
+  // Reorders a state's batch rows (beam search): row i <- row index[i].
+  void reorder(State& state, const std::vector<int32_t>& index);
+
+ private:
+  Tensor logits_from(const Tensor& h);
+  std::vector<std::vector<int32_t>> greedy(const Memory& memory, const DecodeOptions& options);
+  std::vector<std::vector<int32_t>> beam_search(const Memory& memory, const DecodeOptions& options);
+
+  ModelConfig config_;
+  std::shared_ptr<Embedding> src_embed_, tgt_embed_;
+  std::shared_ptr<PositionalEmbedding> src_pos_, tgt_pos_;
+  std::shared_ptr<Encoder> encoder_;
+  std::shared_ptr<ModuleList<DecoderBlock>> decoder_;
+  std::shared_ptr<LayerNorm> decoder_norm_;
+  std::shared_ptr<Linear> head_;
+  Tensor head_bias_;  // used with a tied head
+  std::shared_ptr<Dropout> drop_;
+};
+
+// The valid mask [B, N] and host lengths for a batch (empty lengths = all valid).
+MixerContext make_context(const std::vector<int32_t>& lengths, int64_t n, DType dtype, Device device,
+                          bool causal);
+
+}  // namespace mixlab
