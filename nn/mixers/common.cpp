@@ -36,4 +36,18 @@ Tensor attention_mask(const Tensor& valid, bool causal, int64_t n, int64_t m, DT
   return mask;
 }
 
+Tensor zero_invalid_rows(const Tensor& x, const Tensor& valid) {
+  if (!valid.defined()) return x;
+  Shape shape(x.dim(), 1);
+  shape[0] = valid.size(0), shape[1] = valid.size(1);
+  return masked_fill(x, reshape(add(neg(valid), 1.0), shape), 0.0);
+}
+
+Tensor pad_rows(const Tensor& x, int64_t length) {
+  int64_t n = x.size(1);
+  if (n == length) return x;
+  Tensor zeros = Tensor::zeros({x.size(0), length - n, x.size(2)}, x.dtype(), x.device());
+  return concat({x, zeros}, 1);
+}
+
 }  // namespace mixlab::mixers

@@ -23,4 +23,11 @@ Tensor key_mask(const Tensor& valid);
 Tensor attention_mask(const Tensor& valid, bool causal, int64_t n, int64_t m, DType dtype,
                       Device device);
 
+// x [B, N, ...] with the rows at invalid positions (valid [B, N] == 0) set to exactly 0 (selected,
+// not multiplied, so non-finite padding cannot leak); an undefined valid returns x unchanged.
+// Zeroing rows of X before a token-mixing matrix equals zeroing that matrix's invalid columns.
+Tensor zero_invalid_rows(const Tensor& x, const Tensor& valid);
+// x [B, N, d] followed by `length` - N zero rows: [B, length, d] (x itself when N == length).
+Tensor pad_rows(const Tensor& x, int64_t length);
+
 }  // namespace mixlab::mixers

@@ -1,0 +1,193 @@
+// gmlp and amlp: the gated MLP unit with a spatial gating unit (Liu et al. 2021, "Pay attention
+// to MLPs"; mixers.md §9). The unit replaces the whole block (capabilities.block = Unit: the
+// block computes x + Drop(Unit(LN(x))) and has no FFN), so this mixer IS the unit.
+//
+//   Z = GELU(X U + b_U)                       (U : d → f, f = 4d by default)
+//   Z₁, Z₂ = Z[:, :f/2], Z[:, f/2:]
+//   G = W LN(Z₂) + b                          (LN over the f/2 channels, gain and bias, eps 1e-5;
+//                                              W ∈ R^{ℓ×ℓ} mixes tokens, b ∈ R^ℓ: b[i] is added
+//                                              to row i)
+//   amlp: G ← G + softmax(q kᵀ/√d_a + M) v W_o + b_o,  q, k, v = X W_q, X W_k, X W_v
+//                                             (d → d_a, no bias; W_o : d_a → f/2 with bias)
+//   Unit = (G ⊙ Z₁) V + b_V                   (V : f/2 → d)
+//
+// Init: W uniform ±1e-3/ℓ and b = 1, so G ≈ 1 and the unit starts as a plain FFN
+// (Z₁ V + b_V); every Linear is xavier with zero bias (U, V, and amlp's W_q, W_k, W_v, W_o).
+// N ≤ ℓ uses W[:N, :N] and b[:N]. Padding: the columns of W at invalid positions are zeroed
+// (done by zeroing LN(Z₂)'s invalid rows, the same product) and M masks invalid keys, so the
+// padding property and exact length equivalence hold. Causal: exact with W ← W ⊙ tril and M
+// masking keys j > i. A query whose keys are all masked gets attention weights 0 (its attention
+// term is b_o).
+//
+// Options: "hidden" = f (0 means 4d, the same convention as the block's FFN width; must be
+// even), amlp's "attn-dim" = d_a (default 64).
+// Params (gmlp) d·f + f + f + ℓ² + ℓ + (f/2)·d + d: U (d·f + f), the LN's gain and bias
+// (f/2 + f/2 = f), W (ℓ²), b (ℓ), V ((f/2)·d + d); amlp adds 3·d·d_a + d_a·f/2 + f/2. This
+// agrees with the definition above term by term.
+// Parameters: U.weight [f, d], U.bias [f], ln.weight [f/2], ln.bias [f/2], W [ℓ, ℓ], b [ℓ],
+// V.weight [d, f/2], V.bias [d]; amlp adds w_q.weight, w_k.weight, w_v.weight [d_a, d],
+// w_o.weight [f/2, d_a], w_o.bias [f/2].
+// Incremental decoding caches the LN(Z₂) rows (and amlp's k, v); each step computes its own
+// row of Z, G and the unit.
+#include <cmath>
+
+#include "core/random.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+#include "nn/mixer_registry.h"
+#include "nn/mixers/common.h"
+
+namespace mixlab {
+namespace {
+
+constexpr double kLnEps = 1e-5;
+
+int64_t hidden_width(const MixerConfig& c) {
+  int64_t f = c.get_int("hidden", 0);
+  if (f == 0) f = 4 * c.dim;
+  check(f > 0 && f % 2 == 0, c.name, ": hidden = ", f,
+        " must be a positive even width f (0 means 4d)");
+  return f;
+}
+
+int64_t attn_dim(const MixerConfig& c) {
+  int64_t da = c.get_int("attn-dim", 64);
+  check(da > 0, c.name, ": attn-dim = ", da, " must be positive");
+  return da;
+}
+
+class GatedMlp : public Mixer {
+ public:
+  GatedMlp(const MixerConfig& c, bool tiny_attention) : Mixer(c), attention_(tiny_attention) {
+    Generator gen(c.seed);
+    int64_t d = c.dim, f = hidden_width(c), l = c.max_len;
+    U = register_module("U", std::make_shared<Linear>(d, f, true, gen));
+    ln = register_module("ln", std::make_shared<LayerNorm>(f / 2, kLnEps));
+    W = register_parameter("W", init::uniform({l, l}, 1e-3 / static_cast<double>(l), gen));
+    b = register_parameter("b", init::ones({l}));
+    V = register_module("V", std::make_shared<Linear>(f / 2, d, true, gen));
+    if (attention_) {
+      int64_t da = attn_dim(c);
+      w_q = register_module("w_q", std::make_shared<Linear>(d, da, false, gen));
+      w_k = register_module("w_k", std::make_shared<Linear>(d, da, false, gen));
+      w_v = register_module("w_v", std::make_shared<Linear>(d, da, false, gen));
+      w_o = register_module("w_o", std::make_shared<Linear>(da, f / 2, true, gen));
+    }
+  }
+  std::string type_name() const override { return attention_ ? "AMlpUnit" : "GMlpUnit"; }
+  std::string extra_repr() const override {
+    std::string s = "hidden=" + std::to_string(U->out_features) +
+                    ", max_len=" + std::to_string(config_.max_len);
+    if (attention_) s += ", attn_dim=" + std::to_string(w_q->out_features);
+    return s;
+  }
+
+  Tensor forward(const Tensor& x, const MixerContext& ctx) override {
+    check_input(x, ctx);
+    int64_t n = x.size(1);
+    Tensor z1, zn;
+    project(x, z1, zn);
+    Tensor w = narrow(narrow(W, 0, 0, n), 1, 0, n);
+    if (config_.causal) w = mul(w, tril_mask(n, n, 0, x.dtype(), x.device()));
+    Tensor g = matmul(w, mixers::zero_invalid_rows(zn, ctx.valid));  // [N,N]·[B,N,f/2]
+    g = add(g, reshape(narrow(b, 0, 0, n), {n, 1}));
+    if (attention_) {
+      Tensor q = mixers::split_heads(w_q->forward(x), 1);  // one head: [B, 1, N, d_a]
+      Tensor k = mixers::split_heads(w_k->forward(x), 1);
+      Tensor v = mixers::split_heads(w_v->forward(x), 1);
+      Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
+      g = add(g, attend(q, k, v, mask));
+    }
+    return V->forward(mul(g, z1));
+  }
+
+  struct Cache : MixerCache {
+    Tensor zn;    // [B, t, f/2]: LN(Z₂) rows so far
+    Tensor k, v;  // amlp: [B, 1, t, d_a] (undefined for gmlp)
+    std::vector<Tensor*> batch_tensors() override { return {&zn, &k, &v}; }
+    bool reorderable() const override { return true; }
+  };
+  std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
+
+  Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext&) override {
+    auto& cache = dynamic_cast<Cache&>(base);
+    int64_t t = cache.position;
+    check(config_.causal, config_.name, ": step() needs a mixer built causal");
+    check(t < config_.max_len, config_.name, ": decoding position ", t,
+          " exceeds max_len ℓ = ", config_.max_len);
+    Tensor z1, zn;
+    project(x_t, z1, zn);
+    cache.zn = cache.zn.defined() ? concat({cache.zn, zn}, 1) : zn;
+    ++cache.position;
+    Tensor w_row = narrow(narrow(W, 0, t, 1), 1, 0, t + 1);       // W[t, :t+1] (tril keeps it all)
+    Tensor g = add(matmul(w_row, cache.zn), narrow(b, 0, t, 1));  // [B, 1, f/2]
+    if (attention_) {
+      Tensor q = mixers::split_heads(w_q->forward(x_t), 1);
+      Tensor k = mixers::split_heads(w_k->forward(x_t), 1);
+      Tensor v = mixers::split_heads(w_v->forward(x_t), 1);
+      cache.k = cache.k.defined() ? concat({cache.k, k}, 2) : k;
+      cache.v = cache.v.defined() ? concat({cache.v, v}, 2) : v;
+      g = add(g, attend(q, cache.k, cache.v, Tensor()));  // the new query sees every cached key
+    }
+    return V->forward(mul(g, z1));
+  }
+
+ private:
+  // Z₁ and LN(Z₂) of x [B, N, d].
+  void project(const Tensor& x, Tensor& z1, Tensor& zn) const {
+    Tensor z = gelu(U->forward(x));
+    int64_t half = U->out_features / 2;
+    z1 = narrow(z, 2, 0, half);
+    zn = ln->forward(narrow(z, 2, half, half));
+  }
+
+  // The tiny single-head attention's contribution to G: softmax(q kᵀ/√d_a + M) v W_o + b_o.
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) const {
+    double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    Tensor a = mixers::masked_softmax(mul(matmul(q, transpose(k, -1, -2)), scale), mask);
+    return w_o->forward(mixers::merge_heads(matmul(a, v)));
+  }
+
+  bool attention_;
+  std::shared_ptr<Linear> U, V, w_q, w_k, w_v, w_o;
+  std::shared_ptr<LayerNorm> ln;
+  Tensor W, b;
+};
+
+int64_t gmlp_parameters(const MixerConfig& c) {
+  int64_t d = c.dim, f = hidden_width(c), l = c.max_len;
+  return d * f + f + f + l * l + l + (f / 2) * d + d;
+}
+
+}  // namespace
+
+void register_gmlp_mixers(MixerRegistry& registry) {
+  MixerOption hidden{"hidden", "0",
+                     "width f of the unit's projection U : d → f, split in two halves of f/2 "
+                     "(0 means 4d; must be even)"};
+  MixerInfo g;
+  g.name = "gmlp";
+  g.summary =
+      "gated MLP unit (GELU(X U) halves Z₁, Z₂; (W·LN(Z₂) + b) ⊙ Z₁) V, replaces the block "
+      "(Liu et al. 2021)";
+  g.capabilities.length = LengthSupport::UpToMaxLen;
+  g.capabilities.block = BlockStyle::Unit;
+  g.options = {hidden};
+  g.build = [](const MixerConfig& c) { return std::make_shared<GatedMlp>(c, false); };
+  g.expected_parameters = gmlp_parameters;
+  registry.add(g);
+
+  MixerInfo a = g;
+  a.name = "amlp";
+  a.summary = "gMLP unit with a tiny single-head attention added to its gate (Liu et al. 2021)";
+  a.options = {hidden, {"attn-dim", "64", "width d_a of the tiny attention's q, k, v"}};
+  a.build = [](const MixerConfig& c) { return std::make_shared<GatedMlp>(c, true); };
+  a.expected_parameters = [](const MixerConfig& c) {
+    int64_t d = c.dim, f = hidden_width(c), da = attn_dim(c);
+    return gmlp_parameters(c) + 3 * d * da + da * (f / 2) + f / 2;
+  };
+  a.test_names = {};
+  registry.add(std::move(a));
+}
+
+}  // namespace mixlab

@@ -1,0 +1,497 @@
+// The Synthesizer family (mixers.md §3, Tay et al. 2020): attention whose logits are synthesized
+// instead of (or besides) computed from query-key dot products.
+//
+//   V = X W_V + b_V                                                    (W_V : d → d, xavier)
+//   A_k = softmax(L_k + M)                                             (per head k, L_k ∈ R^{N×N})
+//   Y = concat_k(A_k V_k) W_O + b_O                                    (W_O : d → d, xavier)
+//
+// The synthesized logits are NOT scaled. M is additive: padded keys and, when causal, keys j > i
+// are masked; a row whose keys are all masked gets weights exactly 0 (mixers::masked_softmax).
+// All members need N ≤ ℓ and slice their ℓ-sized parameters to the first N positions.
+//
+//   synth-random  (R)   L_k = R_k[:N, :N],  R ∈ R^{h×ℓ×ℓ} trainable, uniform ±√(3/ℓ).
+//                       Params hℓ² + 2d² + 2d.
+//   synth-fixed   (Fix) as R, but R is a buffer drawn once from the seed (saved in checkpoints,
+//                       never trained). Params 2d² + 2d (+ the hℓ² buffer).
+//   synth-dense   (D)   P = relu(X W₁ + b₁) (W₁ : d → d), viewed per head as P_k ∈ R^{N×d_h};
+//                       L_k = (P_k W₂ + b₂)[:, :N] with W₂ : d_h → ℓ shared by the heads.
+//                       Params d² + d + d_hℓ + ℓ + 2d² + 2d.
+//   synth-frandom (FR)  L_k = R₁_k[:N] R₂_k[:N]ᵀ, R₁, R₂ ∈ R^{h×ℓ×r}, uniform ±√(3/r), r = --rank
+//                       (default 8). Params 2hℓr + 2d² + 2d.
+//   synth-fdense  (FD)  A = X W_A + b_A (W_A : d → h·a), B = X W_B + b_B (W_B : d → h·b), a·b = ℓ
+//                       (a = --fd-a; "auto", the default, is the divisor of ℓ nearest √ℓ);
+//                       L_k[i, u·b + v] = A_k[i,u] · B_k[i,v], then the first N columns.
+//                       Params h(a+b)(d+1) + 2d² + 2d.
+//   synth-mix:C₁+…+C_M  components from {R, Fix, D, FR, FD, V}: L_k = Σ_c α_c L_k^{(c)},
+//                       α = softmax(θ), θ ∈ R^M initialised to 0 (trainable); the V component is
+//                       Q_k K_kᵀ/√d_h with its own W_Q, W_K (+ biases, xavier). Params
+//                       2d² + 2d + M + Σ_c (R hℓ², Fix 0, D d²+d+d_hℓ+ℓ, FR 2hℓr, FD h(a+b)(d+1),
+//                       V 2d²+2d).
+//
+// Incremental decoding: row i of the logits comes from position i alone (R, Fix, FR: a slice of
+// the tables; D, FD: token i; V: q_i against the cached keys), V (and K for a V component) is
+// cached, and the new row attends to the cached positions 0..i.
+//
+// Choices (see the spec's notes on the official code):
+// - D does the per-head transpose the paper means (the long-range-arena reshape scrambles
+//   heads); its W₂ is applied to the first N output rows only, the same as slicing the columns.
+// - FR gives every query its own row (mesh-tensorflow's einsum makes all rows identical).
+// - The padding mask is applied in every mode (long-range-arena omits it in pure synthesizer mode).
+// - Parameter names: R ("R"), Fix (buffer "R_fix", so R and Fix can sit in one mix), D ("w_1",
+//   "w_2"), FR ("R_1", "R_2"), FD ("w_a", "w_b"), V component ("w_q", "w_k"), mix weights
+//   ("theta"), then "w_v" and "w_o" (always the last module). Initial values are drawn from
+//   Generator(seed) in the order the components are listed, then W_V, W_O.
+// - step() attends over every cached position (decoding has no padding), like attention's step;
+//   decoding past ℓ positions is an error naming max_len.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+
+#include "core/random.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+#include "nn/mixer_registry.h"
+#include "nn/mixers/common.h"
+
+namespace mixlab {
+namespace {
+
+// ---- components: the synthesized logits ----
+
+enum class Kind { R, Fix, D, FR, FD, V };
+constexpr const char* kValidComponents = "R, Fix, D, FR, FD, V";
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::R:
+      return "R";
+    case Kind::Fix:
+      return "Fix";
+    case Kind::D:
+      return "D";
+    case Kind::FR:
+      return "FR";
+    case Kind::FD:
+      return "FD";
+    case Kind::V:
+      return "V";
+  }
+  return "?";
+}
+
+// The FR rank r (--rank, default 8).
+int64_t fr_rank(const MixerConfig& c) {
+  int64_t r = c.get_int("rank", 8);
+  check(r >= 1, c.name, ": rank must be at least 1, got ", r);
+  return r;
+}
+
+// The FD factor a (--fd-a; "auto", the default, is the divisor of ℓ nearest √ℓ, the smaller one
+// on a tie).
+int64_t fd_a(const MixerConfig& c) {
+  int64_t l = c.max_len;
+  int64_t best = 1;
+  double root = std::sqrt(static_cast<double>(l));
+  for (int64_t a = 1; a <= l; ++a)
+    if (l % a == 0 && std::abs(a - root) < std::abs(best - root)) best = a;
+  std::string text = c.get_string("fd-a", "auto");
+  int64_t a = (text == "auto" || text.empty()) ? best : c.get_int("fd-a", best);
+  check(a >= 1 && l % a == 0, c.name, ": fd-a = ", a,
+        " must be a positive divisor of max_len ℓ = ", l, " (a·b = ℓ)");
+  return a;
+}
+
+// Trainable parameters of one component (the Σ terms of the mix formula).
+int64_t component_parameters(Kind k, const MixerConfig& c) {
+  int64_t d = c.dim, h = c.heads, l = c.max_len, dh = d / h;
+  switch (k) {
+    case Kind::R:
+      return h * l * l;
+    case Kind::Fix:
+      return 0;
+    case Kind::D:
+      return d * d + d + dh * l + l;
+    case Kind::FR:
+      return 2 * h * l * fr_rank(c);
+    case Kind::FD: {
+      int64_t a = fd_a(c);
+      return h * (a + l / a) * (d + 1);
+    }
+    case Kind::V:
+      return 2 * d * d + 2 * d;
+  }
+  return 0;
+}
+
+// "synth-mix:R+V" -> {R, V}; unknown, duplicate or missing components are errors.
+std::vector<Kind> parse_mix(const std::string& name) {
+  const std::string family = "synth-mix";
+  auto colon = name.find(':');
+  check(name.rfind(family, 0) == 0 && colon == family.size() && colon + 1 < name.size(), "mixer '",
+        name, "': a synthesizer mix is written synth-mix:C1+...+CM with components from {",
+        kValidComponents, "}, e.g. synth-mix:R+V");
+  std::vector<Kind> kinds;
+  std::set<std::string> seen;
+  std::string rest = name.substr(colon + 1);
+  size_t start = 0;
+  while (true) {
+    size_t plus = rest.find('+', start);
+    std::string part =
+        rest.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+    Kind kind;
+    if (part == "R")
+      kind = Kind::R;
+    else if (part == "Fix")
+      kind = Kind::Fix;
+    else if (part == "D")
+      kind = Kind::D;
+    else if (part == "FR")
+      kind = Kind::FR;
+    else if (part == "FD")
+      kind = Kind::FD;
+    else if (part == "V")
+      kind = Kind::V;
+    else
+      fail("mixer '", name, "': unknown synthesizer component '", part,
+           "'; valid components: ", kValidComponents);
+    check(seen.insert(part).second, "mixer '", name, "': component '", part,
+          "' appears twice; each of ", kValidComponents, " may appear once");
+    kinds.push_back(kind);
+    if (plus == std::string::npos) break;
+    start = plus + 1;
+  }
+  return kinds;
+}
+
+// How a component registers its tensors on the mixer that owns it.
+struct Registrar {
+  const MixerConfig& config;
+  Generator& gen;
+  std::function<Tensor(const std::string&, Tensor)> parameter;
+  std::function<Tensor(const std::string&, Tensor)> buffer;
+  std::function<std::shared_ptr<Linear>(const std::string&, int64_t, int64_t)> linear;
+};
+
+// One source of logits. `logits` gives L [B or 1, h, N, N] for a whole sequence; `row` gives row
+// i, [B or 1, h, 1, i+1], from position i's input x_t [B, 1, d] (and its own decoding state).
+class Component {
+ public:
+  virtual ~Component() = default;
+  virtual Tensor logits(const Tensor& x) const = 0;
+  virtual Tensor row(const Tensor& x_t, int64_t i, Tensor& state) const = 0;
+};
+
+// R and Fix: a table R [h, ℓ, ℓ] sliced to [:N, :N].
+class TableComponent : public Component {
+ public:
+  TableComponent(Registrar& reg, bool trainable) {
+    int64_t h = reg.config.heads, l = reg.config.max_len;
+    Tensor value = init::uniform({h, l, l}, std::sqrt(3.0 / static_cast<double>(l)), reg.gen);
+    table_ = trainable ? reg.parameter("R", value) : reg.buffer("R_fix", value);
+  }
+  Tensor logits(const Tensor& x) const override {
+    int64_t n = x.size(1);
+    return unsqueeze(narrow(narrow(table_, 1, 0, n), 2, 0, n), 0);
+  }
+  Tensor row(const Tensor&, int64_t i, Tensor&) const override {
+    return unsqueeze(narrow(narrow(table_, 1, i, 1), 2, 0, i + 1), 0);
+  }
+
+ private:
+  Tensor table_;
+};
+
+// D: P = relu(X W₁ + b₁) per head, L_k = P_k W₂ + b₂ (first N columns).
+class DenseComponent : public Component {
+ public:
+  explicit DenseComponent(Registrar& reg) : heads_(reg.config.heads) {
+    int64_t d = reg.config.dim, l = reg.config.max_len;
+    w_1_ = reg.linear("w_1", d, d);
+    w_2_ = reg.linear("w_2", d / heads_, l);
+  }
+  Tensor logits(const Tensor& x) const override { return columns(x, x.size(1)); }
+  Tensor row(const Tensor& x_t, int64_t i, Tensor&) const override { return columns(x_t, i + 1); }
+
+ private:
+  // [B, h, rows, cols]: every row's logits against the first `cols` keys.
+  Tensor columns(const Tensor& x, int64_t cols) const {
+    Tensor p = mixers::split_heads(relu(w_1_->forward(x)), heads_);  // [B, h, rows, d_h]
+    return linear(p, narrow(w_2_->weight, 0, 0, cols), narrow(w_2_->bias, 0, 0, cols));
+  }
+  int64_t heads_;
+  std::shared_ptr<Linear> w_1_, w_2_;
+};
+
+// FR: L_k = R₁_k[:N] R₂_k[:N]ᵀ.
+class FactorizedRandomComponent : public Component {
+ public:
+  explicit FactorizedRandomComponent(Registrar& reg) {
+    int64_t h = reg.config.heads, l = reg.config.max_len, r = fr_rank(reg.config);
+    double bound = std::sqrt(3.0 / static_cast<double>(r));
+    r_1_ = reg.parameter("R_1", init::uniform({h, l, r}, bound, reg.gen));
+    r_2_ = reg.parameter("R_2", init::uniform({h, l, r}, bound, reg.gen));
+  }
+  Tensor logits(const Tensor& x) const override {
+    int64_t n = x.size(1);
+    return unsqueeze(matmul(narrow(r_1_, 1, 0, n), transpose(narrow(r_2_, 1, 0, n), 1, 2)), 0);
+  }
+  Tensor row(const Tensor&, int64_t i, Tensor&) const override {
+    return unsqueeze(matmul(narrow(r_1_, 1, i, 1), transpose(narrow(r_2_, 1, 0, i + 1), 1, 2)), 0);
+  }
+
+ private:
+  Tensor r_1_, r_2_;
+};
+
+// FD: L_k[i, u·b + v] = A_k[i,u] · B_k[i,v] (A repeated element-wise, B tiled).
+class FactorizedDenseComponent : public Component {
+ public:
+  explicit FactorizedDenseComponent(Registrar& reg)
+      : heads_(reg.config.heads), a_(fd_a(reg.config)), b_(reg.config.max_len / a_) {
+    int64_t d = reg.config.dim;
+    w_a_ = reg.linear("w_a", d, heads_ * a_);
+    w_b_ = reg.linear("w_b", d, heads_ * b_);
+  }
+  Tensor logits(const Tensor& x) const override { return columns(x, x.size(1)); }
+  Tensor row(const Tensor& x_t, int64_t i, Tensor&) const override { return columns(x_t, i + 1); }
+
+ private:
+  Tensor columns(const Tensor& x, int64_t cols) const {
+    int64_t batch = x.size(0), rows = x.size(1);
+    Tensor a = reshape(w_a_->forward(x), {batch, rows, heads_, a_, 1});
+    Tensor b = reshape(w_b_->forward(x), {batch, rows, heads_, 1, b_});
+    Tensor l = reshape(mul(a, b), {batch, rows, heads_, a_ * b_});  // column u·b + v
+    return narrow(transpose(l, 1, 2), 3, 0, cols);                  // [B, h, rows, cols]
+  }
+  int64_t heads_, a_, b_;
+  std::shared_ptr<Linear> w_a_, w_b_;
+};
+
+// V: dot-product logits Q_k K_kᵀ / √d_h with their own projections; decoding caches K.
+class DotProductComponent : public Component {
+ public:
+  explicit DotProductComponent(Registrar& reg) : heads_(reg.config.heads) {
+    int64_t d = reg.config.dim;
+    w_q_ = reg.linear("w_q", d, d);
+    w_k_ = reg.linear("w_k", d, d);
+    scale_ = 1.0 / std::sqrt(static_cast<double>(d / heads_));
+  }
+  Tensor logits(const Tensor& x) const override {
+    Tensor q = mixers::split_heads(w_q_->forward(x), heads_);
+    Tensor k = mixers::split_heads(w_k_->forward(x), heads_);
+    return mul(matmul(q, transpose(k, -1, -2)), scale_);
+  }
+  Tensor row(const Tensor& x_t, int64_t, Tensor& k_cache) const override {
+    Tensor q = mixers::split_heads(w_q_->forward(x_t), heads_);
+    Tensor k = mixers::split_heads(w_k_->forward(x_t), heads_);
+    k_cache = k_cache.defined() ? concat({k_cache, k}, 2) : k;
+    return mul(matmul(q, transpose(k_cache, -1, -2)), scale_);
+  }
+
+ private:
+  int64_t heads_;
+  double scale_;
+  std::shared_ptr<Linear> w_q_, w_k_;
+};
+
+// ---- the common skeleton ----
+
+class Synthesizer : public Mixer {
+ public:
+  // `kinds` are the components; `mix` adds the trainable mixture weights θ (synth-mix).
+  Synthesizer(const MixerConfig& c, std::vector<Kind> kinds, bool mix)
+      : Mixer(c), kinds_(std::move(kinds)) {
+    Generator gen(c.seed);
+    Registrar reg{c, gen,
+                  [this](const std::string& n, Tensor t) { return register_parameter(n, t); },
+                  [this](const std::string& n, Tensor t) { return register_buffer(n, t); },
+                  [this, &gen](const std::string& n, int64_t in, int64_t out) {
+                    return register_module(n, std::make_shared<Linear>(in, out, true, gen));
+                  }};
+    for (Kind k : kinds_) {
+      switch (k) {
+        case Kind::R:
+          components_.push_back(std::make_unique<TableComponent>(reg, true));
+          break;
+        case Kind::Fix:
+          components_.push_back(std::make_unique<TableComponent>(reg, false));
+          break;
+        case Kind::D:
+          components_.push_back(std::make_unique<DenseComponent>(reg));
+          break;
+        case Kind::FR:
+          components_.push_back(std::make_unique<FactorizedRandomComponent>(reg));
+          break;
+        case Kind::FD:
+          components_.push_back(std::make_unique<FactorizedDenseComponent>(reg));
+          break;
+        case Kind::V:
+          components_.push_back(std::make_unique<DotProductComponent>(reg));
+          break;
+      }
+    }
+    if (mix)
+      theta = register_parameter("theta", init::zeros({static_cast<int64_t>(kinds_.size())}));
+    w_v = register_module("w_v", std::make_shared<Linear>(c.dim, c.dim, true, gen));
+    w_o = register_module("w_o", std::make_shared<Linear>(c.dim, c.dim, true, gen));
+  }
+  std::string type_name() const override {
+    return theta.defined() ? "SynthesizerMix" : "Synthesizer";
+  }
+  std::string extra_repr() const override {
+    std::string out;
+    for (Kind k : kinds_) {
+      if (!out.empty()) out += '+';
+      out += kind_name(k);
+    }
+    return "components=" + out;
+  }
+
+  Tensor forward(const Tensor& x, const MixerContext& ctx) override {
+    check_input(x, ctx);
+    int64_t batch = x.size(0), n = x.size(1), h = config_.heads;
+    Tensor v = mixers::split_heads(w_v->forward(x), h);
+    Tensor logits = combine([&](const Component& c) { return c.logits(x); });
+    if (logits.size(0) != batch) logits = expand(logits, {batch, h, n, n});
+    Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
+    return attend(logits, mask, v);
+  }
+
+  // Incremental decoding: V (and a V component's K) are cached; the new row of the logits
+  // comes from position i alone.
+  struct Cache : MixerCache {
+    Tensor v;                    // [B, h, t, d_h]
+    std::vector<Tensor> states;  // one per component (the V component's keys)
+  };
+  std::unique_ptr<MixerCache> new_cache() const override {
+    auto cache = std::make_unique<Cache>();
+    cache->states.resize(components_.size());
+    return cache;
+  }
+
+  Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext&) override {
+    auto* cache = dynamic_cast<Cache*>(&base);
+    check(cache != nullptr, config_.name, ": step() got a cache from another mixer");
+    check(config_.causal, config_.name, ": step() (incremental decoding) needs a causal mixer");
+    check(x_t.dim() == 3 && x_t.size(1) == 1 && x_t.size(2) == config_.dim, config_.name,
+          ": step() input ", shape_str(x_t.shape()), " must be [B, 1, ", config_.dim, "]");
+    int64_t i = cache->position;
+    check(i < config_.max_len, config_.name, ": decoding position ", i,
+          " is beyond max_len ℓ = ", config_.max_len, "; build the mixer with a larger max_len");
+    Tensor v_t = mixers::split_heads(w_v->forward(x_t), config_.heads);
+    cache->v = cache->v.defined() ? concat({cache->v, v_t}, 2) : v_t;
+    size_t index = 0;
+    Tensor logits =
+        combine([&](const Component& c) { return c.row(x_t, i, cache->states[index++]); });
+    ++cache->position;
+    return attend(logits, Tensor(), cache->v);  // the new row sees every cached position
+  }
+
+ private:
+  // L = Σ_c α_c L^{(c)} for a mix, the single component's logits otherwise.
+  Tensor combine(const std::function<Tensor(const Component&)>& make) const {
+    if (!theta.defined()) return make(*components_.front());
+    Tensor alpha = softmax(theta, 0);
+    Tensor total;
+    for (size_t c = 0; c < components_.size(); ++c) {
+      Tensor term = mul(make(*components_[c]), narrow(alpha, 0, static_cast<int64_t>(c), 1));
+      total = total.defined() ? add(total, term) : term;
+    }
+    return total;
+  }
+
+  Tensor attend(const Tensor& logits, const Tensor& mask, const Tensor& v) const {
+    Tensor a = mixers::masked_softmax(logits, mask);
+    return w_o->forward(mixers::merge_heads(matmul(a, v)));
+  }
+
+  std::vector<Kind> kinds_;
+  std::vector<std::unique_ptr<Component>> components_;
+  Tensor theta;
+  std::shared_ptr<Linear> w_v, w_o;
+};
+
+MixerCapabilities synthesizer_capabilities() {
+  MixerCapabilities caps;
+  caps.length = LengthSupport::UpToMaxLen;
+  caps.padding_property = true;
+  caps.exact_length_equivalence = true;
+  caps.causal = true;
+  return caps;
+}
+
+int64_t skeleton_parameters(const MixerConfig& c) { return 2 * c.dim * c.dim + 2 * c.dim; }
+
+}  // namespace
+
+void register_synthesizer_mixers(MixerRegistry& registry) {
+  const MixerOption rank{"rank", "8", "FR rank r of R₁, R₂ ∈ R^{h×ℓ×r}"};
+  const MixerOption fda{"fd-a", "auto",
+                        "FD factor a with a·b = ℓ (default: the divisor of ℓ nearest √ℓ)"};
+  struct Single {
+    const char* name;
+    Kind kind;
+    const char* summary;
+    std::vector<MixerOption> options;
+  };
+  const std::vector<Single> singles = {
+      {"synth-random",
+       Kind::R,
+       "random synthesizer: trainable logits R_k[:N,:N] (Tay et al. 2020)",
+       {}},
+      {"synth-fixed",
+       Kind::Fix,
+       "fixed random synthesizer: logits from a frozen random buffer R_k[:N,:N]",
+       {}},
+      {"synth-dense",
+       Kind::D,
+       "dense synthesizer: logits relu(X W₁ + b₁)_k W₂ + b₂ from each token",
+       {}},
+      {"synth-frandom",
+       Kind::FR,
+       "factorized random synthesizer: logits R₁_k R₂_kᵀ of rank r",
+       {rank}},
+      {"synth-fdense",
+       Kind::FD,
+       "factorized dense synthesizer: logits A_k[i,u]·B_k[i,v] at column u·b+v",
+       {fda}},
+  };
+  for (const auto& s : singles) {
+    MixerInfo info;
+    info.name = s.name;
+    info.summary = s.summary;
+    info.capabilities = synthesizer_capabilities();
+    info.options = s.options;
+    Kind kind = s.kind;
+    info.build = [kind](const MixerConfig& c) {
+      return std::make_shared<Synthesizer>(c, std::vector<Kind>{kind}, false);
+    };
+    info.expected_parameters = [kind](const MixerConfig& c) {
+      return component_parameters(kind, c) + skeleton_parameters(c);
+    };
+    registry.add(std::move(info));
+  }
+
+  MixerInfo mix;
+  mix.name = "synth-mix";
+  mix.is_family = true;
+  mix.summary =
+      "synthesizer mixture synth-mix:C1+...+CM of R, Fix, D, FR, FD, V logits with weights "
+      "softmax(θ)";
+  mix.capabilities = synthesizer_capabilities();
+  mix.options = {rank, fda};
+  mix.build = [](const MixerConfig& c) {
+    return std::make_shared<Synthesizer>(c, parse_mix(c.name), true);
+  };
+  mix.expected_parameters = [](const MixerConfig& c) {
+    auto kinds = parse_mix(c.name);
+    int64_t total = skeleton_parameters(c) + static_cast<int64_t>(kinds.size());
+    for (Kind k : kinds) total += component_parameters(k, c);
+    return total;
+  };
+  mix.test_names = {"synth-mix:R+V", "synth-mix:D+V", "synth-mix:R+Fix+D+FR+FD+V"};
+  registry.add(std::move(mix));
+}
+
+}  // namespace mixlab
