@@ -4,9 +4,7 @@
 
 namespace mixlab {
 
-// Weak while the families are being written in parallel: an absent family is skipped.
-// TODO(lead): drop the weak attribute once every family file exists.
-#define MIXLAB_MIXER_FAMILY(fn) void fn(MixerRegistry&) __attribute__((weak));
+#define MIXLAB_MIXER_FAMILY(fn) void fn(MixerRegistry&);
 MIXLAB_MIXER_FAMILY(register_attention_mixer)
 MIXLAB_MIXER_FAMILY(register_synthesizer_mixers)
 MIXLAB_MIXER_FAMILY(register_mlp_mixer_mixer)
@@ -25,7 +23,7 @@ void register_builtin_mixers(MixerRegistry& registry) {
                   register_resmlp_mixer, register_ffonly_mixer, register_external_mixer,
                   register_fnet_mixer, register_gmlp_mixers, register_hcsa_mixer,
                   register_conv_mixers, register_linformer_mixer})
-    if (fn) fn(registry);
+    fn(registry);
 }
 
 }  // namespace mixlab
