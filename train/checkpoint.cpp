@@ -1,0 +1,345 @@
+#include "train/checkpoint.h"
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <climits>
+#include <cstdio>
+#include <set>
+
+#include <zlib.h>
+
+#include "autograd/grad_mode.h"
+#include "train/json.h"
+#include "train/safetensors.h"
+
+namespace mixlab {
+
+// Tensor bytes go to and from the file as they lie in memory; safetensors is little-endian.
+static_assert(std::endian::native == std::endian::little,
+              "checkpoints assume a little-endian host");
+
+namespace {
+
+constexpr const char* kFormatKey = "mixlab.format";
+constexpr const char* kChecksumKey = "mixlab.checksum";
+constexpr const char* kWeightsFormat = "weights/1";
+constexpr const char* kTrainingFormat = "training_checkpoint/1";
+const std::string kOptimizerPrefix = "optimizer.";
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+const char* file_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return "F32";
+    case DType::F64:
+      return "F64";
+    case DType::I32:
+      return "I32";
+  }
+  return "?";
+}
+
+bool parse_file_dtype(const std::string& name, DType& out) {
+  if (name == "F32")
+    out = DType::F32;
+  else if (name == "F64")
+    out = DType::F64;
+  else if (name == "I32")
+    out = DType::I32;
+  else
+    return false;
+  return true;
+}
+
+// The tensor's bytes in row-major order, copied straight from its device.
+TensorRecord to_record(const std::string& name, const Tensor& t) {
+  NoGradGuard no_grad;
+  const Tensor c = t.contiguous();
+  TensorRecord record;
+  record.name = name;
+  record.dtype = file_dtype(c.dtype());
+  record.shape = c.shape();
+  record.bytes.resize(static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+  if (!record.bytes.empty())
+    backend_for(c.device()).copy_to_host(record.bytes.data(), c.raw_data(), record.bytes.size());
+  return record;
+}
+
+// A new tensor on `device` holding the record (whose dtype was already checked).
+Tensor from_record(const TensorRecord& record, Device device) {
+  DType dtype = DType::F32;
+  check(parse_file_dtype(record.dtype, dtype), "tensor '", record.name, "' has dtype ",
+        record.dtype, "; mixlab loads F32, F64 and I32");
+  Tensor t = Tensor::empty(record.shape, dtype, device);
+  if (!record.bytes.empty())
+    backend_for(device).copy_from_host(t.raw_data(), record.bytes.data(), record.bytes.size());
+  return t;
+}
+
+// ---- checksum: CRC-32 over the metadata (except itself) and every tensor, in name order ----
+class Crc {
+ public:
+  void add(const void* data, size_t size) {
+    const auto* p = static_cast<const Bytef*>(data);
+    while (size > 0) {  // zlib takes uInt lengths
+      const uInt chunk = static_cast<uInt>(std::min<size_t>(size, UINT_MAX));
+      crc_ = crc32(crc_, p, chunk);
+      p += chunk;
+      size -= chunk;
+    }
+  }
+  // Strings end with a NUL so that ("ab", "c") and ("a", "bc") differ.
+  void add(const std::string& s) { add(s.c_str(), s.size() + 1); }
+  void add(int64_t v) { add(&v, sizeof v); }
+  uLong value() const { return crc_; }
+
+ private:
+  uLong crc_ = crc32(0L, Z_NULL, 0);
+};
+
+std::string checksum(const std::vector<const TensorRecord*>& records,
+                     const std::map<std::string, std::string>& metadata) {
+  Crc crc;
+  for (const auto& [key, value] : metadata) {
+    if (key == kChecksumKey) continue;
+    crc.add(key);
+    crc.add(value);
+  }
+  std::vector<const TensorRecord*> sorted = records;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const TensorRecord* a, const TensorRecord* b) { return a->name < b->name; });
+  for (const TensorRecord* r : sorted) {
+    crc.add(r->name);
+    crc.add(r->dtype);
+    crc.add(static_cast<int64_t>(r->shape.size()));
+    for (int64_t d : r->shape) crc.add(d);
+    crc.add(static_cast<int64_t>(r->bytes.size()));
+    crc.add(r->bytes.data(), r->bytes.size());
+  }
+  char text[16];
+  std::snprintf(text, sizeof text, "%08lx", static_cast<unsigned long>(crc.value()));
+  return std::string("crc32:") + text;
+}
+
+void write_file(const std::string& path, const std::vector<TensorRecord>& records,
+                std::map<std::string, std::string> metadata) {
+  std::vector<const TensorRecord*> pointers;
+  for (const auto& r : records) pointers.push_back(&r);
+  metadata[kChecksumKey] = checksum(pointers, metadata);
+  save_safetensors(path, records, metadata);
+}
+
+// The whole file, structurally validated (load_safetensors) and checksum-verified.
+SafetensorsFile read_file(const std::string& path) {
+  SafetensorsFile file = load_safetensors(path);
+  auto it = file.metadata.find(kChecksumKey);
+  // Our own files always carry one: a missing checksum there is damage (a flipped key name).
+  check(it != file.metadata.end() || !file.metadata.count(kFormatKey), "checkpoint '", path,
+        "' is corrupt: it has ", kFormatKey, " but no ", kChecksumKey);
+  if (it != file.metadata.end()) {
+    std::vector<const TensorRecord*> pointers;
+    for (const auto& r : file.tensors) pointers.push_back(&r);
+    const std::string actual = checksum(pointers, file.metadata);
+    check(actual == it->second, "checkpoint '", path, "' is corrupt: its checksum is ", it->second,
+          " but its content gives ", actual);
+  }
+  return file;
+}
+
+std::vector<TensorRecord> model_records(const Module& model) {
+  std::vector<TensorRecord> records;
+  for (const auto& [name, t] : model.named_tensors()) records.push_back(to_record(name, t));
+  return records;
+}
+
+// Model tensors paired with their new values, ready to copy once everything has validated.
+struct StagedCopies {
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (model tensor, value on its device)
+  void commit() {
+    NoGradGuard no_grad;
+    for (auto& [target, value] : copies) target.copy_(value);
+  }
+};
+
+StagedCopies stage_model(const SafetensorsFile& file, const Module& model,
+                         bool skip_optimizer_tensors, const std::string& path) {
+  std::vector<std::string> missing, unexpected, mismatched;
+  std::set<std::string> model_names;
+  StagedCopies staged;
+  for (const auto& [name, t] : model.named_tensors()) {
+    model_names.insert(name);
+    const TensorRecord* record = file.find(name);
+    if (record == nullptr) {
+      missing.push_back(name);
+      continue;
+    }
+    DType dtype = DType::F32;
+    const bool known = parse_file_dtype(record->dtype, dtype);
+    if (!known || dtype != t.dtype() || record->shape != t.shape()) {
+      mismatched.push_back(name + " (file " + shape_str(record->shape) + " " + record->dtype +
+                           ", model " + shape_str(t.shape()) + " " + file_dtype(t.dtype()) + ")");
+      continue;
+    }
+    staged.copies.emplace_back(t, from_record(*record, t.device()));
+  }
+  for (const auto& r : file.tensors) {
+    if (skip_optimizer_tensors && starts_with(r.name, kOptimizerPrefix)) continue;
+    if (!model_names.count(r.name)) unexpected.push_back(r.name);
+  }
+  if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
+    std::string message;
+    if (!missing.empty()) message += "; missing from the file: " + join(missing);
+    if (!unexpected.empty()) message += "; not in the model: " + join(unexpected);
+    if (!mismatched.empty()) message += "; shape/dtype mismatch: " + join(mismatched);
+    fail("loading '", path, "': the file does not match the model (nothing was loaded)", message);
+  }
+  return staged;
+}
+
+template <typename T>
+T parse_integer(const std::map<std::string, std::string>& metadata, const std::string& key,
+                const std::string& path) {
+  auto it = metadata.find(key);
+  check(it != metadata.end(), "checkpoint '", path, "': metadata has no '", key, "'");
+  const std::string& text = it->second;
+  T value{};
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  check(error == std::errc() && end == text.data() + text.size() && !text.empty(), "checkpoint '",
+        path, "': metadata '", key, "' = '", text, "' is not an integer");
+  return value;
+}
+
+const std::string& metadata_at(const std::map<std::string, std::string>& metadata,
+                               const std::string& key, const std::string& path) {
+  auto it = metadata.find(key);
+  check(it != metadata.end(), "checkpoint '", path, "': metadata has no '", key, "'");
+  return it->second;
+}
+
+TrainingState parse_state(const std::map<std::string, std::string>& metadata,
+                          const std::string& path) {
+  TrainingState state;
+  state.step = parse_integer<int64_t>(metadata, "step", path);
+  state.epoch = parse_integer<int64_t>(metadata, "epoch", path);
+  state.loader_position = parse_integer<int64_t>(metadata, "loader_position", path);
+  check(state.step >= 0 && state.epoch >= 0 && state.loader_position >= 0, "checkpoint '", path,
+        "': negative step, epoch or loader_position");
+  state.rng_seed = parse_integer<uint64_t>(metadata, "rng_seed", path);
+  state.rng_counter = parse_integer<uint64_t>(metadata, "rng_counter", path);
+  state.config_json = metadata_at(metadata, "config", path);
+  state.vocab_src = metadata_at(metadata, "vocab_src", path);
+  state.vocab_tgt = metadata_at(metadata, "vocab_tgt", path);
+  try {
+    const Json extra = Json::parse(metadata_at(metadata, "extra", path));  // outlives the loop
+    for (const auto& [key, value] : extra.as_object()) state.extra[key] = value.as_string();
+  } catch (const Error& e) {
+    fail("checkpoint '", path, "': metadata 'extra': ", e.what());
+  }
+  return state;
+}
+
+void check_user_metadata(const std::map<std::string, std::string>& metadata) {
+  for (const auto& [key, value] : metadata)
+    check(!starts_with(key, "mixlab."), "save_weights: metadata key '", key,
+          "' is reserved (mixlab.*)");
+}
+
+}  // namespace
+
+void save_weights(const std::string& path, const Module& model,
+                  const std::map<std::string, std::string>& metadata) {
+  check_user_metadata(metadata);
+  std::map<std::string, std::string> all = metadata;
+  all[kFormatKey] = kWeightsFormat;
+  write_file(path, model_records(model), std::move(all));
+}
+
+std::map<std::string, std::string> load_weights(const std::string& path, Module& model) {
+  SafetensorsFile file = read_file(path);
+  auto format = file.metadata.find(kFormatKey);
+  const bool training = format != file.metadata.end() && format->second == kTrainingFormat;
+  stage_model(file, model, training, path).commit();
+  return file.metadata;
+}
+
+void capture_rng(TrainingState& state, const Generator& gen) {
+  state.rng_seed = gen.seed();
+  state.rng_counter = gen.counter();
+}
+
+void restore_rng(const TrainingState& state, Generator& gen) {
+  gen.set_state(state.rng_seed, state.rng_counter);
+}
+
+void save_checkpoint(const std::string& path, const Module& model, const Optimizer& optimizer,
+                     const TrainingState& state) {
+  check(state.step >= 0 && state.epoch >= 0 && state.loader_position >= 0,
+        "save_checkpoint: negative step, epoch or loader_position");
+  // Refuse a config that would not parse back, now rather than at resume time.
+  if (!state.config_json.empty()) {
+    try {
+      Json::parse(state.config_json);
+    } catch (const Error& e) {
+      fail("save_checkpoint: config_json is not valid JSON: ", e.what());
+    }
+  }
+  Json extra = Json::object();
+  for (const auto& [key, value] : state.extra) extra.set(key, value);
+
+  std::map<std::string, std::string> metadata;
+  metadata[kFormatKey] = kTrainingFormat;
+  metadata["step"] = std::to_string(state.step);
+  metadata["epoch"] = std::to_string(state.epoch);
+  metadata["loader_position"] = std::to_string(state.loader_position);
+  metadata["rng_seed"] = std::to_string(state.rng_seed);
+  metadata["rng_counter"] = std::to_string(state.rng_counter);
+  metadata["config"] = state.config_json;
+  metadata["vocab_src"] = state.vocab_src;
+  metadata["vocab_tgt"] = state.vocab_tgt;
+  metadata["extra"] = extra.dump();
+  metadata["optimizer"] = optimizer.state_json().dump();
+
+  std::vector<TensorRecord> records = model_records(model);
+  for (const auto& r : records)
+    check(!starts_with(r.name, kOptimizerPrefix), "save_checkpoint: model tensor '", r.name,
+          "' collides with the optimizer prefix '", kOptimizerPrefix, "'");
+  for (const auto& [name, t] : optimizer.state_tensors())
+    records.push_back(to_record(kOptimizerPrefix + name, t));
+  write_file(path, records, std::move(metadata));
+}
+
+TrainingState load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer) {
+  SafetensorsFile file = read_file(path);
+  auto format = file.metadata.find(kFormatKey);
+  check(format != file.metadata.end() && format->second == kTrainingFormat, "load_checkpoint: '",
+        path, "' is not a mixlab training checkpoint (", kFormatKey, " = '",
+        format == file.metadata.end() ? std::string("<absent>") : format->second,
+        "'); use load_weights for a weights file");
+  TrainingState state = parse_state(file.metadata, path);
+  StagedCopies staged = stage_model(file, model, true, path);
+
+  std::map<std::string, Tensor> optimizer_tensors;
+  for (const auto& r : file.tensors)
+    if (starts_with(r.name, kOptimizerPrefix))
+      optimizer_tensors[r.name.substr(kOptimizerPrefix.size())] = from_record(r, Device::cpu());
+  try {
+    // Validates completely before changing the optimizer; the model is still untouched here.
+    optimizer.load_state(Json::parse(metadata_at(file.metadata, "optimizer", path)),
+                         optimizer_tensors);
+  } catch (const Error& e) {
+    fail("load_checkpoint '", path, "': ", e.what());
+  }
+  staged.commit();
+  return state;
+}
+
+}  // namespace mixlab

@@ -1,0 +1,79 @@
+// Model weights and full training checkpoints as single safetensors files.
+//
+// Weights: every parameter AND buffer of the module under its dotted path
+// ("encoder.layers.0.mixer.w_v.weight"), in its own dtype (F32, F64 or I32), so that the file
+// also opens with Python's safetensors as an ordinary state dict.
+//
+// Training checkpoint: the same tensors, plus the optimizer's state tensors under
+// "optimizer.<param name>.<slot>" (e.g. "optimizer.fc1.weight.exp_avg"), plus the training
+// state in the string-to-string __metadata__:
+//
+//   mixlab.format    "weights/1" or "training_checkpoint/1"
+//   mixlab.checksum  "crc32:<8 hex>" over the metadata and every tensor (see below)
+//   step, epoch, loader_position, rng_seed, rng_counter   decimal integers
+//   config           the run's configuration, a JSON text (may be empty)
+//   vocab_src, vocab_tgt   Vocab::to_string() texts (may be empty)
+//   extra            a JSON object of strings
+//   optimizer        Optimizer::state_json() (type, lr, per-parameter step counts, ...)
+//
+// Why a checksum: safetensors itself detects only structural damage (bad header, sizes); a bit
+// flipped in a tensor's data, or in a metadata value such as the step count, would load
+// silently. CRC-32 catches every single-byte (indeed every burst up to 32 bits) error. Files
+// without one (from other tools) load without that check.
+//
+// Loading is all or nothing: the whole file is read and validated (checksum, every name present
+// with no extras, shapes and dtypes, training state and optimizer state), and only then is
+// anything modified. Errors list every missing, unexpected and mismatching name (with both
+// shapes). Tensors are copied into the module's existing storage on its current device, so
+// handles held elsewhere (an optimizer) stay valid; gradients are left as they are.
+//
+// Writing is atomic (train/atomic_file.h): a crash or failure mid-write leaves the previous file.
+//
+// Exact resume: saving after update N and loading into fresh objects continues bit-identically
+// when the caller also restores the data order and randomness recorded here:
+//   state.step = updates done; state.epoch / loader_position = loader.epoch() / position();
+//   capture_rng(state) after the last update (the dropout stream is default_generator()).
+// and after loading: restore_rng(state); loader.start_epoch(state.epoch, state.loader_position);
+// the lr for update t comes from the schedule (train/schedule.h) as a function of t alone.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/random.h"
+#include "nn/module.h"
+#include "train/optimizer.h"
+
+namespace mixlab {
+
+// `metadata` is stored as given; keys starting with "mixlab." are reserved.
+void save_weights(const std::string& path, const Module& model,
+                  const std::map<std::string, std::string>& metadata = {});
+
+// Loads a weights file, or the model part of a training checkpoint. Returns the file's metadata.
+std::map<std::string, std::string> load_weights(const std::string& path, Module& model);
+
+struct TrainingState {
+  int64_t step = 0;                        // optimizer updates completed
+  int64_t epoch = 0;                       // the epoch in progress (DataLoader::epoch())
+  int64_t loader_position = 0;             // batches of it handed out (DataLoader::position())
+  uint64_t rng_seed = 0, rng_counter = 0;  // default_generator()'s state
+  std::string config_json;                 // empty, or any JSON text
+  std::string vocab_src, vocab_tgt;        // Vocab::to_string(), or empty
+  std::map<std::string, std::string> extra;
+
+  bool operator==(const TrainingState&) const = default;
+};
+
+// state.rng_* = gen's state / gen's state = state.rng_*.
+void capture_rng(TrainingState& state, const Generator& gen = default_generator());
+void restore_rng(const TrainingState& state, Generator& gen = default_generator());
+
+void save_checkpoint(const std::string& path, const Module& model, const Optimizer& optimizer,
+                     const TrainingState& state);
+
+// Restores model weights and optimizer state (all or nothing, see above) and returns the state;
+// restoring the generator and the loader is the caller's (restore_rng, start_epoch).
+TrainingState load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer);
+
+}  // namespace mixlab

@@ -1,0 +1,46 @@
+// Gradient utilities: the global gradient norm, clipping by it, and scaling.
+//
+// Everything runs as ops on the gradients' own device under NoGradGuard: one squared-sum
+// reduction per tensor, the partial sums added on the device, and a single scalar copied to the
+// host at the end (no per-element host loop, so a GPU run stays on the GPU).
+//
+// Gradients are replaced, never scaled in place: backward() may hand the very same gradient
+// tensor to two leaves (the two inputs of an add, say), and an in-place scale would then hit that
+// storage twice.
+//
+// Gradient accumulation over micro-batches (an effective batch of k·b with the memory of b):
+//
+//   optimizer.zero_grad();
+//   for (int i = 0; i < k; ++i) {
+//     Tensor loss = cross_entropy(model(x[i]), y[i]);  // mean over micro-batch i
+//     (loss * (1.0 / k)).backward();                     // grads add up across the k calls
+//   }
+//   clip_grad_norm(params, max_norm);                    // optional, on the accumulated grads
+//   optimizer.step();
+//
+// backward() adds into existing .grad, so after k calls each grad is the sum of the k scaled
+// micro-batch gradients, i.e. the gradient of the mean loss over all k·b examples when the
+// micro-batches have equal size (tests/test_optim.cpp checks this to 1e-6). With unequal sizes
+// b_i (a last partial batch), scale micro-batch i by b_i / Σb instead of 1/k. Losses that are a
+// mean over tokens (padding ignored) need the token counts as weights in the same way.
+#pragma once
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mixlab {
+
+// sqrt(Σ over parameters with a gradient of Σ g²); 0 when no parameter has one. Partial sums
+// are accumulated across tensors in float64.
+double grad_norm(const std::vector<Tensor>& params);
+
+// torch.nn.utils.clip_grad_norm_: with total = grad_norm(params), when total > max_norm every
+// gradient is multiplied by max_norm / (total + 1e-6). Returns total, measured before clipping.
+// A non-finite total (an overflow or NaN somewhere) leaves the gradients as they are and is
+// returned, so the caller can skip the step; max_norm must be > 0.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+// Multiplies every existing gradient by `factor` (new tensors; see above).
+void scale_grads(const std::vector<Tensor>& params, double factor);
+
+}  // namespace mixlab

@@ -1,0 +1,42 @@
+// SGD with momentum, dampening, Nesterov and L2 weight decay: torch.optim.SGD's rule, one
+// Backend::sgd_update call per parameter.
+#include "train/optimizer.h"
+
+namespace mixlab {
+
+Sgd::Sgd(std::vector<ParamGroup> groups, SgdOptions options)
+    : Optimizer(std::move(groups), options.lr), options_(options) {
+  check(options.momentum >= 0, "SGD: momentum must be >= 0, got ", options.momentum);
+  check(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+        "SGD: Nesterov momentum needs momentum > 0 and dampening == 0");
+}
+
+// Without momentum there is no buffer: the state is just the step count.
+std::vector<std::string> Sgd::slot_names() const {
+  if (options_.momentum == 0) return {};
+  return {"momentum_buffer"};
+}
+
+Json Sgd::hyper_json() const {
+  Json out = Json::object();
+  out.set("momentum", options_.momentum);
+  out.set("dampening", options_.dampening);
+  out.set("nesterov", options_.nesterov);
+  return out;
+}
+
+void Sgd::update(const Tensor& param, const Tensor& grad, std::vector<Tensor>& slots, int64_t step,
+                 const ParamGroup& group, double lr) {
+  SgdArgs args{};
+  args.lr = lr;
+  args.momentum = options_.momentum;
+  args.dampening = options_.dampening;
+  args.weight_decay = group.weight_decay;
+  args.nesterov = options_.nesterov;
+  args.first_step = step == 1;  // the buffer starts as the gradient itself, undamped
+  View buffer;                  // null without momentum: the kernel does not touch it then
+  if (!slots.empty()) buffer = slots[0].view();
+  backend_for(param.device()).sgd_update(param.view(), grad.view(), buffer, args);
+}
+
+}  // namespace mixlab
