@@ -1,4 +1,6 @@
 // Host memory: 64-byte aligned blocks (cache lines, AVX-512 loads, what FFTW prefers).
+#include <malloc.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -8,7 +10,20 @@
 
 namespace mixlab {
 
+namespace {
+// Training allocates and frees the same large activation sizes every step. glibc serves blocks
+// above its mmap threshold with fresh mmap()s, so every step would page-fault its activations in
+// again (measured: sys time as large as user time). Keeping such blocks in the heap lets freed
+// memory be reused, like a caching allocator, at the cost of holding the peak footprint.
+const bool heap_tuned = [] {
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  return true;
+}();
+}  // namespace
+
 void* CpuBackend::allocate(size_t bytes) {
+  (void)heap_tuned;
   size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();

@@ -1,0 +1,11 @@
+// Each subcommand family registers itself on the root CLI11 app.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace mixlab::app {
+
+void add_mixers_command(CLI::App& root);
+void add_classify_commands(CLI::App& root);
+void add_translate_commands(CLI::App& root);
+
+}  // namespace mixlab::app

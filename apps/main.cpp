@@ -1,0 +1,43 @@
+// mixlab: train, evaluate and use token-mixer models from the command line.
+//
+//   mixlab mixers                                 the mixers and what each supports
+//   mixlab classify train|eval|predict [flags]    images (Fashion-MNIST) or token sequences
+//   mixlab translate train|eval|run [flags]       sequence to sequence (SCAN, CMUdict G2P, TSV)
+//
+// Exit codes: 0 success, 1 runtime failure (data, files), 2 usage errors (bad flags, unknown
+// mixer names), 130 interrupted (after saving a checkpoint).
+#include <iostream>
+
+#include "apps/commands.h"
+#include "apps/common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mixlab: a from-scratch engine for studying token mixers"};
+  app.set_config("--config", "", "read options from a TOML/INI file (as saved in OUT/config.ini)");
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every command");
+  mixlab::app::add_mixers_command(app);
+  mixlab::app::add_classify_commands(app);
+  mixlab::app::add_translate_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  } catch (const mixlab::app::UsageError& e) {
+    std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";
+    return 2;
+  } catch (const mixlab::app::Interrupted&) {
+    return 130;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,183 @@
+#include "train/tasks.h"
+
+#include <algorithm>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "train/data_loader.h"
+#include "train/metrics.h"
+
+namespace mixlab {
+
+namespace {
+
+constexpr int32_t kPad = 0;
+
+// Runs `fn` with the model in eval mode, restoring its mode afterwards.
+template <typename F>
+auto in_eval_mode(Module& m, F&& fn) {
+  bool was_training = m.is_training();
+  m.eval();
+  struct Restore {
+    Module& m;
+    bool on;
+    ~Restore() { m.train(on); }
+  } restore{m, was_training};
+  NoGradGuard no_grad;
+  return fn();
+}
+
+DataLoaderOptions eval_loader_options(int64_t batch_size) {
+  DataLoaderOptions o;
+  o.batch_size = batch_size;
+  o.shuffle = false;
+  o.pad_id = kPad;
+  return o;
+}
+
+// [B, T] target batch -> decoder inputs tgt[:, :-1] and outputs tgt[:, 1:] (pad where short).
+void shift_targets(const Batch& b, std::vector<int32_t>& in, std::vector<int32_t>& out,
+                   std::vector<int32_t>& lengths) {
+  int64_t t = b.tgt_len - 1;
+  in.assign(b.size * t, kPad);
+  out.assign(b.size * t, kPad);
+  lengths.assign(b.size, 0);
+  for (int64_t i = 0; i < b.size; ++i) {
+    int32_t len = b.tgt_lengths[i] - 1;
+    lengths[i] = std::max(len, 0);
+    for (int64_t j = 0; j < len; ++j) {
+      in[i * t + j] = b.tgt[i * b.tgt_len + j];
+      out[i * t + j] = b.tgt[i * b.tgt_len + j + 1];
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<int32_t> strip_target(const std::vector<int32_t>& tgt, int32_t bos, int32_t eos) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < tgt.size(); ++i) {
+    if (i == 0 && tgt[i] == bos) continue;
+    if (tgt[i] == eos || tgt[i] == kPad) break;
+    out.push_back(tgt[i]);
+  }
+  return out;
+}
+
+int64_t TrainTask::tokens(const Batch& b) const {
+  int64_t n = 0;
+  for (int32_t l : b.src_lengths) n += l;
+  for (int32_t l : b.tgt_lengths) n += l;
+  return n;
+}
+
+// ---- classification ----
+ClassificationTask::ClassificationTask(Classifier& model, Device device, double label_smoothing)
+    : model_(model), device_(device), label_smoothing_(label_smoothing) {}
+
+Tensor ClassificationTask::logits(const Batch& b) {
+  if (!b.features.empty()) {
+    Tensor x = Tensor::from_data(b.features, {b.size, static_cast<int64_t>(b.features.size()) / b.size},
+                                 device_);
+    return model_.forward(x);
+  }
+  Tensor ids = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
+  return model_.forward(ids, b.src_lengths);
+}
+
+Tensor ClassificationTask::loss(const Batch& b) {
+  Tensor labels = Tensor::from_data(b.labels, {b.size}, device_);
+  return cross_entropy(logits(b), labels, -100, label_smoothing_);
+}
+
+Tensor ClassificationTask::probabilities(const Batch& b) {
+  return in_eval_mode(model_, [&] { return softmax(logits(b), -1); });
+}
+
+std::map<std::string, double> ClassificationTask::evaluate(const Dataset& data) {
+  return in_eval_mode(model_, [&] {
+    DataLoader loader(data, eval_loader_options(eval_batch_size()));
+    loader.start_epoch(0);
+    Batch b;
+    double loss_sum = 0;
+    std::vector<int32_t> predictions, labels;
+    while (loader.next(b)) {
+      Tensor z = logits(b);
+      loss_sum += cross_entropy(z, Tensor::from_data(b.labels, {b.size}, device_)).item() * b.size;
+      std::vector<float> v = z.to_float_vector();
+      int64_t classes = z.size(1);
+      for (int64_t i = 0; i < b.size; ++i) {
+        const float* row = v.data() + i * classes;
+        predictions.push_back(static_cast<int32_t>(std::max_element(row, row + classes) - row));
+        labels.push_back(b.labels[i]);
+      }
+    }
+    std::map<std::string, double> m;
+    m["loss"] = labels.empty() ? 0.0 : loss_sum / labels.size();
+    m["accuracy"] = labels.empty() ? 0.0 : accuracy(predictions, labels);
+    return m;
+  });
+}
+
+// ---- translation ----
+TranslationTask::TranslationTask(Translator& model, Device device, double label_smoothing,
+                                 DecodeOptions decode)
+    : model_(model), device_(device), label_smoothing_(label_smoothing), decode_(decode) {}
+
+Tensor TranslationTask::loss(const Batch& b) {
+  std::vector<int32_t> in, out, lengths;
+  shift_targets(b, in, out, lengths);
+  int64_t t = b.tgt_len - 1;
+  Tensor src = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
+  Tensor logits = model_.forward(src, b.src_lengths, Tensor::from_data(in, {b.size, t}, device_),
+                                 lengths);
+  return cross_entropy(logits, Tensor::from_data(out, {b.size, t}, device_), kPad,
+                       label_smoothing_);
+}
+
+std::vector<std::vector<int32_t>> TranslationTask::translate(const Dataset& data) {
+  return in_eval_mode(model_, [&] {
+    DataLoader loader(data, eval_loader_options(eval_batch_size()));
+    loader.start_epoch(0);
+    Batch b;
+    std::vector<std::vector<int32_t>> out;
+    while (loader.next(b)) {
+      Tensor src = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
+      for (auto& seq : model_.generate(src, b.src_lengths, decode_)) out.push_back(std::move(seq));
+    }
+    return out;
+  });
+}
+
+std::map<std::string, double> TranslationTask::evaluate(const Dataset& data) {
+  double loss_sum = 0;
+  int64_t loss_tokens = 0;
+  in_eval_mode(model_, [&] {
+    DataLoader loader(data, eval_loader_options(eval_batch_size()));
+    loader.start_epoch(0);
+    Batch b;
+    while (loader.next(b)) {
+      int64_t n = 0;
+      for (int32_t l : b.tgt_lengths) n += std::max(0, l - 1);
+      loss_sum += loss(b).item() * n;
+      loss_tokens += n;
+    }
+    return 0;
+  });
+  std::vector<std::vector<int32_t>> hyps = translate(data), refs;
+  for (size_t i = 0; i < data.size(); ++i) refs.push_back(strip_target(data.get(i).tgt));
+  std::map<std::string, double> m;
+  m["loss"] = loss_tokens ? loss_sum / loss_tokens : 0.0;
+  if (refs.empty()) return m;
+  m["exact_match"] = exact_match(hyps, refs);
+  m["token_accuracy"] = token_accuracy(hyps, refs, kPad);
+  m["bleu"] = corpus_bleu(hyps, refs);
+  if (references_.size() == data.size()) {
+    G2pScores s = g2p_scores(hyps, references_);
+    m["wer"] = s.wer();
+    m["per"] = s.per();
+  }
+  return m;
+}
+
+}  // namespace mixlab

@@ -1,0 +1,79 @@
+// Tasks adapt a model to the generic training loop (train/trainer.h): how a batch becomes a
+// loss, and how a data set is evaluated. Both tasks move batches to the model's device.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nn/models.h"
+#include "train/dataset.h"
+
+namespace mixlab {
+
+class TrainTask {
+ public:
+  virtual ~TrainTask() = default;
+  virtual Module& model() = 0;
+  virtual Tensor loss(const Batch& batch) = 0;  // mean loss of the batch, recorded
+  virtual int64_t tokens(const Batch& batch) const;  // tokens in the batch (for tok/s)
+  // Metrics over a whole data set, "loss" included; the model is put in eval mode and back.
+  virtual std::map<std::string, double> evaluate(const Dataset& data) = 0;
+  // The metric that selects the best checkpoint (higher is better).
+  virtual std::string primary_metric() const = 0;
+  // Every metric evaluate() may return (the columns of metrics.csv).
+  virtual std::vector<std::string> metric_names() const = 0;
+  virtual int64_t eval_batch_size() const { return 128; }
+};
+
+class ClassificationTask : public TrainTask {
+ public:
+  ClassificationTask(Classifier& model, Device device, double label_smoothing = 0.0);
+  Module& model() override { return model_; }
+  Tensor loss(const Batch& batch) override;
+  std::map<std::string, double> evaluate(const Dataset& data) override;
+  std::string primary_metric() const override { return "accuracy"; }
+  std::vector<std::string> metric_names() const override { return {"loss", "accuracy"}; }
+  // Class probabilities [B, classes] for a batch (eval mode, no graph).
+  Tensor probabilities(const Batch& batch);
+
+ private:
+  Tensor logits(const Batch& batch);
+  Classifier& model_;
+  Device device_;
+  double label_smoothing_;
+};
+
+class TranslationTask : public TrainTask {
+ public:
+  // Targets are [<bos>, y..., <eos>]; the decoder reads tgt[:-1] and predicts tgt[1:].
+  TranslationTask(Translator& model, Device device, double label_smoothing = 0.0,
+                  DecodeOptions decode = {});
+  Module& model() override { return model_; }
+  Tensor loss(const Batch& batch) override;
+  // loss (teacher forced), exact_match, token_accuracy, bleu; with references (one list per
+  // example, e.g. every pronunciation of a word) also wer and per as in G2P papers.
+  std::map<std::string, double> evaluate(const Dataset& data) override;
+  std::string primary_metric() const override { return "exact_match"; }
+  std::vector<std::string> metric_names() const override {
+    return {"loss", "exact_match", "token_accuracy", "bleu", "wer", "per"};
+  }
+  // Several references per example for the next evaluate() calls on a data set of this size.
+  void set_references(std::vector<std::vector<std::vector<int32_t>>> references) {
+    references_ = std::move(references);
+  }
+  // Generated outputs (without <bos>/<eos>) for every example of a data set, in order.
+  std::vector<std::vector<int32_t>> translate(const Dataset& data);
+  DecodeOptions& decode_options() { return decode_; }
+
+ private:
+  Translator& model_;
+  Device device_;
+  double label_smoothing_;
+  DecodeOptions decode_;
+  std::vector<std::vector<std::vector<int32_t>>> references_;
+};
+
+// The reference output of an encoded target: without <bos>, up to (not including) <eos>.
+std::vector<int32_t> strip_target(const std::vector<int32_t>& tgt, int32_t bos = 1, int32_t eos = 2);
+
+}  // namespace mixlab

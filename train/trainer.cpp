@@ -1,0 +1,238 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "autograd/ops.h"
+#include "train/data_loader.h"
+#include "train/grad_utils.h"
+#include "train/interrupt.h"
+#include "train/optimizer.h"
+#include "train/plot.h"
+#include "train/progress.h"
+#include "train/run_log.h"
+#include "train/schedule.h"
+#include "train/summary.h"
+
+namespace mixlab {
+
+namespace {
+
+std::unique_ptr<Optimizer> make_optimizer(const TrainerOptions& o, const Module& model) {
+  auto groups = param_groups(model, o.weight_decay);
+  if (o.optimizer == "sgd") {
+    SgdOptions s;
+    s.lr = o.lr;
+    s.momentum = o.momentum;
+    return std::make_unique<Sgd>(std::move(groups), s);
+  }
+  AdamOptions a;
+  a.lr = o.lr;
+  a.beta1 = o.beta1;
+  a.beta2 = o.beta2;
+  a.eps = o.eps;
+  if (o.optimizer == "adam") return std::make_unique<Adam>(std::move(groups), a);
+  if (o.optimizer == "adamw") return std::make_unique<AdamW>(std::move(groups), a);
+  fail("unknown optimizer '", o.optimizer, "': expected adamw, adam or sgd");
+}
+
+std::string fmt(double v, const char* f = "%.4g") {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainTask& task, const Dataset& train, const Dataset* valid,
+                 TrainerOptions options, TrainingState metadata)
+    : task_(task), train_(train), valid_(valid), options_(std::move(options)),
+      metadata_(std::move(metadata)) {
+  check(options_.batch_size > 0, "trainer: batch size must be positive");
+  check(options_.accumulate > 0, "trainer: accumulate must be positive");
+  check(train_.size() > 0, "trainer: the training set is empty");
+}
+
+TrainResult Trainer::run() {
+  const TrainerOptions& o = options_;
+  Module& model = task_.model();
+  DataLoaderOptions lo;
+  lo.batch_size = o.batch_size;
+  lo.shuffle = true;
+  lo.seed = o.seed;
+  lo.bucket_by_length = o.bucket_by_length;
+  lo.prefetch = o.prefetch;
+  DataLoader loader(train_, lo);
+  int64_t steps_per_epoch = (loader.batches_per_epoch() + o.accumulate - 1) / o.accumulate;
+  int64_t total_steps = o.max_steps > 0 ? o.max_steps : steps_per_epoch * o.epochs;
+
+  auto optimizer = make_optimizer(o, model);
+  ScheduleOptions so;
+  so.kind = o.schedule;
+  so.lr = o.lr;
+  so.warmup_steps = std::max<int64_t>(1, std::min(o.warmup, total_steps));
+  so.total_steps = std::max<int64_t>(total_steps, so.warmup_steps + 1);
+  so.min_lr = o.min_lr;
+  so.step_size = std::max<int64_t>(1, steps_per_epoch);
+  auto schedule = make_schedule(so);
+
+  bool files = !o.out_dir.empty();
+  TrainingState state = metadata_;
+  int64_t start_epoch = 0, skip = 0;
+  if (files) std::filesystem::create_directories(o.out_dir);
+  if (o.resume) {
+    check(files, "--resume needs an output directory");
+    std::string path = last_checkpoint(o.out_dir);
+    check(std::filesystem::exists(path), "--resume: no checkpoint at ", path);
+    TrainingState saved = load_checkpoint(path, model, *optimizer);
+    restore_rng(saved);
+    state.step = saved.step;
+    if (saved.extra.count("best_metric")) state.extra["best_metric"] = saved.extra["best_metric"];
+    start_epoch = saved.epoch;
+    skip = saved.loader_position;
+    if (!o.quiet)
+      std::cerr << "resumed from " << path << " at step " << saved.step << ", epoch "
+                << saved.epoch + 1 << "\n";
+  }
+  std::unique_ptr<MetricsLog> log;
+  if (files) {
+    std::vector<std::string> columns = task_.metric_names();
+    if (std::find(columns.begin(), columns.end(), "lr") == columns.end()) columns.push_back("lr");
+    log = std::make_unique<MetricsLog>(o.out_dir + "/metrics.csv", columns);
+  }
+
+  TrainResult result;
+  double best = state.extra.count("best_metric") ? std::stod(state.extra["best_metric"]) : -1e300;
+  auto save = [&](const std::string& path, int64_t epoch, int64_t position) {
+    if (!files) return;
+    state.epoch = epoch;
+    state.loader_position = position;
+    if (best > -1e300) state.extra["best_metric"] = std::to_string(best);
+    capture_rng(state);
+    save_checkpoint(path, model, *optimizer, state);
+  };
+  auto evaluate = [&](int64_t epoch, int64_t position) {
+    if (!valid_ || valid_->size() == 0) return;
+    auto metrics = task_.evaluate(*valid_);
+    result.last_valid = metrics;
+    if (log) log->log("valid", state.step, epoch, metrics);
+    double primary = metrics.count(task_.primary_metric()) ? metrics[task_.primary_metric()]
+                                                           : -metrics["loss"];
+    if (!o.quiet) {
+      std::cerr << "  valid @ step " << state.step << ":";
+      for (auto& [k, v] : metrics) std::cerr << " " << k << " " << fmt(v);
+      std::cerr << "\n";
+    }
+    if (primary > best) {
+      best = primary;
+      result.best_valid = metrics;
+      result.best_step = state.step;
+      save(best_checkpoint(o.out_dir), epoch, position);
+    }
+  };
+
+  install_interrupt_handler();
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t examples = 0, tokens = 0;
+  bool stop = o.max_steps > 0 && state.step >= o.max_steps;
+  model.train();
+  Batch batch;
+  for (int64_t epoch = start_epoch; epoch < o.epochs && !stop; ++epoch) {
+    loader.start_epoch(epoch, skip);
+    skip = 0;
+    ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(o.epochs),
+                    steps_per_epoch, std::cerr);
+    int64_t epoch_step = loader.position() / o.accumulate;
+    double running = 0;
+    int64_t running_n = 0;
+    bool epoch_done = false;
+    while (!stop) {
+      int64_t got = 0;
+      double loss_value = 0;
+      for (int64_t k = 0; k < o.accumulate; ++k) {
+        if (!loader.next(batch)) break;
+        Tensor loss = task_.loss(batch);
+        double v = loss.item();
+        if (!std::isfinite(v))
+          fail("training diverged: the loss is ", v, " at step ", state.step + 1,
+               "; lower --lr or raise --warmup");
+        if (o.accumulate > 1) loss = mul(loss, 1.0 / static_cast<double>(o.accumulate));
+        loss.backward();
+        loss_value += v;
+        ++got;
+        examples += batch.size;
+        tokens += task_.tokens(batch);
+      }
+      if (got == 0) {
+        epoch_done = true;
+        break;
+      }
+      std::vector<Tensor> params = model.parameters();
+      if (got < o.accumulate) scale_grads(params, static_cast<double>(o.accumulate) / got);
+      double lr = schedule->lr_at(state.step + 1);
+      optimizer->set_lr(lr);
+      if (o.clip > 0) clip_grad_norm(params, o.clip);
+      optimizer->step();
+      optimizer->zero_grad();
+      ++state.step;
+      ++epoch_step;
+      loss_value /= got;
+      result.last_train_loss = loss_value;
+      running += loss_value;
+      ++running_n;
+      if (log && (state.step % std::max<int64_t>(1, o.log_every) == 0))
+        log->log("train", state.step, epoch, {{"loss", running / running_n}, {"lr", lr}});
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!o.quiet)
+        bar.update(epoch_step, {{"loss", fmt(running / running_n, "%.4f")},
+                                {"lr", fmt(lr, "%.2e")},
+                                {"ex/s", fmt(examples / std::max(secs, 1e-9), "%.0f")},
+                                {"tok/s", fmt(tokens / std::max(secs, 1e-9), "%.0f")}});
+      if (o.max_steps > 0 && state.step >= o.max_steps) stop = true;
+      if (interrupted()) {
+        result.interrupted = true;
+        stop = true;
+        if (!o.quiet) std::cerr << "\ninterrupted: saving " << last_checkpoint(o.out_dir) << "\n";
+      }
+      if (!stop && o.eval_every > 0 && state.step % o.eval_every == 0) {
+        evaluate(epoch, loader.position());
+        model.train();
+      }
+    }
+    if (!o.quiet) bar.finish({{"loss", fmt(running_n ? running / running_n : 0, "%.4f")}});
+    if (result.interrupted) {
+      save(last_checkpoint(o.out_dir), epoch, loader.position());
+      break;
+    }
+    // End of an epoch (or of the step budget): evaluate and keep the last checkpoint.
+    if (epoch_done) {
+      evaluate(epoch + 1, 0);
+      save(last_checkpoint(o.out_dir), epoch + 1, 0);
+    } else {
+      evaluate(epoch, loader.position());
+      save(last_checkpoint(o.out_dir), epoch, loader.position());
+    }
+    model.train();
+  }
+  uninstall_interrupt_handler();
+  result.steps = state.step;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.examples_per_second = examples / std::max(result.seconds, 1e-9);
+  result.tokens_per_second = tokens / std::max(result.seconds, 1e-9);
+  if (files && log) {
+    log.reset();
+    try {
+      plot_training_curves(o.out_dir + "/metrics.csv", o.out_dir + "/curves.png");
+    } catch (const Error& e) {
+      std::cerr << "warning: could not plot the curves: " << e.what() << "\n";
+    }
+  }
+  return result;
+}
+
+}  // namespace mixlab
