@@ -151,3 +151,19 @@ TEST_CASE("values: printing shows shape dtype device and abbreviates") {
   CHECK(s.find("cpu") != std::string::npos);
   CHECK(s.find("...") != std::string::npos);
 }
+
+TEST_CASE("values: float32 exp and erf kernels agree with libm to float precision") {
+  std::vector<float> xs;
+  for (float x = -9.0f; x <= 9.0f; x += 0.001f) xs.push_back(x);
+  Tensor t = Tensor::from_data(xs, {static_cast<int64_t>(xs.size())});
+  auto e = exp(t).to_float_vector();
+  auto g = gelu(t).to_float_vector();
+  double worst_exp = 0, worst_gelu = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    double x = xs[i];
+    worst_exp = std::max(worst_exp, std::abs(e[i] / std::exp(x) - 1));
+    worst_gelu = std::max(worst_gelu, std::abs(g[i] - 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)))));
+  }
+  CHECK(worst_exp < 1e-6);
+  CHECK(worst_gelu < 5e-6);
+}

@@ -116,9 +116,12 @@ TrainResult Trainer::run() {
     capture_rng(state);
     save_checkpoint(path, model, *optimizer, state);
   };
+  double eval_seconds = 0;  // excluded from the training throughput
   auto evaluate = [&](int64_t epoch, int64_t position) {
     if (!valid_ || valid_->size() == 0) return;
+    auto e0 = std::chrono::steady_clock::now();
     auto metrics = task_.evaluate(*valid_);
+    eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
     result.last_valid = metrics;
     if (log) log->log("valid", state.step, epoch, metrics);
     double primary = metrics.count(task_.primary_metric()) ? metrics[task_.primary_metric()]
@@ -187,7 +190,8 @@ TrainResult Trainer::run() {
       ++running_n;
       if (log && (state.step % std::max<int64_t>(1, o.log_every) == 0))
         log->log("train", state.step, epoch, {{"loss", running / running_n}, {"lr", lr}});
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
+                    eval_seconds;
       if (!o.quiet)
         bar.update(epoch_step, {{"loss", fmt(running / running_n, "%.4f")},
                                 {"lr", fmt(lr, "%.2e")},
@@ -222,8 +226,9 @@ TrainResult Trainer::run() {
   uninstall_interrupt_handler();
   result.steps = state.step;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  result.examples_per_second = examples / std::max(result.seconds, 1e-9);
-  result.tokens_per_second = tokens / std::max(result.seconds, 1e-9);
+  double train_seconds = std::max(result.seconds - eval_seconds, 1e-9);
+  result.examples_per_second = examples / train_seconds;
+  result.tokens_per_second = tokens / train_seconds;
   if (files && log) {
     log.reset();
     try {

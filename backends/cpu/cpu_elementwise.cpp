@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/fast_math.h"
 #include "backends/cpu/strided.h"
 
 namespace mixlab {
@@ -11,38 +12,36 @@ constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2/pi)
 constexpr double kInvSqrt2 = 0.7071067811865476;
 constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2 pi)
 
-template <typename T>
-T apply_unary(UnaryOp op, T x, T alpha) {
-  switch (op) {
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Exp: return std::exp(x);
-    case UnaryOp::Log: return std::log(x);
-    case UnaryOp::Sqrt: return std::sqrt(x);
-    case UnaryOp::Abs: return std::abs(x);
-    case UnaryOp::Sign: return static_cast<T>((x > 0) - (x < 0));
-    case UnaryOp::Relu: return x > 0 ? x : T(0);
-    case UnaryOp::Step: return x > 0 ? T(1) : T(0);
-    case UnaryOp::Sigmoid: return T(1) / (T(1) + std::exp(-x));
-    case UnaryOp::Tanh: return std::tanh(x);
-    case UnaryOp::GeluErf: return T(0.5) * x * (T(1) + std::erf(x * T(kInvSqrt2)));
-    case UnaryOp::GeluTanh: {
-      T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
-      return T(0.5) * x * (T(1) + std::tanh(inner));
-    }
-    case UnaryOp::GeluErfGrad:  // Φ(x) + x φ(x)
-      return T(0.5) * (T(1) + std::erf(x * T(kInvSqrt2))) +
-             x * T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
-    case UnaryOp::GeluTanhGrad: {
-      T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
-      T t = std::tanh(inner);
-      T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x * x);
-      return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
-    }
-    case UnaryOp::PowScalar: return std::pow(x, alpha);
-    case UnaryOp::AddScalar: return x + alpha;
-    case UnaryOp::MulScalar: return x * alpha;
-  }
-  return x;
+// One op as a compile-time constant, so each op's loop is its own vectorisable loop.
+template <UnaryOp OP, typename T>
+inline T apply_unary(T x, T alpha) {
+  using cpu::erf_of;
+  using cpu::exp_of;
+  if constexpr (OP == UnaryOp::Neg) return -x;
+  else if constexpr (OP == UnaryOp::Exp) return exp_of(x);
+  else if constexpr (OP == UnaryOp::Log) return std::log(x);
+  else if constexpr (OP == UnaryOp::Sqrt) return std::sqrt(x);
+  else if constexpr (OP == UnaryOp::Abs) return x < T(0) ? -x : x;
+  else if constexpr (OP == UnaryOp::Sign) return static_cast<T>((x > 0) - (x < 0));
+  else if constexpr (OP == UnaryOp::Relu) return x > 0 ? x : T(0);
+  else if constexpr (OP == UnaryOp::Step) return x > 0 ? T(1) : T(0);
+  else if constexpr (OP == UnaryOp::Sigmoid) return T(1) / (T(1) + exp_of(-x));
+  else if constexpr (OP == UnaryOp::Tanh) return std::tanh(x);
+  else if constexpr (OP == UnaryOp::GeluErf) return T(0.5) * x * (T(1) + erf_of(x * T(kInvSqrt2)));
+  else if constexpr (OP == UnaryOp::GeluTanh) {
+    T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
+    return T(0.5) * x * (T(1) + std::tanh(inner));
+  } else if constexpr (OP == UnaryOp::GeluErfGrad) {  // Φ(x) + x φ(x)
+    return T(0.5) * (T(1) + erf_of(x * T(kInvSqrt2))) +
+           x * T(kInvSqrt2Pi) * exp_of(T(-0.5) * x * x);
+  } else if constexpr (OP == UnaryOp::GeluTanhGrad) {
+    T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
+    T t = std::tanh(inner);
+    T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x * x);
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
+  } else if constexpr (OP == UnaryOp::PowScalar) return std::pow(x, alpha);
+  else if constexpr (OP == UnaryOp::AddScalar) return x + alpha;
+  else return x * alpha;  // MulScalar
 }
 
 template <typename T>
@@ -77,13 +76,30 @@ void CpuBackend::unary(UnaryOp op, const View& x, const View& y, double alpha) {
     T* out = y.as<T>();
     T a = static_cast<T>(alpha);
     int64_t n = x.numel();
+#define MIXLAB_UNARY_CASE(OP) \
+  case UnaryOp::OP: \
+    unary_loop(in, out, n, [a](T v) { return apply_unary<UnaryOp::OP>(v, a); }); \
+    return;
     switch (op) {
-      case UnaryOp::Neg: unary_loop(in, out, n, [](T v) { return -v; }); return;
-      case UnaryOp::AddScalar: unary_loop(in, out, n, [a](T v) { return v + a; }); return;
-      case UnaryOp::MulScalar: unary_loop(in, out, n, [a](T v) { return v * a; }); return;
-      case UnaryOp::Relu: unary_loop(in, out, n, [](T v) { return v > 0 ? v : T(0); }); return;
-      default: unary_loop(in, out, n, [op, a](T v) { return apply_unary(op, v, a); }); return;
+      MIXLAB_UNARY_CASE(Neg)
+      MIXLAB_UNARY_CASE(Exp)
+      MIXLAB_UNARY_CASE(Log)
+      MIXLAB_UNARY_CASE(Sqrt)
+      MIXLAB_UNARY_CASE(Abs)
+      MIXLAB_UNARY_CASE(Sign)
+      MIXLAB_UNARY_CASE(Relu)
+      MIXLAB_UNARY_CASE(Step)
+      MIXLAB_UNARY_CASE(Sigmoid)
+      MIXLAB_UNARY_CASE(Tanh)
+      MIXLAB_UNARY_CASE(GeluErf)
+      MIXLAB_UNARY_CASE(GeluTanh)
+      MIXLAB_UNARY_CASE(GeluErfGrad)
+      MIXLAB_UNARY_CASE(GeluTanhGrad)
+      MIXLAB_UNARY_CASE(PowScalar)
+      MIXLAB_UNARY_CASE(AddScalar)
+      MIXLAB_UNARY_CASE(MulScalar)
     }
+#undef MIXLAB_UNARY_CASE
   });
 }
 

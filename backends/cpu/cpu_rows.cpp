@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/fast_math.h"
 #include "backends/cpu/strided.h"
 
 namespace mixlab {
@@ -23,10 +24,8 @@ void CpuBackend::softmax(const View& x, const View& y, int64_t rows, int64_t col
         T hi = -std::numeric_limits<T>::infinity();
         for (int64_t i = 0; i < cols; ++i) hi = in[i] > hi ? in[i] : hi;
         T total = 0;
-        for (int64_t i = 0; i < cols; ++i) {
-          out[i] = std::exp(in[i] - hi);
-          total += out[i];
-        }
+        for (int64_t i = 0; i < cols; ++i) out[i] = cpu::exp_of(in[i] - hi);
+        for (int64_t i = 0; i < cols; ++i) total += out[i];
         if (log) {
           T lse = hi + std::log(total);
           for (int64_t i = 0; i < cols; ++i) out[i] = in[i] - lse;
@@ -51,7 +50,7 @@ void CpuBackend::softmax_backward(const View& y, const View& dy, const View& dx,
         T acc = 0;
         if (log) {
           for (int64_t i = 0; i < cols; ++i) acc += pg[i];
-          for (int64_t i = 0; i < cols; ++i) pd[i] = pg[i] - std::exp(py[i]) * acc;
+          for (int64_t i = 0; i < cols; ++i) pd[i] = pg[i] - cpu::exp_of(py[i]) * acc;
         } else {
           for (int64_t i = 0; i < cols; ++i) acc += pg[i] * py[i];
           for (int64_t i = 0; i < cols; ++i) pd[i] = py[i] * (pg[i] - acc);
@@ -158,10 +157,8 @@ void CpuBackend::cross_entropy(const View& logits, const View& targets, const Vi
         T hi = -std::numeric_limits<T>::infinity();
         for (int64_t i = 0; i < cols; ++i) hi = z[i] > hi ? z[i] : hi;
         T total = 0, zsum = 0;
-        for (int64_t i = 0; i < cols; ++i) {
-          total += std::exp(z[i] - hi);
-          zsum += z[i];
-        }
+        for (int64_t i = 0; i < cols; ++i) total += cpu::exp_of(z[i] - hi);
+        for (int64_t i = 0; i < cols; ++i) zsum += z[i];
         T l = hi + std::log(total);
         lse.as<T>()[r] = l;
         int64_t t = tg[r];
@@ -194,7 +191,7 @@ void CpuBackend::cross_entropy_backward(const View& logits, const View& targets,
         }
         T s = scale.as<T>()[r], l = lse.as<T>()[r];
         T off = T(smoothing) / T(cols);
-        for (int64_t i = 0; i < cols; ++i) d[i] = s * (std::exp(z[i] - l) - off);
+        for (int64_t i = 0; i < cols; ++i) d[i] = s * (cpu::exp_of(z[i] - l) - off);
         d[t] -= s * (T(1) - T(smoothing));
       }
     });

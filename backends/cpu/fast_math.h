@@ -1,0 +1,60 @@
+// Float32 exp and erf as plain arithmetic (no libm calls), so the compiler vectorises the loops
+// that use them: GELU, softmax, sigmoid and cross-entropy spent most of their time in scalar
+// libm calls. Accuracy is at float32's own level (tested against libm in
+// tests/test_ops_values.cpp); float64 kernels keep using libm.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace mixlab::cpu {
+
+// exp(x): x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact n·ln2), exp(r) by its
+// degree-6 Taylor polynomial (relative error < 2e-7 there), 2^n built in the exponent bits.
+inline float fast_expf(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  float t = x * 1.44269504088896341f;
+  int32_t n = static_cast<int32_t>(t + (t >= 0.0f ? 0.5f : -0.5f));
+  float fn = static_cast<float>(n);
+  float r = x - fn * 0.693145751953125f - fn * 1.428606765330187e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int32_t bits = (n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+// erf(x) as an odd/even rational function on [-4, 4] (beyond it erf is ±1 in float32); the
+// coefficients are the minimax fit used by Eigen and XLA for float32 erf.
+inline float fast_erff(float x) {
+  x = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
+  float x2 = x * x;
+  float p = -2.72614225801306e-10f;
+  p = p * x2 + 2.77068142495902e-08f;
+  p = p * x2 - 2.10102402082508e-06f;
+  p = p * x2 - 5.69250639462346e-05f;
+  p = p * x2 - 7.34990630326855e-04f;
+  p = p * x2 - 2.95459980854025e-03f;
+  p = p * x2 - 1.60960333262415e-02f;
+  p = p * x;
+  float q = -1.45660718464996e-05f;
+  q = q * x2 - 2.13374055278905e-04f;
+  q = q * x2 - 1.68282697438203e-03f;
+  q = q * x2 - 7.37332916720468e-03f;
+  q = q * x2 - 1.42647390514189e-02f;
+  return p / q;
+}
+
+// The same names for double forward to libm, so kernels can be written once for both types.
+inline float exp_of(float x) { return fast_expf(x); }
+inline double exp_of(double x) { return std::exp(x); }
+inline float erf_of(float x) { return fast_erff(x); }
+inline double erf_of(double x) { return std::erf(x); }
+
+}  // namespace mixlab::cpu
