@@ -9,7 +9,12 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <vector>
 
 #include "train/run_log.h"
 
@@ -174,5 +179,35 @@ TEST_CASE("apps: classify on generated ListOps runs a few steps") {
   INFO(r.output);
   CHECK(r.code == 0);
   CHECK(r.output.find("test accuracy") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: Ctrl-C during training saves a checkpoint and exits with 130") {
+  fs::path dir = fresh_dir("interrupt");
+  std::string out = (dir / "run").string();
+  std::string binary = std::string(MIXLAB_BINARY_DIR) + "/mixlab";
+  std::vector<std::string> args{binary, "translate", "train", "--dim", "16", "--heads", "2",
+                                "--layers", "1", "--epochs", "50", "--quiet", "--out", out};
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execv(binary.c_str(), argv.data());
+    ::_exit(127);
+  }
+  // Wait until training has started (its config is written first), then interrupt it.
+  for (int i = 0; i < 200 && !fs::exists(fs::path(out) / "model.json"); ++i) ::usleep(50000);
+  ::usleep(1500000);
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(fs::exists(fs::path(out) / "last.safetensors"));
   fs::remove_all(dir);
 }

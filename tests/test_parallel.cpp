@@ -1,0 +1,55 @@
+// The worker pool: kernels split over two threads agree with one thread, and repeated runs on
+// the same thread count are bit-identical.
+#include "core/parallel.h"
+#include "tests/test_helpers.h"
+
+using namespace mixlab;
+using namespace mixlab::testing;
+
+namespace {
+
+// A mix of kernels on inputs large enough to be split across threads.
+std::vector<float> workload() {
+  Tensor x = rand32({64, 300, 40}, 1);
+  Tensor w = rand32({40, 40}, 2);
+  Tensor gamma = rand32({40}, 3);
+  Tensor y = layer_norm(gelu(matmul(x, w)), gamma, Tensor());
+  Tensor s = softmax(transpose(y, 1, 2), -1);
+  Tensor total = sum(mul(s, s));
+  Tensor per_row = sum(y, {0, 1});
+  std::vector<float> out = s.to_float_vector();
+  auto extra = per_row.to_float_vector();
+  out.insert(out.end(), extra.begin(), extra.end());
+  out.push_back(static_cast<float>(total.item()));
+  out.push_back(static_cast<float>(sum(Tensor::ones({200000})).item()));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("parallel: two threads agree with one thread and repeat bit for bit") {
+  int saved = num_threads();
+  set_num_threads(1);
+  auto one = workload();
+  set_num_threads(2);
+  auto two = workload();
+  auto again = workload();
+  set_num_threads(saved);
+  REQUIRE(one.size() == two.size());
+  CHECK(two == again);
+  double worst = 0;
+  for (size_t i = 0; i < one.size(); ++i)
+    worst = std::max(worst, std::abs(double(one[i]) - two[i]) / (1 + std::abs(double(one[i]))));
+  CHECK(worst < 1e-5);
+}
+
+TEST_CASE("parallel: parallel_for covers every index exactly once") {
+  int saved = num_threads();
+  set_num_threads(2);
+  std::vector<int> hits(100003, 0);
+  parallel_for(static_cast<int64_t>(hits.size()), 100, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i] += 1;
+  });
+  set_num_threads(saved);
+  CHECK(std::count(hits.begin(), hits.end(), 1) == static_cast<long>(hits.size()));
+}
