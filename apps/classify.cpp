@@ -90,8 +90,8 @@ ClassificationData load_data(const std::string& name_in, const ListOpsFlags& lf,
     d.vocab = listops_vocab();
     for (int i = 0; i < 10; ++i) d.labels.push_back(std::to_string(i));
     d.description = "ListOps (generated: length " + std::to_string(lf.min_len) + "-" +
-                    std::to_string(lf.max_len) + ", depth " + std::to_string(lf.depth) +
-                    ", args " + std::to_string(lf.args) + ", seed " + std::to_string(seed) + ")";
+                    std::to_string(lf.max_len) + ", depth " + std::to_string(lf.depth) + ", args " +
+                    std::to_string(lf.args) + ", seed " + std::to_string(seed) + ")";
   } else if (std::filesystem::is_regular_file(name)) {
     auto texts = read_labelled_text(name);
     d.labels = label_names(texts);
@@ -116,8 +116,8 @@ ClassificationData load_data(const std::string& name_in, const ListOpsFlags& lf,
   return d;
 }
 
-ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf, const ClassificationData& d,
-                             int64_t patch, const std::string& pool) {
+ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf,
+                             const ClassificationData& d, int64_t patch, const std::string& pool) {
   ModelConfig c;
   c.task = "classify";
   apply_model_flags(mf, cf.seed, c);
@@ -142,7 +142,8 @@ ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf, const 
   return c;
 }
 
-TrainingState metadata_for(const ModelConfig& c, const ClassificationData& d, const std::string& data) {
+TrainingState metadata_for(const ModelConfig& c, const ClassificationData& d,
+                           const std::string& data) {
   TrainingState s;
   s.config_json = c.to_json().dump();
   s.vocab_src = d.input == "tokens" ? d.vocab.to_string() : "";
@@ -191,13 +192,20 @@ void add_classify_commands(CLI::App& root) {
   add_common_flags(train, a->common);
   add_model_flags(train, a->model);
   add_train_flags(train, a->train);
-  train->add_option("--patch", a->patch, "image patch size p (p x p pixels per token)")->capture_default_str();
-  train->add_option("--pool", a->pool, "mean (over valid tokens) or cls (a class token)")->capture_default_str();
-  train->add_option("--listops-min-len", a->listops.min_len, "ListOps: shortest expression")->capture_default_str();
-  train->add_option("--listops-len", a->listops.max_len, "ListOps: longest expression")->capture_default_str();
-  train->add_option("--listops-depth", a->listops.depth, "ListOps: maximum depth")->capture_default_str();
-  train->add_option("--listops-args", a->listops.args, "ListOps: maximum arguments")->capture_default_str();
-  train->add_option("--listops-train", a->listops.train, "ListOps: training examples")->capture_default_str();
+  train->add_option("--patch", a->patch, "image patch size p (p x p pixels per token)")
+      ->capture_default_str();
+  train->add_option("--pool", a->pool, "mean (over valid tokens) or cls (a class token)")
+      ->capture_default_str();
+  train->add_option("--listops-min-len", a->listops.min_len, "ListOps: shortest expression")
+      ->capture_default_str();
+  train->add_option("--listops-len", a->listops.max_len, "ListOps: longest expression")
+      ->capture_default_str();
+  train->add_option("--listops-depth", a->listops.depth, "ListOps: maximum depth")
+      ->capture_default_str();
+  train->add_option("--listops-args", a->listops.args, "ListOps: maximum arguments")
+      ->capture_default_str();
+  train->add_option("--listops-train", a->listops.train, "ListOps: training examples")
+      ->capture_default_str();
   train->callback([a, train] {
     Device device = setup_runtime(a->common);
     if (a->pool != "mean" && a->pool != "cls") throw UsageError("--pool must be mean or cls");
@@ -207,8 +215,8 @@ void add_classify_commands(CLI::App& root) {
     ModelConfig config = model_config_for(a->model, a->common, d, a->patch, a->pool);
     Classifier model(config);
     model.to(device);
-    std::cerr << "data: " << d.description << ": " << d.train.size() << " train, "
-              << d.valid.size() << " valid, " << d.test.size() << " test\n"
+    std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
+              << " valid, " << d.test.size() << " test\n"
               << "model: " << config.mixer << " classifier, " << model.parameter_count()
               << " parameters, max_len " << config.max_len << "\n";
     save_run_config(*train, config, a->common.out);
@@ -282,7 +290,8 @@ void add_classify_commands(CLI::App& root) {
       for (int64_t i = 0; i < n; ++i) {
         Example ex;
         for (int64_t j = 0; j < px; ++j)
-          ex.features.push_back((idx.data[i * px + j] / 255.0f - kFashionMnistMean) / kFashionMnistStd);
+          ex.features.push_back((idx.data[i * px + j] / 255.0f - kFashionMnistMean) /
+                                kFashionMnistStd);
         examples.push_back(std::move(ex));
       }
     } else {

@@ -96,8 +96,9 @@ std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
       if (!known) {
         std::string list;
         for (const auto& o : info.options) list += (list.empty() ? "" : ", ") + o.key;
-        throw UsageError("mixer '" + mixer + "' has no option '" + key + "'" +
-                         (list.empty() ? std::string("; it takes none") : "; its options: " + list));
+        throw UsageError(
+            "mixer '" + mixer + "' has no option '" + key + "'" +
+            (list.empty() ? std::string("; it takes none") : "; its options: " + list));
       }
     }
   } catch (const UsageError&) {
@@ -176,8 +177,8 @@ void print_summary(const std::string& title, int64_t parameters, const TrainResu
                                     format_number(r.tokens_per_second, 0) + " tokens/s"});
   rows.push_back({"final train loss", format_number(r.last_train_loss, 4)});
   for (const auto& [k, v] : r.best_valid)
-    rows.push_back({"best valid " + k + " (step " + std::to_string(r.best_step) + ")",
-                    format_number(v, 4)});
+    rows.push_back(
+        {"best valid " + k + " (step " + std::to_string(r.best_step) + ")", format_number(v, 4)});
   for (const auto& [k, v] : test) rows.push_back({"test " + k, format_number(v, 4)});
   std::cout << "\n" << title << "\n" << format_table({"", "value"}, rows);
 }

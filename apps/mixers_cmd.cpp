@@ -12,9 +12,12 @@ namespace mixlab::app {
 namespace {
 std::string length_text(LengthSupport l) {
   switch (l) {
-    case LengthSupport::Any: return "any N";
-    case LengthSupport::UpToMaxLen: return "N <= max_len";
-    case LengthSupport::PaddedToMaxLen: return "N <= max_len (padded inside)";
+    case LengthSupport::Any:
+      return "any N";
+    case LengthSupport::UpToMaxLen:
+      return "N <= max_len";
+    case LengthSupport::PaddedToMaxLen:
+      return "N <= max_len (padded inside)";
   }
   return "?";
 }
@@ -36,9 +39,8 @@ void add_mixers_command(CLI::App& root) {
                       c.causal ? "yes" : "refuse", c.cross ? "yes" : "no",
                       options.empty() ? "-" : options});
     }
-    std::cout << format_table({"mixer", "length", "padding", "exact length", "causal", "cross",
-                               "options"},
-                              rows);
+    std::cout << format_table(
+        {"mixer", "length", "padding", "exact length", "causal", "cross", "options"}, rows);
     if (*verbose)
       for (const auto& info : MixerRegistry::instance().all()) {
         std::cout << "\n" << info.name << ": " << info.summary << "\n";

@@ -60,8 +60,8 @@ void g2p_side(const std::vector<G2PEntry>& entries, std::vector<Seq2SeqText>& pa
   }
 }
 
-TranslationData load_data(const std::string& name_in, const std::string& split, const std::string& tokens,
-                          uint64_t seed) {
+TranslationData load_data(const std::string& name_in, const std::string& split,
+                          const std::string& tokens, uint64_t seed) {
   std::string name = name_in.empty() ? "scan" : name_in;
   TranslationData d;
   if (name == "scan") {
@@ -177,13 +177,14 @@ Loaded load_model(const std::string& checkpoint, Device device) {
 std::map<std::string, double> test_and_show(TranslationTask& task, const TranslationData& d,
                                             const Vocab& src, const Vocab& tgt, int samples) {
   InMemoryDataset test = encode_seq2seq(d.test, src, tgt);
-  if (!d.test_refs.empty()) task.set_references(encode_refs(d.test_refs, tgt));
-  else task.set_references({});
+  if (!d.test_refs.empty())
+    task.set_references(encode_refs(d.test_refs, tgt));
+  else
+    task.set_references({});
   auto metrics = task.evaluate(test);
   if (samples > 0) {
-    InMemoryDataset few(std::vector<Example>(test.examples().begin(),
-                                             test.examples().begin() +
-                                                 std::min<size_t>(samples, test.size())));
+    InMemoryDataset few(std::vector<Example>(
+        test.examples().begin(), test.examples().begin() + std::min<size_t>(samples, test.size())));
     auto hyps = task.translate(few);
     std::vector<std::vector<std::string>> rows;
     for (size_t i = 0; i < hyps.size(); ++i) {
@@ -192,7 +193,8 @@ std::map<std::string, double> test_and_show(TranslationTask& task, const Transla
       rows.push_back({clip_text(join(d.test[i].src, d.src_tokens == "chars" ? "" : " ")),
                       clip_text(out), clip_text(ref), out == ref ? "ok" : "x"});
     }
-    std::cout << "\nsample predictions\n" << format_table({"source", "output", "reference", ""}, rows);
+    std::cout << "\nsample predictions\n"
+              << format_table({"source", "output", "reference", ""}, rows);
   }
   return metrics;
 }
@@ -208,7 +210,8 @@ void add_translate_commands(CLI::App& root) {
     ModelFlags model;
     TrainFlags train;
     DecodeFlags decode;
-    std::string split = "simple", tokens = "words", decoder_mixer = "attention", cross = "attention";
+    std::string split = "simple", tokens = "words", decoder_mixer = "attention",
+                cross = "attention";
     std::vector<std::string> decoder_options;
     bool tie = false;
   };
@@ -222,11 +225,14 @@ void add_translate_commands(CLI::App& root) {
   add_model_flags(train, a->model);
   add_train_flags(train, a->train);
   add_decode_flags(train, a->decode);
-  train->add_option("--split", a->split, "SCAN split: simple, length or addprim_jump")->capture_default_str();
+  train->add_option("--split", a->split, "SCAN split: simple, length or addprim_jump")
+      ->capture_default_str();
   train->add_option("--tokens", a->tokens, "TSV data: words or chars")->capture_default_str();
-  train->add_option("--decoder-mixer", a->decoder_mixer, "the decoder's causal self-mixer")->capture_default_str();
+  train->add_option("--decoder-mixer", a->decoder_mixer, "the decoder's causal self-mixer")
+      ->capture_default_str();
   train->add_option("--decoder-mixer-opt", a->decoder_options, "a decoder mixer option key=value");
-  train->add_option("--cross", a->cross, "the cross-mixer (dot-product attention)")->capture_default_str();
+  train->add_option("--cross", a->cross, "the cross-mixer (dot-product attention)")
+      ->capture_default_str();
   train->add_flag("--tie-output", a->tie, "tie the output layer to the target embedding");
   train->callback([a, train] {
     Device device = setup_runtime(a->common);
@@ -244,7 +250,8 @@ void add_translate_commands(CLI::App& root) {
                        " Mixers that support causal use: " + names);
     }
     if (!reg.contains(a->cross) || !reg.find(a->cross).capabilities.cross)
-      throw UsageError("--cross " + a->cross + ": only dot-product attention can attend to the "
+      throw UsageError("--cross " + a->cross +
+                       ": only dot-product attention can attend to the "
                        "encoder (the synthetic mixers cannot replace cross-attention)");
     config.cross = a->cross;
     config.tie_output = a->tie;
@@ -253,7 +260,8 @@ void add_translate_commands(CLI::App& root) {
       d.train.resize(a->train.train_limit);
     Vocab src = build_src_vocab(d.train), tgt = build_tgt_vocab(d.train);
     // +1 for <eos> on the source, +2 for <bos>/<eos> on the target; the test split may be longer.
-    config.max_len = std::max({longest(d.train, true), longest(d.valid, true), longest(d.test, true)}) + 1;
+    config.max_len =
+        std::max({longest(d.train, true), longest(d.valid, true), longest(d.test, true)}) + 1;
     config.tgt_max_len =
         std::max({longest(d.train, false), longest(d.valid, false), longest(d.test, false)}) + 2;
     if (a->model.max_len > 0) {
@@ -264,15 +272,16 @@ void add_translate_commands(CLI::App& root) {
     config.tgt_vocab = static_cast<int64_t>(tgt.size());
     Translator model(config);
     model.to(device);
-    std::cerr << "data: " << d.description << ": " << d.train.size() << " train, "
-              << d.valid.size() << " valid, " << d.test.size() << " test; vocab " << src.size()
-              << " -> " << tgt.size() << "\n"
-              << "model: " << config.mixer << " encoder, " << config.decoder_mixer
-              << " decoder, " << model.parameter_count() << " parameters\n";
+    std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
+              << " valid, " << d.test.size() << " test; vocab " << src.size() << " -> "
+              << tgt.size() << "\n"
+              << "model: " << config.mixer << " encoder, " << config.decoder_mixer << " decoder, "
+              << model.parameter_count() << " parameters\n";
     save_run_config(*train, config, a->common.out);
     InMemoryDataset train_set = encode_seq2seq(d.train, src, tgt);
     InMemoryDataset valid_set = encode_seq2seq(d.valid, src, tgt);
-    TranslationTask task(model, device, a->train.label_smoothing, decode_options(a->decode, config));
+    TranslationTask task(model, device, a->train.label_smoothing,
+                         decode_options(a->decode, config));
     if (!d.valid_refs.empty()) task.set_references(encode_refs(d.valid_refs, tgt));
     TrainingState meta;
     meta.config_json = config.to_json().dump();
@@ -287,8 +296,9 @@ void add_translate_commands(CLI::App& root) {
     if (!a->common.out.empty() && std::filesystem::exists(Trainer::best_checkpoint(a->common.out)))
       load_weights(Trainer::best_checkpoint(a->common.out), model);
     auto test = test_and_show(task, d, src, tgt, 5);
-    print_summary("translate: " + config.mixer + " / " + config.decoder_mixer + " on " + d.description,
-                  model.parameter_count(), r, test);
+    print_summary(
+        "translate: " + config.mixer + " / " + config.decoder_mixer + " on " + d.description,
+        model.parameter_count(), r, test);
   });
 
   struct EvalArgs {

@@ -61,8 +61,9 @@ Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, Backw
 }
 
 void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
-  check(root.requires_grad(), "backward: the tensor does not require grad (no recorded op and "
-                              "requires_grad not set)");
+  check(root.requires_grad(),
+        "backward: the tensor does not require grad (no recorded op and "
+        "requires_grad not set)");
   Tensor grad = grad_in;
   if (!grad.defined()) {
     check(root.numel() == 1, "backward: implicit gradient only for a single-element tensor; got ",

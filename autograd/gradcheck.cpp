@@ -31,8 +31,8 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& fn,
   for (size_t k = 0; k < leaves.size(); ++k) {
     const Tensor& t = leaves[k];
     if (!t.requires_grad()) continue;
-    std::vector<double> analytic = t.grad().defined() ? t.grad().to_double_vector()
-                                                      : std::vector<double>(t.numel(), 0.0);
+    std::vector<double> analytic =
+        t.grad().defined() ? t.grad().to_double_vector() : std::vector<double>(t.numel(), 0.0);
     double* data = t.data<double>();
     for (int64_t i = 0; i < t.numel(); ++i) {
       double saved = data[i];

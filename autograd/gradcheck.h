@@ -18,8 +18,9 @@ struct GradcheckResult {
 
 // Checks fn's gradient with respect to `leaves`: float64 CPU contiguous leaf tensors that fn
 // reads (module parameters, inputs). They are perturbed in place and restored.
-GradcheckResult gradcheck_leaves(const std::function<Tensor()>& fn, const std::vector<Tensor>& leaves,
-                                 double eps = 1e-6, double atol = 1e-6, double rtol = 1e-4);
+GradcheckResult gradcheck_leaves(const std::function<Tensor()>& fn,
+                                 const std::vector<Tensor>& leaves, double eps = 1e-6,
+                                 double atol = 1e-6, double rtol = 1e-4);
 
 // Inputs must be float64 CPU tensors; those with requires_grad set are checked.
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,

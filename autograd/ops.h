@@ -52,7 +52,7 @@ inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
 
 // ---- shapes and views (autograd/ops/shape_ops.cpp) ----
 Tensor reshape(const Tensor& x, Shape shape);  // one -1 allowed; a view when strides allow
-Tensor transpose(const Tensor& x, int64_t axis0, int64_t axis1);  // a view
+Tensor transpose(const Tensor& x, int64_t axis0, int64_t axis1);    // a view
 Tensor permute(const Tensor& x, const std::vector<int64_t>& axes);  // a view
 // Elements [start, start+length) along axis: a view (slice / narrow).
 Tensor narrow(const Tensor& x, int64_t axis, int64_t start, int64_t length);

@@ -46,8 +46,20 @@ struct View {
 
 // Elementwise maps y = f(x; alpha). The *Grad entries are derivatives f'(x) used by backward.
 enum class UnaryOp : uint8_t {
-  Neg, Exp, Log, Sqrt, Abs, Sign, Relu, Step, Sigmoid, Tanh,
-  GeluErf, GeluTanh, GeluErfGrad, GeluTanhGrad,
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Abs,
+  Sign,
+  Relu,
+  Step,
+  Sigmoid,
+  Tanh,
+  GeluErf,
+  GeluTanh,
+  GeluErfGrad,
+  GeluTanhGrad,
   PowScalar,  // x^alpha
   AddScalar,  // x + alpha
   MulScalar,  // x * alpha
@@ -73,7 +85,7 @@ struct GemmArgs {
 
 struct AdamArgs {
   double lr, beta1, beta2, eps, weight_decay;
-  bool decoupled;      // AdamW: decay the weights directly, not through the gradient
+  bool decoupled;  // AdamW: decay the weights directly, not through the gradient
   double bias_correction1, bias_correction2;  // 1 - beta^step
 };
 struct SgdArgs {

@@ -11,18 +11,24 @@ enum class DType : uint8_t { F32, F64, I32 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F64: return 8;
-    case DType::I32: return 4;
+    case DType::F32:
+      return 4;
+    case DType::F64:
+      return 8;
+    case DType::I32:
+      return 4;
   }
   return 0;
 }
 
 inline const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "float32";
-    case DType::F64: return "float64";
-    case DType::I32: return "int32";
+    case DType::F32:
+      return "float32";
+    case DType::F64:
+      return "float64";
+    case DType::I32:
+      return "int32";
   }
   return "?";
 }

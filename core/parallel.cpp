@@ -21,9 +21,13 @@ class WorkerPool {
   ~WorkerPool() { stop(); }
 
   void resize(int helpers) {
+    std::lock_guard<std::mutex> no_run_meanwhile(run_mutex_);
     stop();
     stopping_ = false;
-    for (int i = 0; i < helpers; ++i) workers_.emplace_back([this, i] { loop(i); });
+    // New workers must not mistake the last finished job for a new one.
+    uint64_t current = generation_;
+    for (int i = 0; i < helpers; ++i)
+      workers_.emplace_back([this, i, current] { loop(i, current); });
   }
 
   int helpers() const { return static_cast<int>(workers_.size()); }
@@ -52,8 +56,7 @@ class WorkerPool {
   }
 
  private:
-  void loop(int index) {
-    uint64_t seen = 0;
+  void loop(int index, uint64_t seen) {
     inside_pool() = true;
     for (;;) {
       const std::function<void(int)>* job;

@@ -156,9 +156,15 @@ std::vector<Out> to_vector_as(const Tensor& t) {
   const void* p = c.raw_data();
   for (int64_t i = 0; i < c.numel(); ++i) {
     switch (c.dtype()) {
-      case DType::F32: out[i] = static_cast<Out>(static_cast<const float*>(p)[i]); break;
-      case DType::F64: out[i] = static_cast<Out>(static_cast<const double*>(p)[i]); break;
-      case DType::I32: out[i] = static_cast<Out>(static_cast<const int32_t*>(p)[i]); break;
+      case DType::F32:
+        out[i] = static_cast<Out>(static_cast<const float*>(p)[i]);
+        break;
+      case DType::F64:
+        out[i] = static_cast<Out>(static_cast<const double*>(p)[i]);
+        break;
+      case DType::I32:
+        out[i] = static_cast<Out>(static_cast<const int32_t*>(p)[i]);
+        break;
     }
   }
   return out;

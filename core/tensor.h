@@ -38,9 +38,9 @@ struct TensorImpl {
   Shape shape, strides;
   int64_t offset = 0;  // in elements
   DType dtype = DType::F32;
-  bool requires_grad = false;         // set on leaves by the user
-  std::shared_ptr<TensorImpl> grad;   // accumulated by backward() on leaves
-  std::shared_ptr<Node> grad_fn;      // set on results of recorded ops
+  bool requires_grad = false;        // set on leaves by the user
+  std::shared_ptr<TensorImpl> grad;  // accumulated by backward() on leaves
+  std::shared_ptr<Node> grad_fn;     // set on results of recorded ops
 };
 
 class Tensor {
@@ -100,11 +100,11 @@ class Tensor {
   double item() const;  // the one value of a single-element tensor
 
   // ---- conversions (differentiable through autograd/ops.h where noted) ----
-  Tensor contiguous() const;            // self if already contiguous, else a copy (recorded)
-  Tensor to(Device device) const;       // copy to another device (recorded)
-  Tensor to(DType dtype) const;         // converted copy (recorded for floating types)
-  Tensor clone() const;                 // contiguous copy (recorded)
-  Tensor detach() const;                // same storage, no autograd history
+  Tensor contiguous() const;       // self if already contiguous, else a copy (recorded)
+  Tensor to(Device device) const;  // copy to another device (recorded)
+  Tensor to(DType dtype) const;    // converted copy (recorded for floating types)
+  Tensor clone() const;            // contiguous copy (recorded)
+  Tensor detach() const;           // same storage, no autograd history
 
   // ---- autograd ----
   bool requires_grad() const;  // leaf flag, or produced by a recorded op

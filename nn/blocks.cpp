@@ -25,7 +25,8 @@ EncoderBlock::EncoderBlock(const BlockConfig& c, Generator& gen) {
   mixer_ = register_module("mixer", make_mixer(c.mixer));
   style_ = mixer_->capabilities().block;
   int64_t d = c.mixer.dim;
-  if (style_ != BlockStyle::NoPreNorm) norm1_ = register_module("norm1", std::make_shared<BlockNorm>(style_, d));
+  if (style_ != BlockStyle::NoPreNorm)
+    norm1_ = register_module("norm1", std::make_shared<BlockNorm>(style_, d));
   if (style_ != BlockStyle::Unit) {
     norm2_ = register_module("norm2", std::make_shared<BlockNorm>(style_, d));
     ffn_ = register_module("ffn", std::make_shared<FeedForward>(d, ffn_width(c), gen));
@@ -86,8 +87,8 @@ DecoderBlockCache DecoderBlock::new_cache() const {
   return DecoderBlockCache{self_->new_cache(), cross_->new_cache()};
 }
 
-Tensor DecoderBlock::step(const Tensor& x_t, DecoderBlockCache& cache,
-                          const MixerContext& self_ctx, const MixerContext& cross_ctx) {
+Tensor DecoderBlock::step(const Tensor& x_t, DecoderBlockCache& cache, const MixerContext& self_ctx,
+                          const MixerContext& cross_ctx) {
   Tensor h = self_->step(norm1_->forward(x_t), *cache.self, self_ctx);
   if (scale1_) h = scale1_->forward(h);
   Tensor y = add(x_t, drop_->forward(h));

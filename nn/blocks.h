@@ -16,7 +16,7 @@ namespace mixlab {
 // A block's settings: the mixer, widths and dropout.
 struct BlockConfig {
   MixerConfig mixer;
-  int64_t ffn_dim = 0;   // f; 0 means 4d
+  int64_t ffn_dim = 0;  // f; 0 means 4d
   double dropout = 0.1;
 };
 

@@ -80,9 +80,12 @@ PositionKind parse_position_kind(const std::string& name) {
 }
 std::string position_kind_name(PositionKind kind) {
   switch (kind) {
-    case PositionKind::Learned: return "learned";
-    case PositionKind::Sinusoidal: return "sinusoidal";
-    case PositionKind::None: return "none";
+    case PositionKind::Learned:
+      return "learned";
+    case PositionKind::Sinusoidal:
+      return "sinusoidal";
+    case PositionKind::None:
+      return "none";
   }
   return "?";
 }

@@ -75,8 +75,8 @@ void Mixer::check_input(const Tensor& x, const MixerContext& ctx) const {
     fail(config_.name, ": valid mask ", shape_str(ctx.valid.shape()), " does not match input ",
          shape_str(x.shape()));
   if (ctx.causal != config_.causal)
-    fail(config_.name, ": built ", config_.causal ? "causal" : "non-causal",
-         " but called with a ", ctx.causal ? "causal" : "non-causal", " context");
+    fail(config_.name, ": built ", config_.causal ? "causal" : "non-causal", " but called with a ",
+         ctx.causal ? "causal" : "non-causal", " context");
   if (config_.cross) {
     check(ctx.memory.defined(), config_.name, ": cross-mixer called without memory");
     check(ctx.memory.dim() == 3 && ctx.memory.size(0) == x.size(0) &&

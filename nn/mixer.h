@@ -20,7 +20,7 @@ struct MixerConfig {
   bool causal = false;             // built for causal (decoder) use
   bool cross = false;              // keys/values come from ctx.memory (cross-attention)
   std::map<std::string, std::string> options;
-  uint64_t seed = 0;               // initialisation seed
+  uint64_t seed = 0;  // initialisation seed
 
   int64_t get_int(const std::string& key, int64_t fallback) const;
   double get_double(const std::string& key, double fallback) const;
@@ -60,9 +60,9 @@ struct MixerCapabilities {
   LengthSupport length = LengthSupport::Any;
   bool padding_property = true;
   bool exact_length_equivalence = true;
-  bool causal = true;  // false: the registry refuses causal instances
+  bool causal = true;          // false: the registry refuses causal instances
   std::string causal_refusal;  // one sentence: why not (when causal == false)
-  bool cross = false;  // can be a cross-mixer (keys/values from memory)
+  bool cross = false;          // can be a cross-mixer (keys/values from memory)
   BlockStyle block = BlockStyle::PreNorm;
 };
 

@@ -31,7 +31,8 @@ const MixerInfo& MixerRegistry::find(const std::string& name) const {
   for (const auto& i : infos_)
     if (i.name == name || (i.is_family && name.rfind(i.name + ":", 0) == 0)) return i;
   std::string known;
-  for (const auto& i : infos_) known += (known.empty() ? "" : ", ") + i.name + (i.is_family ? ":…" : "");
+  for (const auto& i : infos_)
+    known += (known.empty() ? "" : ", ") + i.name + (i.is_family ? ":…" : "");
   fail("unknown mixer '", name, "'; known mixers: ", known);
 }
 

@@ -18,7 +18,7 @@ struct MixerOption {
 };
 
 struct MixerInfo {
-  std::string name;     // "attention"; a family like "synth-mix" takes ":components" after it
+  std::string name;  // "attention"; a family like "synth-mix" takes ":components" after it
   bool is_family = false;
   std::string summary;  // one line: what it computes
   MixerCapabilities capabilities;

@@ -51,33 +51,60 @@ Json ModelConfig::to_json() const {
 ModelConfig ModelConfig::from_json(const Json& j) {
   ModelConfig c;
   for (const auto& [key, v] : j.as_object()) {
-    if (key == "task") c.task = v.as_string();
-    else if (key == "mixer") c.mixer = v.as_string();
-    else if (key == "mixer_options") c.mixer_options = options_from(v);
-    else if (key == "decoder_mixer") c.decoder_mixer = v.as_string();
-    else if (key == "decoder_mixer_options") c.decoder_mixer_options = options_from(v);
-    else if (key == "cross") c.cross = v.as_string();
-    else if (key == "dim") c.dim = v.as_int64();
-    else if (key == "heads") c.heads = v.as_int64();
-    else if (key == "layers") c.layers = v.as_int64();
-    else if (key == "decoder_layers") c.decoder_layers = v.as_int64();
-    else if (key == "ffn_dim") c.ffn_dim = v.as_int64();
-    else if (key == "max_len") c.max_len = v.as_int64();
-    else if (key == "tgt_max_len") c.tgt_max_len = v.as_int64();
-    else if (key == "dropout") c.dropout = v.as_double();
-    else if (key == "positions") c.positions = v.as_string();
-    else if (key == "input") c.input = v.as_string();
-    else if (key == "vocab") c.vocab = v.as_int64();
-    else if (key == "classes") c.classes = v.as_int64();
-    else if (key == "image_channels") c.image_channels = v.as_int64();
-    else if (key == "image_height") c.image_height = v.as_int64();
-    else if (key == "image_width") c.image_width = v.as_int64();
-    else if (key == "patch") c.patch = v.as_int64();
-    else if (key == "pool") c.pool = v.as_string();
-    else if (key == "tgt_vocab") c.tgt_vocab = v.as_int64();
-    else if (key == "tie_output") c.tie_output = v.as_bool();
-    else if (key == "seed") c.seed = static_cast<uint64_t>(v.as_int64());
-    else fail("model config: unknown key '", key, "'");
+    if (key == "task")
+      c.task = v.as_string();
+    else if (key == "mixer")
+      c.mixer = v.as_string();
+    else if (key == "mixer_options")
+      c.mixer_options = options_from(v);
+    else if (key == "decoder_mixer")
+      c.decoder_mixer = v.as_string();
+    else if (key == "decoder_mixer_options")
+      c.decoder_mixer_options = options_from(v);
+    else if (key == "cross")
+      c.cross = v.as_string();
+    else if (key == "dim")
+      c.dim = v.as_int64();
+    else if (key == "heads")
+      c.heads = v.as_int64();
+    else if (key == "layers")
+      c.layers = v.as_int64();
+    else if (key == "decoder_layers")
+      c.decoder_layers = v.as_int64();
+    else if (key == "ffn_dim")
+      c.ffn_dim = v.as_int64();
+    else if (key == "max_len")
+      c.max_len = v.as_int64();
+    else if (key == "tgt_max_len")
+      c.tgt_max_len = v.as_int64();
+    else if (key == "dropout")
+      c.dropout = v.as_double();
+    else if (key == "positions")
+      c.positions = v.as_string();
+    else if (key == "input")
+      c.input = v.as_string();
+    else if (key == "vocab")
+      c.vocab = v.as_int64();
+    else if (key == "classes")
+      c.classes = v.as_int64();
+    else if (key == "image_channels")
+      c.image_channels = v.as_int64();
+    else if (key == "image_height")
+      c.image_height = v.as_int64();
+    else if (key == "image_width")
+      c.image_width = v.as_int64();
+    else if (key == "patch")
+      c.patch = v.as_int64();
+    else if (key == "pool")
+      c.pool = v.as_string();
+    else if (key == "tgt_vocab")
+      c.tgt_vocab = v.as_int64();
+    else if (key == "tie_output")
+      c.tie_output = v.as_bool();
+    else if (key == "seed")
+      c.seed = static_cast<uint64_t>(v.as_int64());
+    else
+      fail("model config: unknown key '", key, "'");
   }
   return c;
 }

@@ -18,13 +18,13 @@ struct ModelConfig {
   std::string decoder_mixer = "attention";
   std::map<std::string, std::string> decoder_mixer_options;
   std::string cross = "attention";
-  int64_t dim = 64;             // d
-  int64_t heads = 4;            // h
-  int64_t layers = 2;           // encoder blocks
-  int64_t decoder_layers = 2;   // decoder blocks
-  int64_t ffn_dim = 0;          // f; 0 means 4d
-  int64_t max_len = 64;         // ℓ of the encoder (source / tokens / patches)
-  int64_t tgt_max_len = 64;     // ℓ of the decoder
+  int64_t dim = 64;            // d
+  int64_t heads = 4;           // h
+  int64_t layers = 2;          // encoder blocks
+  int64_t decoder_layers = 2;  // decoder blocks
+  int64_t ffn_dim = 0;         // f; 0 means 4d
+  int64_t max_len = 64;        // ℓ of the encoder (source / tokens / patches)
+  int64_t tgt_max_len = 64;    // ℓ of the decoder
   double dropout = 0.1;
   std::string positions = "learned";  // learned | sinusoidal | none
   // Classifier inputs.
@@ -40,7 +40,7 @@ struct ModelConfig {
 
   Json to_json() const;
   static ModelConfig from_json(const Json& json);  // unknown keys are an Error
-  std::string str() const;                          // one line per setting
+  std::string str() const;                         // one line per setting
 };
 
 }  // namespace mixlab

@@ -100,21 +100,23 @@ Classifier::Classifier(const ModelConfig& c) : config_(c) {
     check(c.vocab > 0, "Classifier: token input needs a vocabulary size");
     tokens_ = register_module("embed", std::make_shared<Embedding>(c.vocab, c.dim, gen));
   } else if (c.input == "image") {
-    patches_ = register_module("embed", std::make_shared<PatchEmbedding>(
-                                            c.image_channels, c.image_height, c.image_width,
-                                            c.patch, c.dim, gen));
+    patches_ = register_module(
+        "embed", std::make_shared<PatchEmbedding>(c.image_channels, c.image_height, c.image_width,
+                                                  c.patch, c.dim, gen));
   } else {
     fail("Classifier: input must be 'tokens' or 'image', got '", c.input, "'");
   }
   check(c.pool == "mean" || c.pool == "cls", "Classifier: pool must be mean or cls, got '", c.pool,
         "'");
-  if (c.pool == "cls") cls_token_ = register_parameter("cls_token", init::normal({1, 1, c.dim}, 0.02, gen));
-  positions_ = register_module("positions", std::make_shared<PositionalEmbedding>(
-                                                parse_position_kind(c.positions), c.max_len, c.dim, gen));
+  if (c.pool == "cls")
+    cls_token_ = register_parameter("cls_token", init::normal({1, 1, c.dim}, 0.02, gen));
+  positions_ =
+      register_module("positions", std::make_shared<PositionalEmbedding>(
+                                       parse_position_kind(c.positions), c.max_len, c.dim, gen));
   encoder_ = register_module(
-      "encoder", std::make_shared<Encoder>(
-                     block_config(c, mixer_config(c, c.mixer, c.mixer_options, c.max_len, false, 1)),
-                     c.layers, gen));
+      "encoder", std::make_shared<Encoder>(block_config(c, mixer_config(c, c.mixer, c.mixer_options,
+                                                                        c.max_len, false, 1)),
+                                           c.layers, gen));
   head_ = register_module("head", std::make_shared<Linear>(c.dim, c.classes, true, gen));
 }
 
@@ -151,16 +153,18 @@ Translator::Translator(const ModelConfig& c) : config_(c) {
   src_embed_ = register_module("src_embed", std::make_shared<Embedding>(c.vocab, c.dim, gen));
   tgt_embed_ = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.dim, gen));
   PositionKind kind = parse_position_kind(c.positions);
-  src_pos_ = register_module("src_pos", std::make_shared<PositionalEmbedding>(kind, c.max_len, c.dim, gen));
-  tgt_pos_ = register_module("tgt_pos", std::make_shared<PositionalEmbedding>(kind, c.tgt_max_len, c.dim, gen));
+  src_pos_ = register_module("src_pos",
+                             std::make_shared<PositionalEmbedding>(kind, c.max_len, c.dim, gen));
+  tgt_pos_ = register_module(
+      "tgt_pos", std::make_shared<PositionalEmbedding>(kind, c.tgt_max_len, c.dim, gen));
   encoder_ = register_module(
-      "encoder", std::make_shared<Encoder>(
-                     block_config(c, mixer_config(c, c.mixer, c.mixer_options, c.max_len, false, 1)),
-                     c.layers, gen));
+      "encoder", std::make_shared<Encoder>(block_config(c, mixer_config(c, c.mixer, c.mixer_options,
+                                                                        c.max_len, false, 1)),
+                                           c.layers, gen));
   decoder_ = register_module("decoder", std::make_shared<ModuleList<DecoderBlock>>());
   for (int64_t i = 0; i < c.decoder_layers; ++i) {
-    BlockConfig self = block_config(
-        c, mixer_config(c, c.decoder_mixer, c.decoder_mixer_options, c.tgt_max_len, true, 2 + 101 * i));
+    BlockConfig self = block_config(c, mixer_config(c, c.decoder_mixer, c.decoder_mixer_options,
+                                                    c.tgt_max_len, true, 2 + 101 * i));
     MixerConfig cross = mixer_config(c, c.cross, {}, c.max_len, false, 3 + 101 * i);
     cross.cross = true;
     decoder_->push_back(std::make_shared<DecoderBlock>(self, cross, gen));
@@ -332,8 +336,10 @@ std::vector<std::vector<int32_t>> Translator::beam_search(const Memory& memory,
         for (int64_t r = 0; r < std::min<int64_t>(k, vocab); ++r) {
           Hyp n = h;
           n.score += row[ids[r]];
-          if (ids[r] == o.eos) n.done = true;
-          else n.tokens.push_back(ids[r]);
+          if (ids[r] == o.eos)
+            n.done = true;
+          else
+            n.tokens.push_back(ids[r]);
           cands.push_back({penalised(n), j, ids[r], n});
         }
       }
@@ -359,7 +365,8 @@ std::vector<std::vector<int32_t>> Translator::beam_search(const Memory& memory,
   for (int64_t i = 0; i < b; ++i) {
     const Hyp* best = nullptr;
     for (const Hyp& h : beams[i])
-      if (h.score != -std::numeric_limits<double>::infinity() && (!best || penalised(h) > penalised(*best)))
+      if (h.score != -std::numeric_limits<double>::infinity() &&
+          (!best || penalised(h) > penalised(*best)))
         best = &h;
     if (best) out[i] = best->tokens;
   }

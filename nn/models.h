@@ -62,13 +62,15 @@ class Translator : public Module {
 
   Memory encode(const Tensor& src, const std::vector<int32_t>& src_lengths);
   // Teacher-forced logits [B, T, V] for target inputs [B, T] (starting with <bos>).
-  Tensor decode(const Memory& memory, const Tensor& tgt_in, const std::vector<int32_t>& tgt_lengths);
+  Tensor decode(const Memory& memory, const Tensor& tgt_in,
+                const std::vector<int32_t>& tgt_lengths);
   Tensor forward(const Tensor& src, const std::vector<int32_t>& src_lengths, const Tensor& tgt_in,
                  const std::vector<int32_t>& tgt_lengths);
 
   // Generation without <bos> and <eos> in the results. Greedy and beam search both decode
   // incrementally (each mixer's cache reuses earlier positions).
-  std::vector<std::vector<int32_t>> generate(const Tensor& src, const std::vector<int32_t>& src_lengths,
+  std::vector<std::vector<int32_t>> generate(const Tensor& src,
+                                             const std::vector<int32_t>& src_lengths,
                                              const DecodeOptions& options);
 
   // Incremental decoding state for a batch.
@@ -100,7 +102,7 @@ class Translator : public Module {
 };
 
 // The valid mask [B, N] and host lengths for a batch (empty lengths = all valid).
-MixerContext make_context(const std::vector<int32_t>& lengths, int64_t n, DType dtype, Device device,
-                          bool causal);
+MixerContext make_context(const std::vector<int32_t>& lengths, int64_t n, DType dtype,
+                          Device device, bool causal);
 
 }  // namespace mixlab

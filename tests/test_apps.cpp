@@ -49,7 +49,8 @@ Run run_mixlab(const std::string& args, const std::string& input = "") {
 }
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("mixlab_app_" + name + "_" + std::to_string(::getpid()));
+  fs::path d =
+      fs::temp_directory_path() / ("mixlab_app_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -102,9 +103,11 @@ TEST_CASE("apps: classify train eval and predict on a tiny labelled text file") 
     for (int i = 0; i < 40; ++i) f << "pos\t" << pos[i % 4] << "\nneg\t" << neg[i % 4] << "\n";
   }
   std::string out = (dir / "run").string();
-  Run train = run_mixlab("classify train --data " + (dir / "data.tsv").string() +
-                     " --mixer gmlp --dim 16 --heads 2 --layers 1 --batch 8 --steps 40 --epochs 10"
-                     " --log-every 5 --lr 3e-3 --warmup 5 --dropout 0 --out " + out);
+  Run train =
+      run_mixlab("classify train --data " + (dir / "data.tsv").string() +
+                 " --mixer gmlp --dim 16 --heads 2 --layers 1 --batch 8 --steps 40 --epochs 10"
+                 " --log-every 5 --lr 3e-3 --warmup 5 --dropout 0 --out " +
+                 out);
   INFO(train.output);
   REQUIRE(train.code == 0);
   CHECK(fs::exists(fs::path(out) / "best.safetensors"));
@@ -114,18 +117,19 @@ TEST_CASE("apps: classify train eval and predict on a tiny labelled text file") 
   CHECK(first > 0);
   CHECK(last < first);
   Run eval = run_mixlab("classify eval --checkpoint " + out + "/best.safetensors --data " +
-                    (dir / "data.tsv").string());
+                        (dir / "data.tsv").string());
   INFO(eval.output);
   CHECK(eval.code == 0);
   CHECK(eval.output.find("test accuracy") != std::string::npos);
   Run predict = run_mixlab("classify predict --checkpoint " + out + "/best.safetensors",
-                       "good great\nbad poor\n");
+                           "good great\nbad poor\n");
   INFO(predict.output);
   CHECK(predict.code == 0);
   CHECK(predict.output.find("pos\t") != std::string::npos);
   CHECK(predict.output.find("neg\t") != std::string::npos);
   // The saved configuration reads back through --config.
-  Run again = run_mixlab("--config " + out + "/config.ini classify train --steps 2 --out " + out + "2");
+  Run again =
+      run_mixlab("--config " + out + "/config.ini classify train --steps 2 --out " + out + "2");
   INFO(again.output);
   CHECK(again.code == 0);
   fs::remove_all(dir);
@@ -140,14 +144,17 @@ TEST_CASE("apps: translate train then run translates stdin") {
       std::string src, tgt;
       int len = 1 + i % 3;
       for (int t = 0; t < len; ++t) src += std::string(t ? " " : "") + words[(i + t) % 4];
-      for (int t = len - 1; t >= 0; --t) tgt += std::string(t != len - 1 ? " " : "") + words[(i + t) % 4];
+      for (int t = len - 1; t >= 0; --t)
+        tgt += std::string(t != len - 1 ? " " : "") + words[(i + t) % 4];
       f << src << "\t" << tgt << "\n";
     }
   }
   std::string out = (dir / "run").string();
-  Run train = run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
-                     " --mixer lightconv --decoder-mixer attention --dim 16 --heads 2 --layers 1"
-                     " --batch 16 --steps 40 --log-every 5 --lr 3e-3 --warmup 5 --dropout 0 --out " + out);
+  Run train =
+      run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
+                 " --mixer lightconv --decoder-mixer attention --dim 16 --heads 2 --layers 1"
+                 " --batch 16 --steps 40 --log-every 5 --lr 3e-3 --warmup 5 --dropout 0 --out " +
+                 out);
   INFO(train.output);
   REQUIRE(train.code == 0);
   CHECK(train.output.find("test exact_match") != std::string::npos);
@@ -160,12 +167,13 @@ TEST_CASE("apps: translate train then run translates stdin") {
   for (char c : run.output) lines += c == '\n';
   CHECK(lines == 2);
   Run beam = run_mixlab("translate eval --beam 3 --data " + (dir / "pairs.tsv").string() +
-                    " --checkpoint " + out + "/best.safetensors");
+                        " --checkpoint " + out + "/best.safetensors");
   INFO(beam.output);
   CHECK(beam.code == 0);
   Run resume = run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
-                      " --mixer lightconv --dim 16 --heads 2 --layers 1 --batch 16 --steps 50"
-                      " --resume --quiet --out " + out);
+                          " --mixer lightconv --dim 16 --heads 2 --layers 1 --batch 16 --steps 50"
+                          " --resume --quiet --out " +
+                          out);
   INFO(resume.output);
   CHECK(resume.code == 0);
   CHECK(resume.output.find("resumed from") == std::string::npos);  // --quiet says nothing
@@ -174,8 +182,10 @@ TEST_CASE("apps: translate train then run translates stdin") {
 
 TEST_CASE("apps: classify on generated ListOps runs a few steps") {
   fs::path dir = fresh_dir("listops");
-  Run r = run_mixlab("classify train --data listops --listops-train 200 --listops-len 40 --mixer fnet"
-                 " --dim 16 --heads 2 --layers 1 --steps 5 --batch 16 --quiet --out " + (dir / "run").string());
+  Run r = run_mixlab(
+      "classify train --data listops --listops-train 200 --listops-len 40 --mixer fnet"
+      " --dim 16 --heads 2 --layers 1 --steps 5 --batch 16 --quiet --out " +
+      (dir / "run").string());
   INFO(r.output);
   CHECK(r.code == 0);
   CHECK(r.output.find("test accuracy") != std::string::npos);
@@ -186,8 +196,9 @@ TEST_CASE("apps: Ctrl-C during training saves a checkpoint and exits with 130") 
   fs::path dir = fresh_dir("interrupt");
   std::string out = (dir / "run").string();
   std::string binary = std::string(MIXLAB_BINARY_DIR) + "/mixlab";
-  std::vector<std::string> args{binary, "translate", "train", "--dim", "16", "--heads", "2",
-                                "--layers", "1", "--epochs", "50", "--quiet", "--out", out};
+  std::vector<std::string> args{binary,    "translate", "train",    "--dim", "16",
+                                "--heads", "2",         "--layers", "1",     "--epochs",
+                                "50",      "--quiet",   "--out",    out};
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {

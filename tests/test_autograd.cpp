@@ -44,8 +44,8 @@ TEST_CASE("autograd: a 10000-op chain backpropagates without stack overflow") {
 
 TEST_CASE("autograd: shared subexpressions get summed gradients") {
   Tensor x = Tensor::from_data(std::vector<double>{2.0}, {1}).set_requires_grad();
-  Tensor s = mul(x, 3.0);            // s = 3x
-  Tensor y = add(mul(s, s), s);      // y = 9x² + 3x, dy/dx = 18x + 3
+  Tensor s = mul(x, 3.0);        // s = 3x
+  Tensor y = add(mul(s, s), s);  // y = 9x² + 3x, dy/dx = 18x + 3
   sum(y).backward();
   CHECK(x.grad().item() == doctest::Approx(39.0));
 }
@@ -61,23 +61,24 @@ TEST_CASE("autograd: backward with an explicit upstream gradient") {
 
 TEST_CASE("errors: shape mismatches name the op and both shapes") {
   Tensor a = Tensor::zeros({32, 64}), b = Tensor::zeros({32, 64});
-  CHECK_THROWS_WITH_AS(matmul(a, b),
-                       "matmul: [32,64] x [32,64]: inner dimensions 64 and 32 differ", Error);
+  CHECK_THROWS_WITH_AS(matmul(a, b), "matmul: [32,64] x [32,64]: inner dimensions 64 and 32 differ",
+                       Error);
   CHECK_THROWS_WITH_AS(add(Tensor::zeros({2, 3}), Tensor::zeros({4})),
                        doctest::Contains("add: [2,3] and [4] cannot be broadcast"), Error);
   CHECK_THROWS_WITH_AS(reshape(a, {5, -1}), doctest::Contains("[32,64]"), Error);
   CHECK_THROWS_WITH_AS(add(Tensor::zeros({2}), Tensor::zeros({2}, DType::F64)),
                        doctest::Contains("dtypes differ"), Error);
-  CHECK_THROWS_WITH_AS(embedding(Tensor::zeros({4, 2}), Tensor::from_data(std::vector<int32_t>{4}, {1})),
-                       doctest::Contains("index 4 is out of range"), Error);
+  CHECK_THROWS_WITH_AS(
+      embedding(Tensor::zeros({4, 2}), Tensor::from_data(std::vector<int32_t>{4}, {1})),
+      doctest::Contains("index 4 is out of range"), Error);
   CHECK_THROWS_WITH_AS(concat({Tensor::zeros({2, 3}), Tensor::zeros({3, 3})}, 1),
                        doctest::Contains("[2,3] and [3,3]"), Error);
 }
 
 TEST_CASE("errors: mixing devices is an error not a silent copy") {
   if (!device_available(DeviceType::CUDA)) {
-    CHECK_THROWS_WITH_AS(Tensor::zeros({2}, DType::F32, Device::cuda()),
-                         doctest::Contains("cuda"), Error);
+    CHECK_THROWS_WITH_AS(Tensor::zeros({2}, DType::F32, Device::cuda()), doctest::Contains("cuda"),
+                         Error);
     return;
   }
   CHECK_THROWS_WITH_AS(add(Tensor::zeros({2}), Tensor::zeros({2}, DType::F32, Device::cuda())),
@@ -107,9 +108,8 @@ TEST_CASE("autograd: gradcheck catches a wrong backward rule") {
       y = mul(x[0], x[0]);
     }
     // Claims d(x²)/dx = x instead of 2x.
-    return record("wrong_square", y, {x[0]}, [x0 = x[0]](const Tensor& g) {
-      return std::vector<Tensor>{mul(g, x0)};
-    });
+    return record("wrong_square", y, {x[0]},
+                  [x0 = x[0]](const Tensor& g) { return std::vector<Tensor>{mul(g, x0)}; });
   };
   auto result = gradcheck(wrong_square, {rand64({4}, 3)});
   CHECK(!result.ok);

@@ -24,11 +24,11 @@ inline Tensor rand32(const Shape& shape, uint64_t seed) {
 }
 
 // Runs gradcheck and reports the worst element when it fails.
-#define CHECK_GRADS(fn, inputs)                                     \
-  do {                                                              \
-    auto gc_result_ = ::mixlab::gradcheck((fn), (inputs));          \
-    INFO("worst: " << gc_result_.worst);                            \
-    CHECK(gc_result_.ok);                                           \
+#define CHECK_GRADS(fn, inputs)                            \
+  do {                                                     \
+    auto gc_result_ = ::mixlab::gradcheck((fn), (inputs)); \
+    INFO("worst: " << gc_result_.worst);                   \
+    CHECK(gc_result_.ok);                                  \
   } while (0)
 
 inline void check_close(const std::vector<double>& a, const std::vector<double>& b,

@@ -9,9 +9,9 @@ using namespace mixlab::testing;
 
 TEST_CASE("mixers: the registry holds every mixer of the specification") {
   for (const char* name :
-       {"attention", "synth-random", "synth-fixed", "synth-dense", "synth-frandom",
-        "synth-fdense", "synth-mix:R+V", "mlp-mixer", "resmlp", "ffonly", "external", "fnet",
-        "gmlp", "amlp", "hcsa", "lightconv", "dynconv", "linformer"}) {
+       {"attention", "synth-random", "synth-fixed", "synth-dense", "synth-frandom", "synth-fdense",
+        "synth-mix:R+V", "mlp-mixer", "resmlp", "ffonly", "external", "fnet", "gmlp", "amlp",
+        "hcsa", "lightconv", "dynconv", "linformer"}) {
     INFO(name);
     CHECK(MixerRegistry::instance().contains(name));
   }
@@ -146,7 +146,8 @@ TEST_CASE("mixers: incremental decoding equals the full forward at every positio
     for (int64_t t = 0; t < 6; ++t) {
       Tensor y_t = m->step(contiguous(narrow(x, 1, t, 1)), *cache, ctx);
       REQUIRE(y_t.shape() == Shape{2, 1, 8});
-      for (int b = 0; b < 2; ++b) check_close(rows_of(y_t, b, 0, 1), rows_of(full, b, t, t + 1), 1e-10);
+      for (int b = 0; b < 2; ++b)
+        check_close(rows_of(y_t, b, 0, 1), rows_of(full, b, t, t + 1), 1e-10);
     }
   }
 }

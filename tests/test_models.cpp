@@ -129,13 +129,15 @@ TEST_CASE("models: beam search of width 1 equals greedy and wider beams decode")
 }
 
 TEST_CASE("models: every mixer trains a little in a classifier and a translator") {
-  Tensor ids = Tensor::from_data(std::vector<int32_t>{1, 2, 3, 4, 0, 0, 5, 6, 7, 8, 9, 1,
-                                                      2, 2, 3, 0, 0, 0, 9, 8, 7, 6, 5, 0},
-                                 {4, 6});
+  Tensor ids = Tensor::from_data(
+      std::vector<int32_t>{1, 2, 3, 4, 0, 0, 5, 6, 7, 8, 9, 1, 2, 2, 3, 0, 0, 0, 9, 8, 7, 6, 5, 0},
+      {4, 6});
   std::vector<int32_t> lengths{4, 6, 3, 5};
   Tensor labels = Tensor::from_data(std::vector<int32_t>{0, 1, 2, 1}, {4});
-  Tensor tgt_in = Tensor::from_data(std::vector<int32_t>{1, 3, 4, 5, 1, 6, 5, 0, 1, 3, 3, 0, 1, 4, 0, 0}, {4, 4});
-  Tensor tgt_out = Tensor::from_data(std::vector<int32_t>{3, 4, 5, 2, 6, 5, 2, 0, 3, 3, 2, 0, 4, 2, 0, 0}, {4, 4});
+  Tensor tgt_in = Tensor::from_data(
+      std::vector<int32_t>{1, 3, 4, 5, 1, 6, 5, 0, 1, 3, 3, 0, 1, 4, 0, 0}, {4, 4});
+  Tensor tgt_out = Tensor::from_data(
+      std::vector<int32_t>{3, 4, 5, 2, 6, 5, 2, 0, 3, 3, 2, 0, 4, 2, 0, 0}, {4, 4});
   std::vector<int32_t> tgt_len{4, 3, 3, 2};
   for (const auto& info : MixerRegistry::instance().all()) {
     const std::string& name = info.test_names.front();

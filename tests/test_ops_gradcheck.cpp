@@ -71,7 +71,8 @@ TEST_CASE("gradcheck: softmax log_softmax layer_norm logcumsumexp") {
               (Inputs{rand64({2, 3, 6}, 22), rand64({6}, 23), rand64({6}, 24)}));
   CHECK_GRADS([](const Inputs& x) { return layer_norm(x[0], Tensor(), Tensor()); },
               (Inputs{rand64({4, 6}, 25)}));
-  CHECK_GRADS([](const Inputs& x) { return logcumsumexp(x[0], 1); }, (Inputs{rand64({2, 5, 3}, 26)}));
+  CHECK_GRADS([](const Inputs& x) { return logcumsumexp(x[0], 1); },
+              (Inputs{rand64({2, 5, 3}, 26)}));
   CHECK_GRADS([](const Inputs& x) { return logcumsumexp(x[0], -1); }, (Inputs{rand64({3, 4}, 27)}));
 }
 
@@ -82,15 +83,27 @@ TEST_CASE("gradcheck: views and copies") {
   CHECK_GRADS([](const Inputs& x) { return permute(x[0], {2, 0, 1}); }, in);
   CHECK_GRADS([](const Inputs& x) { return narrow(x[0], 2, 1, 2); }, in);
   CHECK_GRADS([](const Inputs& x) { return mul(slice(x[0], 1, 0, 2), slice(x[0], 1, 1, 3)); }, in);
-  CHECK_GRADS([](const Inputs& x) { return expand(x[1], {2, 3, 4}); }, (Inputs{in[0], rand64({3, 1}, 31)}));
-  CHECK_GRADS([](const Inputs& x) { return concat({x[0], x[1]}, 1); },
-              (Inputs{rand64({2, 3}, 32), rand64({2, 2}, 33)}));
-  CHECK_GRADS([](const Inputs& x) { return stack({x[0], x[1]}, 0); },
-              (Inputs{rand64({2, 3}, 34), rand64({2, 3}, 35)}));
-  CHECK_GRADS([](const Inputs& x) {
-    auto parts = split(x[0], {1, 3}, -1);
-    return mul(sum(parts[0], {-1}, true), parts[1]);
-  }, in);
+  CHECK_GRADS(
+      [](const Inputs& x) {
+        return expand(x[1], {2, 3, 4});
+      },
+      (Inputs{in[0], rand64({3, 1}, 31)}));
+  CHECK_GRADS(
+      [](const Inputs& x) {
+        return concat({x[0], x[1]}, 1);
+      },
+      (Inputs{rand64({2, 3}, 32), rand64({2, 2}, 33)}));
+  CHECK_GRADS(
+      [](const Inputs& x) {
+        return stack({x[0], x[1]}, 0);
+      },
+      (Inputs{rand64({2, 3}, 34), rand64({2, 3}, 35)}));
+  CHECK_GRADS(
+      [](const Inputs& x) {
+        auto parts = split(x[0], {1, 3}, -1);
+        return mul(sum(parts[0], {-1}, true), parts[1]);
+      },
+      in);
   CHECK_GRADS([](const Inputs& x) { return contiguous(transpose(x[0], 1, 2)); }, in);
   CHECK_GRADS([](const Inputs& x) { return unsqueeze(squeeze(narrow(x[0], 0, 1, 1), 0), 2); }, in);
 }
@@ -108,8 +121,10 @@ TEST_CASE("gradcheck: where masked_fill maximum") {
 
 TEST_CASE("gradcheck: embedding dropout cross_entropy") {
   Tensor ids = Tensor::from_data(std::vector<int32_t>{1, 3, 1, 0, 2, 3}, {2, 3});
-  CHECK_GRADS([ids](const Inputs& x) { return embedding(x[0], ids); }, (Inputs{rand64({4, 5}, 50)}));
-  CHECK_GRADS([](const Inputs& x) { return dropout(x[0], 0.3, true, 99); }, (Inputs{rand64({4, 6}, 51)}));
+  CHECK_GRADS([ids](const Inputs& x) { return embedding(x[0], ids); },
+              (Inputs{rand64({4, 5}, 50)}));
+  CHECK_GRADS([](const Inputs& x) { return dropout(x[0], 0.3, true, 99); },
+              (Inputs{rand64({4, 6}, 51)}));
   Tensor targets = Tensor::from_data(std::vector<int32_t>{2, -100, 0, 4}, {2, 2});
   CHECK_GRADS([targets](const Inputs& x) { return cross_entropy(x[0], targets); },
               (Inputs{rand64({2, 2, 5}, 52)}));
@@ -123,7 +138,8 @@ TEST_CASE("gradcheck: fft and the real part of the 2-D DFT") {
   CHECK_GRADS([](const Inputs& x) { return fft2_real(x[0]); }, (Inputs{rand64({2, 5, 6}, 62)}));
   CHECK_GRADS([](const Inputs& x) { return fft2_real(x[0]); }, (Inputs{rand64({3, 7}, 63)}));
   Tensor lens = Tensor::from_data(std::vector<int32_t>{3, 5}, {2});
-  CHECK_GRADS([lens](const Inputs& x) { return fft2_real(x[0], lens); }, (Inputs{rand64({2, 5, 4}, 64)}));
+  CHECK_GRADS([lens](const Inputs& x) { return fft2_real(x[0], lens); },
+              (Inputs{rand64({2, 5, 4}, 64)}));
   CHECK_GRADS([](const Inputs& x) { return fft2_real(transpose(x[0], 1, 2)); },
               (Inputs{rand64({2, 4, 3}, 65)}));
 }

@@ -15,7 +15,8 @@ TEST_CASE("values: softmax rows sum to 1 and log_softmax matches log(softmax)") 
     CHECK(s == doctest::Approx(1.0).epsilon(1e-6));
   }
   auto lp = log_softmax(x).to_double_vector();
-  for (size_t i = 0; i < p.size(); ++i) CHECK(std::exp(lp[i]) == doctest::Approx(p[i]).epsilon(1e-5));
+  for (size_t i = 0; i < p.size(); ++i)
+    CHECK(std::exp(lp[i]) == doctest::Approx(p[i]).epsilon(1e-5));
 }
 
 TEST_CASE("values: layer_norm output has mean 0 and variance 1") {
@@ -86,7 +87,8 @@ TEST_CASE("values: fft2_real equals C X C - S X S with per-item lengths") {
         if (j < L)
           for (int64_t p = 0; p < L; ++p)
             for (int64_t q = 0; q < d; ++q)
-              s += xv[(b * n + p) * d + q] * std::cos(2 * M_PI * (double(j * p) / L + double(k * q) / d));
+              s += xv[(b * n + p) * d + q] *
+                   std::cos(2 * M_PI * (double(j * p) / L + double(k * q) / d));
         CHECK(y[(b * n + j) * d + k] == doctest::Approx(s).epsilon(1e-10));
       }
   }
@@ -162,7 +164,8 @@ TEST_CASE("values: float32 exp and erf kernels agree with libm to float precisio
   for (size_t i = 0; i < xs.size(); ++i) {
     double x = xs[i];
     worst_exp = std::max(worst_exp, std::abs(e[i] / std::exp(x) - 1));
-    worst_gelu = std::max(worst_gelu, std::abs(g[i] - 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)))));
+    worst_gelu =
+        std::max(worst_gelu, std::abs(g[i] - 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)))));
   }
   CHECK(worst_exp < 1e-6);
   CHECK(worst_gelu < 5e-6);

@@ -50,8 +50,8 @@ struct Batch {
   std::vector<int32_t> tgt_lengths;
   std::vector<float> features;  // [size, feature_dims...]
   std::vector<int64_t> feature_shape;
-  std::vector<int32_t> labels;   // [size]
-  std::vector<size_t> indices;   // dataset indices of the examples, in batch order
+  std::vector<int32_t> labels;  // [size]
+  std::vector<size_t> indices;  // dataset indices of the examples, in batch order
 };
 
 }  // namespace mixlab

@@ -77,8 +77,8 @@ ClassificationTask::ClassificationTask(Classifier& model, Device device, double 
 
 Tensor ClassificationTask::logits(const Batch& b) {
   if (!b.features.empty()) {
-    Tensor x = Tensor::from_data(b.features, {b.size, static_cast<int64_t>(b.features.size()) / b.size},
-                                 device_);
+    Tensor x = Tensor::from_data(
+        b.features, {b.size, static_cast<int64_t>(b.features.size()) / b.size}, device_);
     return model_.forward(x);
   }
   Tensor ids = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
@@ -129,8 +129,8 @@ Tensor TranslationTask::loss(const Batch& b) {
   shift_targets(b, in, out, lengths);
   int64_t t = b.tgt_len - 1;
   Tensor src = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
-  Tensor logits = model_.forward(src, b.src_lengths, Tensor::from_data(in, {b.size, t}, device_),
-                                 lengths);
+  Tensor logits =
+      model_.forward(src, b.src_lengths, Tensor::from_data(in, {b.size, t}, device_), lengths);
   return cross_entropy(logits, Tensor::from_data(out, {b.size, t}, device_), kPad,
                        label_smoothing_);
 }

@@ -14,7 +14,7 @@ class TrainTask {
  public:
   virtual ~TrainTask() = default;
   virtual Module& model() = 0;
-  virtual Tensor loss(const Batch& batch) = 0;  // mean loss of the batch, recorded
+  virtual Tensor loss(const Batch& batch) = 0;       // mean loss of the batch, recorded
   virtual int64_t tokens(const Batch& batch) const;  // tokens in the batch (for tok/s)
   // Metrics over a whole data set, "loss" included; the model is put in eval mode and back.
   virtual std::map<std::string, double> evaluate(const Dataset& data) = 0;
@@ -74,6 +74,7 @@ class TranslationTask : public TrainTask {
 };
 
 // The reference output of an encoded target: without <bos>, up to (not including) <eos>.
-std::vector<int32_t> strip_target(const std::vector<int32_t>& tgt, int32_t bos = 1, int32_t eos = 2);
+std::vector<int32_t> strip_target(const std::vector<int32_t>& tgt, int32_t bos = 1,
+                                  int32_t eos = 2);
 
 }  // namespace mixlab

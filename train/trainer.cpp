@@ -51,7 +51,10 @@ std::string fmt(double v, const char* f = "%.4g") {
 
 Trainer::Trainer(TrainTask& task, const Dataset& train, const Dataset* valid,
                  TrainerOptions options, TrainingState metadata)
-    : task_(task), train_(train), valid_(valid), options_(std::move(options)),
+    : task_(task),
+      train_(train),
+      valid_(valid),
+      options_(std::move(options)),
       metadata_(std::move(metadata)) {
   check(options_.batch_size > 0, "trainer: batch size must be positive");
   check(options_.accumulate > 0, "trainer: accumulate must be positive");
@@ -124,8 +127,8 @@ TrainResult Trainer::run() {
     eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
     result.last_valid = metrics;
     if (log) log->log("valid", state.step, epoch, metrics);
-    double primary = metrics.count(task_.primary_metric()) ? metrics[task_.primary_metric()]
-                                                           : -metrics["loss"];
+    double primary =
+        metrics.count(task_.primary_metric()) ? metrics[task_.primary_metric()] : -metrics["loss"];
     if (!o.quiet) {
       std::cerr << "  valid @ step " << state.step << ":";
       for (auto& [k, v] : metrics) std::cerr << " " << k << " " << fmt(v);

@@ -15,21 +15,21 @@ struct TrainerOptions {
   int64_t epochs = 10;
   int64_t max_steps = 0;  // stop after this many optimizer steps (0: no limit)
   int64_t batch_size = 64;
-  bool bucket_by_length = false;  // seq2seq: batches of similar lengths
+  bool bucket_by_length = false;    // seq2seq: batches of similar lengths
   std::string optimizer = "adamw";  // adamw | adam | sgd
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.98, eps = 1e-9, momentum = 0.9;
   std::string schedule = "cosine";  // constant | cosine | inverse_sqrt | step
   int64_t warmup = 100;
   double min_lr = 0.0;
-  double clip = 1.0;        // global gradient-norm clip (0: off)
-  int64_t accumulate = 1;   // micro-batches per optimizer step
-  std::string out_dir;      // checkpoints, metrics.csv, curves.png ("" writes nothing)
-  bool resume = false;      // continue from out_dir/last.safetensors
-  uint64_t seed = 0;        // data order (dropout masks come from the default generator)
-  int64_t log_every = 50;   // steps between train-loss rows in metrics.csv
-  int64_t eval_every = 0;   // steps between evaluations (0: at the end of each epoch)
-  int64_t prefetch = 2;     // batches prepared ahead by the loader's thread
-  bool quiet = false;       // no progress output
+  double clip = 1.0;       // global gradient-norm clip (0: off)
+  int64_t accumulate = 1;  // micro-batches per optimizer step
+  std::string out_dir;     // checkpoints, metrics.csv, curves.png ("" writes nothing)
+  bool resume = false;     // continue from out_dir/last.safetensors
+  uint64_t seed = 0;       // data order (dropout masks come from the default generator)
+  int64_t log_every = 50;  // steps between train-loss rows in metrics.csv
+  int64_t eval_every = 0;  // steps between evaluations (0: at the end of each epoch)
+  int64_t prefetch = 2;    // batches prepared ahead by the loader's thread
+  bool quiet = false;      // no progress output
 };
 
 struct TrainResult {

@@ -10,8 +10,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   check_same("cross_entropy", {&logits});
   check(targets.dtype() == DType::I32, "cross_entropy: targets must be int32, got ",
         dtype_name(targets.dtype()));
-  check(targets.device() == logits.device(), "cross_entropy: targets on ",
-        targets.device().str(), ", logits on ", logits.device().str());
+  check(targets.device() == logits.device(), "cross_entropy: targets on ", targets.device().str(),
+        ", logits on ", logits.device().str());
   check(smoothing >= 0.0 && smoothing < 1.0, "cross_entropy: label smoothing ", smoothing,
         " must be in [0, 1)");
   Shape expected(logits.shape().begin(), logits.shape().end() - 1);
@@ -38,18 +38,18 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     // Mean over counted rows; 0 (not NaN) when every target is ignored.
     loss = mul(sum(loss_rows), counted ? 1.0 / static_cast<double>(counted) : 0.0);
   }
-  return record("cross_entropy", loss, {logits},
-                [z, t, lse, rows, cols, counted, ignore_index, smoothing](const Tensor& g) {
-                  double upstream = g.item();
-                  Tensor scale = Tensor::full({rows}, counted ? upstream / counted : 0.0,
-                                              z.dtype(), z.device());
-                  Tensor dz = Tensor::empty(z.shape(), z.dtype(), z.device());
-                  if (rows > 0)
-                    backend_of(z).cross_entropy_backward(z.view(), t.view(), lse.view(),
-                                                         scale.view(), dz.view(), rows, cols,
-                                                         ignore_index, smoothing);
-                  return std::vector<Tensor>{dz};
-                });
+  return record(
+      "cross_entropy", loss, {logits},
+      [z, t, lse, rows, cols, counted, ignore_index, smoothing](const Tensor& g) {
+        double upstream = g.item();
+        Tensor scale =
+            Tensor::full({rows}, counted ? upstream / counted : 0.0, z.dtype(), z.device());
+        Tensor dz = Tensor::empty(z.shape(), z.dtype(), z.device());
+        if (rows > 0)
+          backend_of(z).cross_entropy_backward(z.view(), t.view(), lse.view(), scale.view(),
+                                               dz.view(), rows, cols, ignore_index, smoothing);
+        return std::vector<Tensor>{dz};
+      });
 }
 
 }  // namespace mixlab

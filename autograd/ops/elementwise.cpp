@@ -41,24 +41,21 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return record("mul", binary_forward(BinaryOp::Mul, "mul", a, b), {a, b},
-                [a, b](const Tensor& g) {
-                  Tensor ga = a.requires_grad() ? sum_to(mul(g, b), a.shape()) : Tensor();
-                  Tensor gb = b.requires_grad() ? sum_to(mul(g, a), b.shape()) : Tensor();
-                  return std::vector<Tensor>{ga, gb};
-                });
+  return record("mul", binary_forward(BinaryOp::Mul, "mul", a, b), {a, b}, [a, b](const Tensor& g) {
+    Tensor ga = a.requires_grad() ? sum_to(mul(g, b), a.shape()) : Tensor();
+    Tensor gb = b.requires_grad() ? sum_to(mul(g, a), b.shape()) : Tensor();
+    return std::vector<Tensor>{ga, gb};
+  });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  return record("div", binary_forward(BinaryOp::Div, "div", a, b), {a, b},
-                [a, b](const Tensor& g) {
-                  Tensor gq = div(g, b);
-                  Tensor ga = a.requires_grad() ? sum_to(gq, a.shape()) : Tensor();
-                  // d(a/b)/db = -a/b² = -(a/b)/b
-                  Tensor gb = b.requires_grad() ? sum_to(neg(mul(gq, div(a, b))), b.shape())
-                                                : Tensor();
-                  return std::vector<Tensor>{ga, gb};
-                });
+  return record("div", binary_forward(BinaryOp::Div, "div", a, b), {a, b}, [a, b](const Tensor& g) {
+    Tensor gq = div(g, b);
+    Tensor ga = a.requires_grad() ? sum_to(gq, a.shape()) : Tensor();
+    // d(a/b)/db = -a/b² = -(a/b)/b
+    Tensor gb = b.requires_grad() ? sum_to(neg(mul(gq, div(a, b))), b.shape()) : Tensor();
+    return std::vector<Tensor>{ga, gb};
+  });
 }
 
 Tensor add(const Tensor& a, double b) {
@@ -78,9 +75,8 @@ Tensor neg(const Tensor& x) {
 
 Tensor exp(const Tensor& x) {
   Tensor y = unary_forward(UnaryOp::Exp, "exp", x);
-  return record("exp", y, {x}, [y = y.detach()](const Tensor& g) {
-    return std::vector<Tensor>{mul(g, y)};
-  });
+  return record("exp", y, {x},
+                [y = y.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, y)}; });
 }
 
 Tensor log(const Tensor& x) {
@@ -96,10 +92,9 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x, double p) {
-  return record("pow", unary_forward(UnaryOp::PowScalar, "pow", x, p), {x},
-                [x, p](const Tensor& g) {
-                  return std::vector<Tensor>{mul(mul(g, pow(x, p - 1)), p)};
-                });
+  return record(
+      "pow", unary_forward(UnaryOp::PowScalar, "pow", x, p), {x},
+      [x, p](const Tensor& g) { return std::vector<Tensor>{mul(mul(g, pow(x, p - 1)), p)}; });
 }
 
 Tensor abs(const Tensor& x) {
@@ -116,8 +111,8 @@ Tensor relu(const Tensor& x) {
 
 Tensor gelu(const Tensor& x, GeluForm form) {
   bool erf = form == GeluForm::Erf;
-  return record("gelu", unary_forward(erf ? UnaryOp::GeluErf : UnaryOp::GeluTanh, "gelu", x),
-                {x}, [x, erf](const Tensor& g) {
+  return record("gelu", unary_forward(erf ? UnaryOp::GeluErf : UnaryOp::GeluTanh, "gelu", x), {x},
+                [x, erf](const Tensor& g) {
                   UnaryOp d = erf ? UnaryOp::GeluErfGrad : UnaryOp::GeluTanhGrad;
                   return std::vector<Tensor>{mul(g, unary_forward(d, "gelu", x))};
                 });
@@ -159,10 +154,10 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_same("where", {&a, &b});
-  check(cond.device() == a.device(), "where: condition on ", cond.device().str(),
-        ", values on ", a.device().str());
-  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(),
-                                 "where");
+  check(cond.device() == a.device(), "where: condition on ", cond.device().str(), ", values on ",
+        a.device().str());
+  Shape shape =
+      broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = Tensor::empty(shape, a.dtype(), a.device());
   if (out.numel() > 0)
     backend_of(a).where(broadcast_view(cond, shape), broadcast_view(a, shape),

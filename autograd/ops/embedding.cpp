@@ -21,7 +21,8 @@ Tensor embedding(const Tensor& table, const Tensor& indices) {
   shape.push_back(dim);
   Tensor t = dense(table);
   Tensor out = Tensor::empty(shape, table.dtype(), table.device());
-  if (out.numel() > 0) backend_of(t).gather_rows(t.view(), idx.view(), out.view(), idx.numel(), dim);
+  if (out.numel() > 0)
+    backend_of(t).gather_rows(t.view(), idx.view(), out.view(), idx.numel(), dim);
   return record("embedding", out, {table}, [idx, vocab, dim](const Tensor& g) {
     Tensor gd = dense(g);
     Tensor dtable = Tensor::zeros({vocab, dim}, g.dtype(), g.device());

@@ -17,9 +17,8 @@ Tensor fft(const Tensor& x, int64_t axis, bool inverse) {
   Tensor in = dense(x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (y.numel() > 0) backend_of(x).fft(in.view(), y.view(), outer, n, inner, inverse);
-  return record("fft", y, {x}, [a, inverse](const Tensor& g) {
-    return std::vector<Tensor>{fft(g, a, !inverse)};
-  });
+  return record("fft", y, {x},
+                [a, inverse](const Tensor& g) { return std::vector<Tensor>{fft(g, a, !inverse)}; });
 }
 
 Tensor fft2_real(const Tensor& x, const Tensor& lengths) {

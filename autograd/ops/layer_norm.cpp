@@ -25,25 +25,26 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   none.dtype = x.dtype();
   if (rows > 0)
     backend_of(x).layer_norm(in.view(), g.defined() ? g.view() : none,
-                             b.defined() ? b.view() : none, y.view(), mu.view(), rstd.view(),
-                             rows, cols, eps);
-  return record("layer_norm", y, {x, gamma, beta},
-                [in, g, b, mu, rstd, rows, cols, none](const Tensor& grad) {
-                  Tensor gd = dense(grad);
-                  Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.device());
-                  Tensor dg = g.defined() ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
-                  Tensor db = b.defined() ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
-                  if (rows > 0) {
-                    backend_of(in).layer_norm_backward(
-                        gd.view(), in.view(), mu.view(), rstd.view(), g.defined() ? g.view() : none,
-                        dx.view(), dg.defined() ? dg.view() : none, db.defined() ? db.view() : none,
-                        rows, cols);
-                  } else {
-                    if (dg.defined()) dg.fill_(0.0);
-                    if (db.defined()) db.fill_(0.0);
-                  }
-                  return std::vector<Tensor>{dx, dg, db};
-                });
+                             b.defined() ? b.view() : none, y.view(), mu.view(), rstd.view(), rows,
+                             cols, eps);
+  return record(
+      "layer_norm", y, {x, gamma, beta},
+      [in, g, b, mu, rstd, rows, cols, none](const Tensor& grad) {
+        Tensor gd = dense(grad);
+        Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.device());
+        Tensor dg = g.defined() ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
+        Tensor db = b.defined() ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
+        if (rows > 0) {
+          backend_of(in).layer_norm_backward(gd.view(), in.view(), mu.view(), rstd.view(),
+                                             g.defined() ? g.view() : none, dx.view(),
+                                             dg.defined() ? dg.view() : none,
+                                             db.defined() ? db.view() : none, rows, cols);
+        } else {
+          if (dg.defined()) dg.fill_(0.0);
+          if (db.defined()) db.fill_(0.0);
+        }
+        return std::vector<Tensor>{dx, dg, db};
+      });
 }
 
 Tensor logcumsumexp(const Tensor& x, int64_t axis) {

@@ -69,8 +69,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
          ": both operands need at least 2 dimensions");
   int64_t m = a.size(-2), k = a.size(-1), k2 = b.size(-2), n = b.size(-1);
   if (k != k2)
-    fail("matmul: ", shape_str(a.shape()), " x ", shape_str(b.shape()),
-         ": inner dimensions ", k, " and ", k2, " differ");
+    fail("matmul: ", shape_str(a.shape()), " x ", shape_str(b.shape()), ": inner dimensions ", k,
+         " and ", k2, " differ");
   if (b.dim() == 2) {
     // One matrix for the whole batch: fold the batch into rows, one large gemm.
     Shape out_shape(a.shape().begin(), a.shape().end() - 1);
@@ -92,8 +92,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     // Collapse batch axes into one when their strides allow it, else copy.
     bool collapsible = true;
     for (int i = 0; i + 1 < static_cast<int>(batch.size()); ++i)
-      collapsible = collapsible &&
-                    e.strides()[i] == e.strides()[i + 1] * e.shape()[i + 1];
+      collapsible = collapsible && e.strides()[i] == e.strides()[i + 1] * e.shape()[i + 1];
     if (collapsible && !batch.empty()) {
       int64_t bs = batch.empty() ? 0 : e.strides()[batch.size() - 1];
       Tensor v = make_view(e, {count, rows, cols},
@@ -114,8 +113,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check(weight.dim() == 2, "linear: weight must be [out, in], got ", shape_str(weight.shape()));
   if (x.size(-1) != weight.size(1))
-    fail("linear: input ", shape_str(x.shape()), " has ", x.size(-1),
-         " features but weight ", shape_str(weight.shape()), " expects ", weight.size(1));
+    fail("linear: input ", shape_str(x.shape()), " has ", x.size(-1), " features but weight ",
+         shape_str(weight.shape()), " expects ", weight.size(1));
   Tensor y = matmul(x, transpose(weight, 0, 1));
   return bias.defined() ? add(y, bias) : y;
 }

@@ -33,9 +33,12 @@ Tensor reduce_forward(ReduceOp op, const char* name, const Tensor& x,
   int64_t outer = 1, n = 1, inner = 1;
   if (adjacent && x.is_contiguous()) {
     for (int i = 0; i < x.dim(); ++i) {
-      if (!axes.empty() && i < axes.front()) outer *= x.shape()[i];
-      else if (!axes.empty() && i <= axes.back()) n *= x.shape()[i];
-      else inner *= x.shape()[i];
+      if (!axes.empty() && i < axes.front())
+        outer *= x.shape()[i];
+      else if (!axes.empty() && i <= axes.back())
+        n *= x.shape()[i];
+      else
+        inner *= x.shape()[i];
     }
     if (axes.empty()) outer = 1, inner = x.numel();
   } else {
@@ -62,8 +65,9 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& axes_in, bool keepdim) {
   auto axes = normalize_axes(axes_in, x.dim(), "sum", x.shape());
   Tensor out = reduce_forward(ReduceOp::Sum, "sum", x, axes);
   Shape keep_shape = out.shape();
-  if (!keepdim) out = make_view(out, reduced_shape(x.shape(), axes, false),
-                                contiguous_strides(reduced_shape(x.shape(), axes, false)), 0);
+  if (!keepdim)
+    out = make_view(out, reduced_shape(x.shape(), axes, false),
+                    contiguous_strides(reduced_shape(x.shape(), axes, false)), 0);
   return record("sum", out, {x}, [from = x.shape(), keep_shape](const Tensor& g) {
     return std::vector<Tensor>{expand(reshape(g, keep_shape), from)};
   });

@@ -32,9 +32,8 @@ Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor out = copy_dense(x, dtype);
   if (!is_floating(dtype) || !is_floating(x.dtype())) return out;
-  return record("cast", out, {x}, [from = x.dtype()](const Tensor& g) {
-    return std::vector<Tensor>{cast(g, from)};
-  });
+  return record("cast", out, {x},
+                [from = x.dtype()](const Tensor& g) { return std::vector<Tensor>{cast(g, from)}; });
 }
 
 Tensor to_device(const Tensor& x, Device device) {
@@ -154,8 +153,7 @@ Tensor unsqueeze(const Tensor& x, int64_t axis) {
 
 Tensor squeeze(const Tensor& x, int64_t axis) {
   int a = normalize_axis(axis, x.dim(), "squeeze", x.shape());
-  check(x.shape()[a] == 1, "squeeze: axis ", a, " of shape ", shape_str(x.shape()),
-        " is not 1");
+  check(x.shape()[a] == 1, "squeeze: axis ", a, " of shape ", shape_str(x.shape()), " is not 1");
   Shape shape = x.shape();
   shape.erase(shape.begin() + a);
   return reshape(x, shape);

@@ -18,7 +18,8 @@ Tensor softmax_last(const Tensor& x, bool log) {
   return record(name, y, {x}, [y = y.detach(), rows, cols, log](const Tensor& g) {
     Tensor gd = dense(g);
     Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
-    if (dx.numel() > 0) backend_of(y).softmax_backward(y.view(), gd.view(), dx.view(), rows, cols, log);
+    if (dx.numel() > 0)
+      backend_of(y).softmax_backward(y.view(), gd.view(), dx.view(), rows, cols, log);
     return std::vector<Tensor>{dx};
   });
 }

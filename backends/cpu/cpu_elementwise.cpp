@@ -17,17 +17,28 @@ template <UnaryOp OP, typename T>
 inline T apply_unary(T x, T alpha) {
   using cpu::erf_of;
   using cpu::exp_of;
-  if constexpr (OP == UnaryOp::Neg) return -x;
-  else if constexpr (OP == UnaryOp::Exp) return exp_of(x);
-  else if constexpr (OP == UnaryOp::Log) return std::log(x);
-  else if constexpr (OP == UnaryOp::Sqrt) return std::sqrt(x);
-  else if constexpr (OP == UnaryOp::Abs) return x < T(0) ? -x : x;
-  else if constexpr (OP == UnaryOp::Sign) return static_cast<T>((x > 0) - (x < 0));
-  else if constexpr (OP == UnaryOp::Relu) return x > 0 ? x : T(0);
-  else if constexpr (OP == UnaryOp::Step) return x > 0 ? T(1) : T(0);
-  else if constexpr (OP == UnaryOp::Sigmoid) return T(1) / (T(1) + exp_of(-x));
-  else if constexpr (OP == UnaryOp::Tanh) return std::tanh(x);
-  else if constexpr (OP == UnaryOp::GeluErf) return T(0.5) * x * (T(1) + erf_of(x * T(kInvSqrt2)));
+  if constexpr (OP == UnaryOp::Neg)
+    return -x;
+  else if constexpr (OP == UnaryOp::Exp)
+    return exp_of(x);
+  else if constexpr (OP == UnaryOp::Log)
+    return std::log(x);
+  else if constexpr (OP == UnaryOp::Sqrt)
+    return std::sqrt(x);
+  else if constexpr (OP == UnaryOp::Abs)
+    return x < T(0) ? -x : x;
+  else if constexpr (OP == UnaryOp::Sign)
+    return static_cast<T>((x > 0) - (x < 0));
+  else if constexpr (OP == UnaryOp::Relu)
+    return x > 0 ? x : T(0);
+  else if constexpr (OP == UnaryOp::Step)
+    return x > 0 ? T(1) : T(0);
+  else if constexpr (OP == UnaryOp::Sigmoid)
+    return T(1) / (T(1) + exp_of(-x));
+  else if constexpr (OP == UnaryOp::Tanh)
+    return std::tanh(x);
+  else if constexpr (OP == UnaryOp::GeluErf)
+    return T(0.5) * x * (T(1) + erf_of(x * T(kInvSqrt2)));
   else if constexpr (OP == UnaryOp::GeluTanh) {
     T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
     return T(0.5) * x * (T(1) + std::tanh(inner));
@@ -39,22 +50,33 @@ inline T apply_unary(T x, T alpha) {
     T t = std::tanh(inner);
     T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x * x);
     return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
-  } else if constexpr (OP == UnaryOp::PowScalar) return std::pow(x, alpha);
-  else if constexpr (OP == UnaryOp::AddScalar) return x + alpha;
-  else return x * alpha;  // MulScalar
+  } else if constexpr (OP == UnaryOp::PowScalar)
+    return std::pow(x, alpha);
+  else if constexpr (OP == UnaryOp::AddScalar)
+    return x + alpha;
+  else
+    return x * alpha;  // MulScalar
 }
 
 template <typename T>
 T apply_binary(BinaryOp op, T a, T b) {
   switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
-    case BinaryOp::Div: return a / b;
-    case BinaryOp::Maximum: return a >= b ? a : b;
-    case BinaryOp::Minimum: return a <= b ? a : b;
-    case BinaryOp::Equal: return a == b ? T(1) : T(0);
-    case BinaryOp::Greater: return a > b ? T(1) : T(0);
+    case BinaryOp::Add:
+      return a + b;
+    case BinaryOp::Sub:
+      return a - b;
+    case BinaryOp::Mul:
+      return a * b;
+    case BinaryOp::Div:
+      return a / b;
+    case BinaryOp::Maximum:
+      return a >= b ? a : b;
+    case BinaryOp::Minimum:
+      return a <= b ? a : b;
+    case BinaryOp::Equal:
+      return a == b ? T(1) : T(0);
+    case BinaryOp::Greater:
+      return a > b ? T(1) : T(0);
   }
   return a;
 }
@@ -76,8 +98,8 @@ void CpuBackend::unary(UnaryOp op, const View& x, const View& y, double alpha) {
     T* out = y.as<T>();
     T a = static_cast<T>(alpha);
     int64_t n = x.numel();
-#define MIXLAB_UNARY_CASE(OP) \
-  case UnaryOp::OP: \
+#define MIXLAB_UNARY_CASE(OP)                                                    \
+  case UnaryOp::OP:                                                              \
     unary_loop(in, out, n, [a](T v) { return apply_unary<UnaryOp::OP>(v, a); }); \
     return;
     switch (op) {
@@ -125,11 +147,21 @@ void CpuBackend::binary(BinaryOp op, const View& a, const View& b, const View& o
       });
     };
     switch (op) {
-      case BinaryOp::Add: body([](T x, T y) { return x + y; }); return;
-      case BinaryOp::Sub: body([](T x, T y) { return x - y; }); return;
-      case BinaryOp::Mul: body([](T x, T y) { return x * y; }); return;
-      case BinaryOp::Div: body([](T x, T y) { return x / y; }); return;
-      default: body([op](T x, T y) { return apply_binary(op, x, y); }); return;
+      case BinaryOp::Add:
+        body([](T x, T y) { return x + y; });
+        return;
+      case BinaryOp::Sub:
+        body([](T x, T y) { return x - y; });
+        return;
+      case BinaryOp::Mul:
+        body([](T x, T y) { return x * y; });
+        return;
+      case BinaryOp::Div:
+        body([](T x, T y) { return x / y; });
+        return;
+      default:
+        body([op](T x, T y) { return apply_binary(op, x, y); });
+        return;
     }
   });
 }
@@ -145,8 +177,8 @@ void CpuBackend::where(const View& cond, const View& a, const View& b, const Vie
       T* po = out.as<T>();
       cpu::StridedLoop<4>(out, {&cond, &a, &b, &out}).run([&](auto off, int64_t n, auto st) {
         for (int64_t i = 0; i < n; ++i)
-          po[off[3] + i * st[3]] = pc[off[0] + i * st[0]] != C(0) ? pa[off[1] + i * st[1]]
-                                                                  : pb[off[2] + i * st[2]];
+          po[off[3] + i * st[3]] =
+              pc[off[0] + i * st[0]] != C(0) ? pa[off[1] + i * st[1]] : pb[off[2] + i * st[2]];
       });
     });
   });

@@ -14,7 +14,8 @@ void CpuBackend::gather_rows(const View& table, const View& idx, const View& out
   char* dst = static_cast<char*>(out.data);
   const int32_t* ids = idx.as<int32_t>();
   parallel_for(count, 256, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) std::memcpy(dst + i * row_bytes, src + ids[i] * row_bytes, row_bytes);
+    for (int64_t i = b; i < e; ++i)
+      std::memcpy(dst + i * row_bytes, src + ids[i] * row_bytes, row_bytes);
   });
 }
 

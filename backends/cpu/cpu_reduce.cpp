@@ -98,8 +98,8 @@ void CpuBackend::logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t i
   });
 }
 
-void CpuBackend::logcumsumexp_backward(const View& x, const View& y, const View& dy,
-                                       int64_t outer, int64_t n, int64_t inner, const View& dx) {
+void CpuBackend::logcumsumexp_backward(const View& x, const View& y, const View& dy, int64_t outer,
+                                       int64_t n, int64_t inner, const View& dx) {
   cpu::dispatch_floating(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.as<T>();

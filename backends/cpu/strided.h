@@ -75,17 +75,28 @@ struct StridedLoop {
 template <typename F>
 void dispatch_floating(DType dtype, const F& fn) {
   switch (dtype) {
-    case DType::F32: fn(float{}); return;
-    case DType::F64: fn(double{}); return;
-    default: throw Error(std::string("cpu kernel: unsupported dtype ") + dtype_name(dtype));
+    case DType::F32:
+      fn(float{});
+      return;
+    case DType::F64:
+      fn(double{});
+      return;
+    default:
+      throw Error(std::string("cpu kernel: unsupported dtype ") + dtype_name(dtype));
   }
 }
 template <typename F>
 void dispatch_all(DType dtype, const F& fn) {
   switch (dtype) {
-    case DType::F32: fn(float{}); return;
-    case DType::F64: fn(double{}); return;
-    case DType::I32: fn(int32_t{}); return;
+    case DType::F32:
+      fn(float{});
+      return;
+    case DType::F64:
+      fn(double{});
+      return;
+    case DType::I32:
+      fn(int32_t{});
+      return;
   }
 }
 

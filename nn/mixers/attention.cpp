@@ -36,8 +36,8 @@ class Attention : public Mixer {
     Tensor q = mixers::split_heads(w_q->forward(x), h);
     Tensor k = mixers::split_heads(w_k->forward(kv), h);
     Tensor v = mixers::split_heads(w_v->forward(kv), h);
-    Tensor mask = mixers::attention_mask(kv_valid, config_.causal, x.size(1), kv.size(1),
-                                         x.dtype(), x.device());
+    Tensor mask = mixers::attention_mask(kv_valid, config_.causal, x.size(1), kv.size(1), x.dtype(),
+                                         x.device());
     return attend(q, k, v, mask);
   }
 

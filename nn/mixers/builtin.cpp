@@ -19,10 +19,10 @@ MIXLAB_MIXER_FAMILY(register_linformer_mixer)
 #undef MIXLAB_MIXER_FAMILY
 
 void register_builtin_mixers(MixerRegistry& registry) {
-  for (auto fn : {register_attention_mixer, register_synthesizer_mixers, register_mlp_mixer_mixer,
-                  register_resmlp_mixer, register_ffonly_mixer, register_external_mixer,
-                  register_fnet_mixer, register_gmlp_mixers, register_hcsa_mixer,
-                  register_conv_mixers, register_linformer_mixer})
+  for (auto fn :
+       {register_attention_mixer, register_synthesizer_mixers, register_mlp_mixer_mixer,
+        register_resmlp_mixer, register_ffonly_mixer, register_external_mixer, register_fnet_mixer,
+        register_gmlp_mixers, register_hcsa_mixer, register_conv_mixers, register_linformer_mixer})
     fn(registry);
 }
 

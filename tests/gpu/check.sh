@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The GPU check: everything about the CUDA backend that needs a real GPU, in one run of at most
+# about 8 minutes on a machine with an NVIDIA GPU (written for one H100/H200):
+#
+#   1. configure with -DMIXLAB_CUDA=ON and build the tests, the benchmark and the app;
+#   2. run every CUDA test (mixlab_tests -tc='cuda:*'): each kernel against the CPU, forward and
+#      backward, and a small model on both devices; fails if they were skipped (GPU not seen);
+#   3. run the benchmark (bench_cuda): GEMM vs raw cuBLAS, row kernels as fraction of peak
+#      bandwidth;
+#   4. TODO(trainer): train a small model a few hundred steps on CPU and on GPU and compare the
+#      losses. Skipped while build/mixlab (the trainer app) does not exist.
+#
+# Usage (from anywhere): tests/gpu/check.sh
+#   MIXLAB_GPU_BUILD_DIR  build folder (default build-gpu)
+#   MIXLAB_JOBS           parallel compile jobs (default: all cores)
+# The build dependencies (scripts/install-deps.sh) must already be installed: the GPU machine
+# may have no network.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+build=${MIXLAB_GPU_BUILD_DIR:-build-gpu}
+jobs=${MIXLAB_JOBS:-$(nproc)}
+budget=${MIXLAB_GPU_CHECK_SECONDS:-470}  # the whole script stays under 8 minutes
+start=$SECONDS
+status=0
+
+left() { echo $((budget - (SECONDS - start))); }
+# step NAME LIMIT command...: runs with the smaller of LIMIT and the time left.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local remaining
+  remaining=$(left)
+  ((remaining < limit)) && limit=$remaining
+  if ((limit <= 5)); then
+    echo "== $name: SKIPPED (out of time)"
+    status=1
+    return 1
+  fi
+  echo "== $name (limit ${limit}s)"
+  local t0=$SECONDS
+  timeout --signal=TERM --kill-after=10 "$limit" "$@"
+  local rc=$?
+  if ((rc == 124 || rc == 137)); then echo "== $name: TIMED OUT after ${limit}s"; fi
+  echo "== $name: rc=$rc in $((SECONDS - t0))s"
+  return $rc
+}
+
+echo "== GPU"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null ||
+  echo "(nvidia-smi not available)"
+
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+mkdir -p "$build"
+step configure 90 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DMIXLAB_CUDA=ON -DMIXLAB_TESTS=ON -DMIXLAB_BENCH=ON >"$build/configure.log" 2>&1 || {
+  cat "$build/configure.log"
+  echo "FAILED: configure"
+  exit 1
+}
+
+targets=(mixlab_tests bench_cuda)
+[[ -n "$(ls apps/*.cpp 2>/dev/null)" ]] && targets+=(mixlab)
+step build 300 cmake --build "$build" -j "$jobs" --target "${targets[@]}" || {
+  echo "FAILED: build"
+  exit 1
+}
+
+# The CUDA tests skip themselves without a GPU: make sure this run really sees one.
+listed=$("$build/mixlab_tests" -ltc -tc='cuda:*' 2>/dev/null | grep -c '^cuda:' || true)
+echo "== cuda test cases that will run: $listed"
+if ((listed < 20)); then
+  echo "FAILED: the CUDA tests are skipped: this build does not see a GPU (driver? CUDA_VISIBLE_DEVICES?)"
+  status=1
+fi
+
+step "cuda tests" 200 "$build/mixlab_tests" -tc='cuda:*' || status=1
+
+step "benchmark" 90 "$build/bench_cuda" || status=1
+
+# ---- TODO(trainer): CPU vs GPU training curves --------------------------------------------------
+# Trains the same small model (same seed, data order and dropout masks: every random draw is made
+# on the host or counter-based) for a few hundred steps on each device and compares the final
+# training losses. Adjust the command line below when the trainer's flags settle.
+if [[ -x "$build/mixlab" ]]; then
+  out=$(mktemp -d)
+  train_args=(translate train --data g2p --steps 300 --seed 1 --dim 64 --heads 4 --layers 1
+    --batch 32 --dropout 0.1 --log-every 50 --eval-every 100000 --quiet)
+  if ! step "train on cpu" 100 "$build/mixlab" "${train_args[@]}" --device cpu --out "$out/cpu"; then
+    echo "== TODO(trainer): the CPU training command failed (flags not final yet?); not compared"
+  elif ! step "train on cuda" 100 "$build/mixlab" "${train_args[@]}" --device cuda --out "$out/cuda"; then
+    echo "FAILED: training runs on the CPU but not on the GPU"
+    status=1
+  else
+    last_loss() { awk -F, '$1 == "train" { loss = $4 } END { print loss }' "$1/metrics.csv"; }
+    cpu_loss=$(last_loss "$out/cpu")
+    gpu_loss=$(last_loss "$out/cuda")
+    echo "== final training loss: cpu $cpu_loss, cuda $gpu_loss"
+    if [[ -z "$cpu_loss" || -z "$gpu_loss" ]] ||
+      ! awk -v a="$cpu_loss" -v b="$gpu_loss" 'BEGIN { d = a - b; if (d < 0) d = -d;
+          exit !(d <= 0.03 * (a < 0 ? -a : a) + 1e-3) }'; then
+      echo "FAILED: CPU and GPU training losses differ by more than 3% (or were not found)"
+      status=1
+    fi
+  fi
+  rm -rf "$out"
+else
+  echo "== TODO(trainer): $build/mixlab does not exist yet: CPU vs GPU training comparison skipped"
+fi
+
+echo "== total $((SECONDS - start))s"
+if ((status == 0)); then echo "GPU CHECK PASSED"; else echo "GPU CHECK FAILED"; fi
+exit $status
