@@ -5,37 +5,11 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "train/data/rng.h"
 
 namespace mixlab {
 
 namespace {
-
-// splitmix64 (Steele, Lea and Flood 2014): tiny, fast, and the same numbers everywhere.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-
-  // Uniform in [0, bound) without modulo bias: draws at or above the largest multiple of
-  // `bound` are rejected.
-  uint64_t below(uint64_t bound) {
-    const uint64_t max = std::numeric_limits<uint64_t>::max();
-    const uint64_t limit = max - max % bound;
-    uint64_t draw;
-    do draw = next();
-    while (draw >= limit);
-    return draw % bound;
-  }
-
- private:
-  uint64_t state_;
-};
 
 // The epoch's generator: seed and epoch are both mixed, so neighbouring seeds or epochs give
 // unrelated streams (plain seed + epoch would just shift one stream).
