@@ -1,0 +1,270 @@
+// Shared pieces of the CUDA kernel files: dtype dispatch, launch shapes, device math with one
+// name for float and double, warp and block reductions, strided index walking, and scratch
+// buffers from the caching allocator. Included by .cu files only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "core/error.h"
+
+namespace mixlab::cuda {
+
+// ---- host-side dispatch ---------------------------------------------------------------------
+
+template <typename F>
+void dispatch_floating(DType dtype, const char* kernel, const F& fn) {
+  switch (dtype) {
+    case DType::F32: fn(float{}); return;
+    case DType::F64: fn(double{}); return;
+    default: fail("cuda ", kernel, ": unsupported dtype ", dtype_name(dtype));
+  }
+}
+template <typename F>
+void dispatch_all(DType dtype, const F& fn) {
+  switch (dtype) {
+    case DType::F32: fn(float{}); return;
+    case DType::F64: fn(double{}); return;
+    case DType::I32: fn(int32_t{}); return;
+  }
+}
+
+// ---- launch shapes ----------------------------------------------------------------------------
+
+constexpr int kBlock = 256;
+// Blocks for a grid-stride loop over n items: enough to fill the GPU, never past what is useful.
+inline unsigned int grid_for(int64_t n, int block = kBlock) {
+  int64_t blocks = (n + block - 1) / block;
+  if (blocks < 1) blocks = 1;
+  const int64_t cap = 65536;  // grid-stride loops cover the rest
+  return static_cast<unsigned int>(blocks < cap ? blocks : cap);
+}
+
+// Row kernels use a warp per row up to this many columns, a block per row beyond.
+constexpr int64_t kWarpRowMaxCols = 1024;
+inline int block_threads_for_cols(int64_t cols) { return cols <= 4096 ? 256 : 512; }
+
+// ---- device math: one spelling for float and double ---------------------------------------------
+
+__device__ __forceinline__ float d_exp(float x) { return expf(x); }
+__device__ __forceinline__ double d_exp(double x) { return exp(x); }
+__device__ __forceinline__ float d_log(float x) { return logf(x); }
+__device__ __forceinline__ double d_log(double x) { return log(x); }
+__device__ __forceinline__ float d_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double d_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float d_abs(float x) { return fabsf(x); }
+__device__ __forceinline__ double d_abs(double x) { return fabs(x); }
+__device__ __forceinline__ float d_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double d_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float d_erf(float x) { return erff(x); }
+__device__ __forceinline__ double d_erf(double x) { return erf(x); }
+__device__ __forceinline__ float d_pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double d_pow(double x, double y) { return pow(x, y); }
+
+template <typename T>
+__device__ __forceinline__ T d_inf() {
+  return std::numeric_limits<T>::infinity();
+}
+
+// The CPU's comparators (NaN never replaces the running value).
+struct SumOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T acc, T v) const { return v > acc ? v : acc; }
+};
+struct MinOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T acc, T v) const { return v < acc ? v : acc; }
+};
+
+// ---- warp and block reductions ---------------------------------------------------------------
+
+template <typename T, typename Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Every thread of the block gets the result. All threads must call it (it synchronises).
+template <typename T, typename Op>
+__device__ __forceinline__ T block_reduce(T v, Op op, T identity) {
+  __shared__ T partial[33];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+  v = warp_reduce(v, op);
+  __syncthreads();  // an earlier call may still be reading `partial`
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    T w = lane < warps ? partial[lane] : identity;
+    w = warp_reduce(w, op);
+    if (lane == 0) partial[32] = w;
+  }
+  __syncthreads();
+  return partial[32];
+}
+
+// A row handled by one warp (blockDim.x a multiple of 32, blockDim.x / 32 rows per block) or by
+// one whole block. Kernels written against this interface work with either.
+struct WarpPerRow {
+  static __device__ __forceinline__ int64_t row() {
+    return static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  }
+  static __device__ __forceinline__ int rank() { return threadIdx.x & 31; }
+  static __device__ __forceinline__ int size() { return 32; }
+  template <typename T, typename Op>
+  static __device__ __forceinline__ T reduce(T v, Op op, T) { return warp_reduce(v, op); }
+  static unsigned int blocks(int64_t rows, int threads) {
+    int64_t per = threads / 32;
+    return static_cast<unsigned int>((rows + per - 1) / per);
+  }
+};
+struct BlockPerRow {
+  static __device__ __forceinline__ int64_t row() { return blockIdx.x; }
+  static __device__ __forceinline__ int rank() { return threadIdx.x; }
+  static __device__ __forceinline__ int size() { return blockDim.x; }
+  template <typename T, typename Op>
+  static __device__ __forceinline__ T reduce(T v, Op op, T identity) {
+    return block_reduce(v, op, identity);
+  }
+  static unsigned int blocks(int64_t rows, int) { return static_cast<unsigned int>(rows); }
+};
+
+// Launches kernel<Group> with a warp per row for short rows, a block per row for long ones.
+// `launch(group_tag, blocks, threads)` does the actual <<<>>>.
+template <typename L>
+void launch_rows(int64_t rows, int64_t cols, const L& launch) {
+  if (rows <= 0) return;
+  check(rows < (int64_t(1) << 31) * 8, "cuda row kernel: too many rows (", rows, ")");
+  if (cols <= kWarpRowMaxCols) {
+    launch(WarpPerRow{}, WarpPerRow::blocks(rows, 256), 256);
+  } else {
+    int threads = block_threads_for_cols(cols);
+    launch(BlockPerRow{}, BlockPerRow::blocks(rows, threads), threads);
+  }
+}
+
+// ---- strided walking (the GPU twin of backends/cpu/strided.h) --------------------------------
+
+// N views of one shape walked together; axes are coalesced where every view is contiguous
+// across them, and size-1 axes dropped, so simple layouts become one flat loop.
+template <int N>
+struct Strided {
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};
+  bool contiguous = false;  // every view is dense row-major over the whole shape
+
+  Strided(const View& shape_of, const std::array<const View*, N>& views) {
+    for (int d = 0; d < shape_of.ndim; ++d) {
+      if (shape_of.shape[d] == 1) continue;
+      bool merge = ndim > 0;
+      for (int k = 0; k < N && merge; ++k)
+        merge = strides[k][ndim - 1] == views[k]->strides[d] * shape_of.shape[d];
+      if (merge) {
+        shape[ndim - 1] *= shape_of.shape[d];
+        for (int k = 0; k < N; ++k) strides[k][ndim - 1] = views[k]->strides[d];
+      } else {
+        shape[ndim] = shape_of.shape[d];
+        for (int k = 0; k < N; ++k) strides[k][ndim] = views[k]->strides[d];
+        ++ndim;
+      }
+    }
+    if (ndim == 0) {
+      shape[0] = 1;
+      for (int k = 0; k < N; ++k) strides[k][0] = 1;
+      ndim = 1;
+    }
+    contiguous = ndim == 1;
+    for (int k = 0; k < N && contiguous; ++k) contiguous = strides[k][0] == 1;
+  }
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; ++d) n *= shape[d];
+    return n;
+  }
+  // Whether every linear index and offset fits 32-bit arithmetic (faster division).
+  bool fits_32bit() const {
+    const int64_t limit = (int64_t(1) << 31) - 1;
+    if (numel() > limit) return false;
+    for (int k = 0; k < N; ++k) {
+      int64_t span = 0;
+      for (int d = 0; d < ndim; ++d) {
+        int64_t s = strides[k][d] < 0 ? -strides[k][d] : strides[k][d];
+        span += s * (shape[d] - 1);
+      }
+      if (span > limit) return false;
+    }
+    return true;
+  }
+};
+
+// The element offsets of linear index i (row-major over the coalesced shape) in each view.
+template <int N, typename Index>
+struct StridedIndexer {
+  int ndim;
+  Index shape[kMaxDims];
+  Index strides[N][kMaxDims];
+
+  explicit StridedIndexer(const Strided<N>& s) : ndim(s.ndim) {
+    for (int d = 0; d < kMaxDims; ++d) {
+      shape[d] = d < s.ndim ? static_cast<Index>(s.shape[d]) : Index(1);
+      for (int k = 0; k < N; ++k)
+        strides[k][d] = d < s.ndim ? static_cast<Index>(s.strides[k][d]) : Index(0);
+    }
+  }
+
+  __device__ __forceinline__ void offsets(Index i, Index (&off)[N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    // Unrolled over every possible axis so the arrays are indexed statically (read straight
+    // from the kernel's parameter space, no local-memory copy).
+#pragma unroll
+    for (int d = kMaxDims - 1; d >= 0; --d) {
+      if (d < ndim) {
+        Index idx = i % shape[d];
+        i /= shape[d];
+#pragma unroll
+        for (int k = 0; k < N; ++k) off[k] += idx * strides[k][d];
+      }
+    }
+  }
+};
+
+// ---- scratch memory ---------------------------------------------------------------------------
+
+// A temporary device buffer from the caching allocator, returned when it goes out of scope.
+// Freeing right after queueing the kernels that use it is safe (single stream, see allocator.h).
+class Scratch {
+ public:
+  Scratch(CudaBackend& backend, size_t bytes)
+      : backend_(backend), bytes_(bytes), ptr_(bytes ? backend.allocate(bytes) : nullptr) {}
+  ~Scratch() {
+    if (ptr_) backend_.deallocate(ptr_, bytes_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  void* get() const { return ptr_; }
+
+ private:
+  CudaBackend& backend_;
+  size_t bytes_;
+  void* ptr_;
+};
+
+}  // namespace mixlab::cuda
