@@ -35,6 +35,9 @@ Tensor maximum(const Tensor& a, const Tensor& b);  // gradient to the larger (ti
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // x where mask is 0, `value` where mask is nonzero (mask broadcast to x).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// Rows of x along its first axis: out[i] = x[index[i]] (int32 index; repeats allowed). Built
+// on the embedding gather, so its gradient scatter-adds back.
+Tensor select_rows(const Tensor& x, const Tensor& index);
 // Not differentiable: 1.0 where the relation holds, else 0.0, in a's dtype.
 Tensor equal(const Tensor& a, const Tensor& b);
 Tensor greater(const Tensor& a, const Tensor& b);

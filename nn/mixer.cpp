@@ -98,12 +98,8 @@ void reorder_cache(MixerCache& cache, const std::vector<int32_t>& index) {
   check(cache.reorderable(), "reorder_cache: this mixer's cache cannot be reordered");
   for (Tensor* t : cache.batch_tensors()) {
     if (!t || !t->defined()) continue;
-    // Row gather along the batch axis: an embedding lookup into the flattened rows.
-    Shape shape = t->shape();
-    Tensor rows = reshape(*t, {shape[0], -1});
-    Tensor idx = Tensor::from_data(index, {static_cast<int64_t>(index.size())}, t->device());
-    shape[0] = static_cast<int64_t>(index.size());
-    *t = reshape(embedding(rows, idx), shape);
+    *t = select_rows(*t,
+                     Tensor::from_data(index, {static_cast<int64_t>(index.size())}, t->device()));
   }
 }
 

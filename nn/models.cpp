@@ -46,10 +46,7 @@ BlockConfig block_config(const ModelConfig& c, MixerConfig mixer) {
 // Gathers batch rows of t (any rank): row i <- row index[i].
 Tensor gather_batch(const Tensor& t, const std::vector<int32_t>& index) {
   if (!t.defined()) return t;
-  Shape shape = t.shape();
-  Tensor idx = Tensor::from_data(index, {static_cast<int64_t>(index.size())}, t.device());
-  shape[0] = static_cast<int64_t>(index.size());
-  return reshape(embedding(reshape(t, {t.size(0), -1}), idx), shape);
+  return select_rows(t, Tensor::from_data(index, {static_cast<int64_t>(index.size())}, t.device()));
 }
 
 int32_t argmax_row(const std::vector<float>& v, int64_t row, int64_t cols) {

@@ -176,3 +176,28 @@ TEST_CASE("mixers: cross-attention masks invalid memory and has the padding prop
   auto row = rows_of(y3, 0, 0, 1);
   check_close(row, bias, 1e-12);
 }
+
+TEST_CASE("mixers: caches reorder their batch rows for beam search") {
+  for (const auto& name : all_test_names()) {
+    const MixerInfo& info = MixerRegistry::instance().find(name);
+    if (!info.capabilities.causal) continue;
+    INFO(name);
+    auto m = build64(small_config(name, true));
+    NoGradGuard no_grad;
+    Tensor x = rand64({2, 4, 8}, 16, false);
+    Tensor swapped = concat({narrow(x, 0, 1, 1), narrow(x, 0, 0, 1)}, 0);
+    MixerContext ctx = context_for(x, {}, true);
+    // Decode three positions, swap the two rows of the cache, decode the fourth position with
+    // swapped inputs: the same as decoding the swapped batch from the start.
+    auto cache = m->new_cache();
+    for (int64_t t = 0; t < 3; ++t) m->step(contiguous(narrow(x, 1, t, 1)), *cache, ctx);
+    REQUIRE(cache->reorderable());
+    reorder_cache(*cache, {1, 0});
+    Tensor y = m->step(contiguous(narrow(swapped, 1, 3, 1)), *cache, ctx);
+    auto reference = m->new_cache();
+    Tensor y_ref;
+    for (int64_t t = 0; t < 4; ++t)
+      y_ref = m->step(contiguous(narrow(swapped, 1, t, 1)), *reference, ctx);
+    check_close(y.to_double_vector(), y_ref.to_double_vector(), 1e-10);
+  }
+}

@@ -143,3 +143,9 @@ TEST_CASE("gradcheck: fft and the real part of the 2-D DFT") {
   CHECK_GRADS([](const Inputs& x) { return fft2_real(transpose(x[0], 1, 2)); },
               (Inputs{rand64({2, 4, 3}, 65)}));
 }
+
+TEST_CASE("gradcheck: select_rows with repeated rows") {
+  Tensor idx = Tensor::from_data(std::vector<int32_t>{2, 0, 2}, {3});
+  CHECK_GRADS([idx](const Inputs& x) { return select_rows(x[0], idx); },
+              (Inputs{rand64({3, 2, 2}, 70)}));
+}

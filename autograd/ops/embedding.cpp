@@ -32,4 +32,11 @@ Tensor embedding(const Tensor& table, const Tensor& indices) {
   });
 }
 
+Tensor select_rows(const Tensor& x, const Tensor& index) {
+  check(x.dim() >= 1, "select_rows: needs at least one dimension");
+  Shape shape = x.shape();
+  shape[0] = index.numel();
+  return reshape(embedding(reshape(x, {x.size(0), -1}), reshape(index, {-1})), shape);
+}
+
 }  // namespace mixlab

@@ -81,6 +81,8 @@ class ExternalAttention : public Mixer {
   // Incremental decoding: the running log-sum-exp over earlier positions, per (head, slot).
   struct Cache : MixerCache {
     Tensor lse;  // [B, e·h, 1, S]
+    std::vector<Tensor*> batch_tensors() override { return {&lse}; }
+    bool reorderable() const override { return true; }
   };
   std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
 

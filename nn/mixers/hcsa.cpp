@@ -44,6 +44,8 @@ class HardCodedGaussianAttention : public Mixer {
 
   struct Cache : MixerCache {
     Tensor v;  // [B, h, t, d_h]
+    std::vector<Tensor*> batch_tensors() override { return {&v}; }
+    bool reorderable() const override { return true; }
   };
   std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
 

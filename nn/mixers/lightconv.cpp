@@ -78,6 +78,8 @@ class Convolution : public Mixer {
   // Incremental decoding (causal, P = K − 1): the last K − 1 rows of G.
   struct Cache : MixerCache {
     Tensor g;  // [B, K − 1, d]
+    std::vector<Tensor*> batch_tensors() override { return {&g}; }
+    bool reorderable() const override { return true; }
   };
   std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
 

@@ -363,6 +363,12 @@ class Synthesizer : public Mixer {
   struct Cache : MixerCache {
     Tensor v;                    // [B, h, t, d_h]
     std::vector<Tensor> states;  // one per component (the V component's keys)
+    std::vector<Tensor*> batch_tensors() override {
+      std::vector<Tensor*> out{&v};
+      for (Tensor& s : states) out.push_back(&s);
+      return out;
+    }
+    bool reorderable() const override { return true; }
   };
   std::unique_ptr<MixerCache> new_cache() const override {
     auto cache = std::make_unique<Cache>();
