@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   CLI::App app{"mixlab: a from-scratch engine for studying token mixers"};
   app.set_config("--config", "", "read options from a TOML/INI file (as saved in OUT/config.ini)");
   app.require_subcommand(1);
+  // A flag given twice takes its last value, so scripts can append overrides to defaults.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_help_all_flag("--help-all", "help for every command");
   mixlab::app::add_mixers_command(app);
   mixlab::app::add_classify_commands(app);
