@@ -15,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "tests/temp_dir.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -30,21 +31,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("mixlab-checkpoint-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using mixlab::testing::TempDir;
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -414,7 +401,7 @@ TEST_CASE("checkpoint: a failed write leaves the previous checkpoint intact") {
 
   // A target that cannot be written at all.
   CHECK_THROWS_AS(save_weights(dir.file("no/such/dir/w.safetensors"), b), Error);
-  CHECK_THROWS_AS(save_weights(dir.path.string(), b), Error);  // the path is a directory
+  CHECK_THROWS_AS(save_weights(dir.path(), b), Error);  // the path is a directory
 
   Mlp c(12, 3);
   load_weights(path, c);

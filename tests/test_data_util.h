@@ -1,6 +1,8 @@
 // Helpers for the data tests: a private temporary directory per test and small file writers, so
 // that every test builds its own inputs and never depends on installed data sets.
 #pragma once
+#include "tests/temp_dir.h"
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -12,28 +14,7 @@
 
 namespace mixlab::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("mixlab-data-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = mixlab::testing::TempDir;  // tests/temp_dir.h
 
 inline void write_file(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary);

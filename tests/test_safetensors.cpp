@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "tests/temp_dir.h"
 #include "core/error.h"
 #include "train/atomic_file.h"
 #include "train/safetensors.h"
@@ -22,27 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // A fresh directory for one test, removed with everything in it at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("mixlab-safetensors-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  // Names in the directory, to catch leftover temporary files.
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (const auto& entry : fs::directory_iterator(path)) out.push_back(entry.path().filename());
-    return out;
-  }
-};
+using mixlab::testing::TempDir;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -272,7 +253,7 @@ TEST_CASE("safetensors: atomic write leaves the old file intact when the writer 
   CHECK_THROWS_WITH_AS(write_file_atomically(dir.file("no/such/dir/f"), std::string_view("x")),
                        doctest::Contains("cannot create"), Error);
   // A target that is a directory: the rename fails, and the temporary file goes away.
-  fs::create_directory(dir.path / "sub");
+  fs::create_directory(dir.root / "sub");
   CHECK_THROWS_WITH_AS(write_file_atomically(dir.file("sub"), std::string_view("x")),
                        doctest::Contains("cannot rename"), Error);
   CHECK(dir.names().size() == 2);

@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "tests/temp_dir.h"
 #include "core/error.h"
 #include "train/interrupt.h"
 #include "train/plot.h"
@@ -38,21 +39,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("mixlab-ui-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using mixlab::testing::TempDir;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -288,7 +275,7 @@ TEST_CASE("ui: plots are PNGs of the expected size for normal empty and NaN seri
 
 TEST_CASE("ui: plot_training_curves draws loss and the primary metric") {
   TempDir dir;
-  const fs::path run = dir.path / "run-1";
+  const fs::path run = dir.root / "run-1";
   fs::create_directories(run);
   const std::string csv = (run / "metrics.csv").string();
   {
