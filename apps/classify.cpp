@@ -74,6 +74,9 @@ ClassificationData load_data(const std::string& name_in, const ListOpsFlags& lf,
     d.valid = take(train.examples(), n - hold, n);
     d.test = load_fashion_mnist(dir, "test");
     add_image_info(d);
+    if (name == "fashion-mnist")
+      d.labels = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                  "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
     d.description = "Fashion-MNIST (" + dir + ")";
   } else if (name == "listops") {
     ListOpsConfig c;
