@@ -220,7 +220,8 @@ TEST_CASE("cuda: copies back to the host wait for queued kernels" * doctest::ski
   CHECK(sum(g).item() == doctest::Approx(sum(c).item()).epsilon(1e-4));
 }
 
-// ---- elementwise ---------------------------------------------------------------------------------
+// ---- elementwise
+// ---------------------------------------------------------------------------------
 
 TEST_CASE("cuda: every unary kernel matches the CPU" * doctest::skip(kNoGpu)) {
   const int last = static_cast<int>(UnaryOp::MulScalar);
@@ -293,15 +294,15 @@ TEST_CASE("cuda: binary kernels broadcast over strided views" * doctest::skip(kN
   };
   std::vector<Case> cases = {
       {{17, 1000}, {1000}, false}, {{3, 1, 5}, {1, 4, 5}, false}, {{1}, {1}, false},
-      {{1000, 17}, {17, 1}, true},  {{2, 3, 4}, {}, false},        {{17}, {17}, false},
+      {{1000, 17}, {17, 1}, true}, {{2, 3, 4}, {}, false},        {{17}, {17}, false},
   };
   const int last = static_cast<int>(BinaryOp::Greater);
   for (DType dt : kFloats) {
     for (const Case& c : cases) {
       for (int k = 0; k <= last; ++k) {
         BinaryOp op = static_cast<BinaryOp>(k);
-        bool ints = op == BinaryOp::Equal || op == BinaryOp::Greater ||
-                    op == BinaryOp::Maximum || op == BinaryOp::Minimum;
+        bool ints = op == BinaryOp::Equal || op == BinaryOp::Greater || op == BinaryOp::Maximum ||
+                    op == BinaryOp::Minimum;
         Tensor a = ints ? rnd_ints(c.a, 30 + k, dt) : rnd(c.a, 30 + k, dt);
         Tensor b = ints ? rnd_ints(c.b, 60 + k, dt) : rnd(c.b, 60 + k, dt, 0.5, 2.0);
         parity(
@@ -316,8 +317,8 @@ TEST_CASE("cuda: binary kernels broadcast over strided views" * doctest::skip(kN
               kernels(dev).binary(op, acc.view(), be.view(), acc.view());
               return std::vector<Tensor>{out, acc};
             },
-            tol_for(dt), "binary op " + std::to_string(k) + " " + shape_str(c.a) + " " +
-                             shape_str(c.b));
+            tol_for(dt),
+            "binary op " + std::to_string(k) + " " + shape_str(c.a) + " " + shape_str(c.b));
       }
     }
   }
@@ -368,15 +369,16 @@ TEST_CASE("cuda: where selects with any condition dtype" * doctest::skip(kNoGpu)
   }
 }
 
-// ---- reductions ----------------------------------------------------------------------------------
+// ---- reductions
+// ----------------------------------------------------------------------------------
 
 TEST_CASE("cuda: reductions over the middle axis match the CPU" * doctest::skip(kNoGpu)) {
   struct Case {
     int64_t outer, n, inner;
   };
   // Rows (inner 1): tiny, warp and block rows, split long rows; columns: direct and split.
-  std::vector<Case> cases = {{1, 1, 1},    {17, 1, 1},   {1, 17, 1},      {3, 1000, 1},
-                             {1000, 17, 1}, {1000, 2, 1}, {2, 5, 17},      {4, 1000, 17},
+  std::vector<Case> cases = {{1, 1, 1},      {17, 1, 1},     {1, 17, 1},    {3, 1000, 1},
+                             {1000, 17, 1},  {1000, 2, 1},   {2, 5, 17},    {4, 1000, 17},
                              {100, 3, 1000}, {1, 300000, 1}, {3, 70001, 1}, {1, 100000, 3},
                              {5, 2000, 1025}};
   for (DType dt : kFloats) {
@@ -394,9 +396,9 @@ TEST_CASE("cuda: reductions over the middle axis match the CPU" * doctest::skip(
               kernels(dev).reduce(op, in.view(), c.outer, c.n, c.inner, out.view());
               return std::vector<Tensor>{out};
             },
-            tol, "reduce op " + std::to_string(static_cast<int>(op)) + " [" +
-                     std::to_string(c.outer) + ", " + std::to_string(c.n) + ", " +
-                     std::to_string(c.inner) + "]");
+            tol,
+            "reduce op " + std::to_string(static_cast<int>(op)) + " [" + std::to_string(c.outer) +
+                ", " + std::to_string(c.n) + ", " + std::to_string(c.inner) + "]");
       }
     }
   }
@@ -426,9 +428,9 @@ TEST_CASE("cuda: logcumsumexp forward and backward match the CPU" * doctest::ski
     int64_t axis;
   };
   // Warp scans (inner 1, or few columns) and a thread per column (many columns, short n).
-  std::vector<Case> cases = {{{1}, 0},          {{17}, 0},          {{3, 1000}, 1},
-                             {{5, 3001}, 1},    {{2, 17, 40}, 1},   {{2, 100, 40}, 1},
-                             {{70, 100, 128}, 1}, {{1000, 3}, 0}};
+  std::vector<Case> cases = {
+      {{1}, 0},         {{17}, 0},         {{3, 1000}, 1},      {{5, 3001}, 1},
+      {{2, 17, 40}, 1}, {{2, 100, 40}, 1}, {{70, 100, 128}, 1}, {{1000, 3}, 0}};
   for (DType dt : kFloats) {
     for (const Case& c : cases) {
       parity(
@@ -501,7 +503,7 @@ TEST_CASE("cuda: matmul and linear with gradients match the CPU" * doctest::skip
           Tensor w = leaf(rnd({5, 13}, 132, dt), dev);
           Tensor bias = leaf(rnd({5}, 133, dt), dev);
           Tensor y = matmul(a, transpose(b, 1, 2));  // [2, 3, 17, 13]
-          Tensor z = linear(y, w, bias);            // [2, 3, 17, 5]
+          Tensor z = linear(y, w, bias);             // [2, 3, 17, 5]
           Tensor u = matmul(transpose(z, 2, 3), z);  // [2, 3, 5, 5]
           Tensor r = rnd({2, 3, 5, 5}, 134, dt).to(dev);
           sum(mul(u, r)).backward();
@@ -527,8 +529,8 @@ TEST_CASE("cuda: softmax and log_softmax forward and backward" * doctest::skip(k
                 return std::vector<Tensor>{y, x.grad()};
               },
               loose_for(dt),
-              std::string(log ? "log_softmax" : "softmax") + " [" + std::to_string(rows) +
-                  ", " + std::to_string(cols) + "]");
+              std::string(log ? "log_softmax" : "softmax") + " [" + std::to_string(rows) + ", " +
+                  std::to_string(cols) + "]");
         }
       }
     }
@@ -544,8 +546,7 @@ TEST_CASE("cuda: softmax and log_softmax forward and backward" * doctest::skip(k
   }
 }
 
-TEST_CASE("cuda: layer_norm forward and backward with and without affine" *
-          doctest::skip(kNoGpu)) {
+TEST_CASE("cuda: layer_norm forward and backward with and without affine" * doctest::skip(kNoGpu)) {
   for (DType dt : kFloats) {
     for (int64_t rows : {1, 17, 2000}) {
       for (int64_t cols : {1, 17, 1000, 3000}) {
@@ -561,8 +562,8 @@ TEST_CASE("cuda: layer_norm forward and backward with and without affine" *
                                            b.defined() ? b.grad() : Tensor()};
               },
               dt == DType::F64 ? Tol{1e-9, 1e-10} : Tol{1e-3, 1e-4},
-              "layer_norm [" + std::to_string(rows) + ", " + std::to_string(cols) +
-                  "] affine " + std::to_string(affine));
+              "layer_norm [" + std::to_string(rows) + ", " + std::to_string(cols) + "] affine " +
+                  std::to_string(affine));
         }
       }
     }
@@ -578,8 +579,8 @@ TEST_CASE("cuda: cross_entropy with ignore_index and label smoothing" * doctest:
             Generator gen(160);
             std::vector<int32_t> targets(rows);
             for (int64_t r = 0; r < rows; ++r)
-              targets[r] = (all_ignored || r % 5 == 3) ? -100
-                                                        : static_cast<int32_t>(gen.below(cols));
+              targets[r] =
+                  (all_ignored || r % 5 == 3) ? -100 : static_cast<int32_t>(gen.below(cols));
             parity(
                 [&](Device dev) {
                   Tensor z = leaf(mul(rnd({rows, cols}, 161, dt), 4.0), dev);
@@ -693,9 +694,9 @@ TEST_CASE("cuda: fft2_real with and without per-item lengths" * doctest::skip(kN
     std::vector<int32_t> lengths;  // empty: none
   };
   std::vector<Case> cases = {
-      {{2, 5, 6}, {}},       {{2, 5, 6}, {3, 5}},         {{3, 17, 9}, {}},
-      {{3, 17, 9}, {0, 17, 1}}, {{4, 8, 1}, {}},           {{4, 8, 1}, {8, 2, 5, 0}},
-      {{2, 1, 7}, {}},       {{2, 1, 7}, {1, 0}},         {{2, 64, 32}, {64, 64}},
+      {{2, 5, 6}, {}},          {{2, 5, 6}, {3, 5}}, {{3, 17, 9}, {}},
+      {{3, 17, 9}, {0, 17, 1}}, {{4, 8, 1}, {}},     {{4, 8, 1}, {8, 2, 5, 0}},
+      {{2, 1, 7}, {}},          {{2, 1, 7}, {1, 0}}, {{2, 64, 32}, {64, 64}},
       {{1, 1000, 2}, {}},
   };
   for (DType dt : kFloats) {
@@ -704,10 +705,10 @@ TEST_CASE("cuda: fft2_real with and without per-item lengths" * doctest::skip(kN
       parity(
           [&](Device dev) {
             Tensor x = leaf(rnd(c.shape, 200, dt), dev);
-            Tensor lens = c.lengths.empty()
-                              ? Tensor()
-                              : Tensor::from_data(c.lengths, {static_cast<int64_t>(c.lengths.size())},
-                                                  dev);
+            Tensor lens =
+                c.lengths.empty()
+                    ? Tensor()
+                    : Tensor::from_data(c.lengths, {static_cast<int64_t>(c.lengths.size())}, dev);
             Tensor y = fft2_real(x, lens);
             sum(mul(y, rnd(c.shape, 201, dt).to(dev))).backward();
             return std::vector<Tensor>{y, x.grad()};
@@ -813,7 +814,8 @@ TEST_CASE("cuda: a small model trains the same on both devices" * doctest::skip(
   std::vector<int32_t> ids(batch * len), targets(batch * len);
   for (int64_t i = 0; i < batch * len; ++i) {
     ids[i] = static_cast<int32_t>(gen.below(TinyModel::kVocab));
-    targets[i] = (i % len) >= lengths[i / len] ? -100 : static_cast<int32_t>(gen.below(TinyModel::kVocab));
+    targets[i] =
+        (i % len) >= lengths[i / len] ? -100 : static_cast<int32_t>(gen.below(TinyModel::kVocab));
   }
   for (DType dt : kFloats) {
     Tol tol = dt == DType::F64 ? Tol{1e-8, 1e-10} : Tol{2e-3, 2e-5};
@@ -832,7 +834,8 @@ TEST_CASE("cuda: a small model trains the same on both devices" * doctest::skip(
     }
     for (int step = 1; step <= 3; ++step) {
       auto run = [&](TinyModel& model, Device dev,
-                     std::vector<std::pair<std::string, Tensor>>& params, std::vector<Tensor>& buf) {
+                     std::vector<std::pair<std::string, Tensor>>& params,
+                     std::vector<Tensor>& buf) {
         MixerContext ctx;
         ctx.lengths = lengths;
         ctx.valid = length_mask(lengths, len, dt, dev);
@@ -894,8 +897,7 @@ TEST_CASE("cuda: the caching allocator serves repeated steps without cudaMalloc"
   CHECK(step() == first);  // still works after giving the memory back
 }
 
-TEST_CASE("cuda: failures are mixlab::Error and leave the device usable" *
-          doctest::skip(kNoGpu)) {
+TEST_CASE("cuda: failures are mixlab::Error and leave the device usable" * doctest::skip(kNoGpu)) {
   // 32 TiB: cudaMalloc fails, the allocator empties its cache, retries, and reports.
   CHECK_THROWS_AS(Tensor::empty({int64_t(1) << 43}, DType::F32, gpu()), Error);
   Tensor ok = Tensor::ones({3}, DType::F32, gpu());
@@ -912,8 +914,8 @@ TEST_CASE("cuda: gradients flow back across Tensor.to" * doctest::skip(kNoGpu)) 
   for (DType dt : kFloats) {
     Tensor x = rnd({17, 5}, 250, dt);
     x.set_requires_grad(true);
-    Tensor y = tanh(x.to(gpu()));                      // on the GPU
-    Tensor z = mul(y.to(Device::cpu()), 2.0);         // back on the host
+    Tensor y = tanh(x.to(gpu()));              // on the GPU
+    Tensor z = mul(y.to(Device::cpu()), 2.0);  // back on the host
     sum(z).backward();
     REQUIRE(x.grad().defined());
     CHECK(x.grad().device() == Device::cpu());

@@ -96,8 +96,8 @@ TEST_CASE("end to end: a small translator learns to reverse sequences") {
   o.warmup = 50;
   o.quiet = true;
   o.prefetch = 0;
-  auto dir = std::filesystem::temp_directory_path() /
-             ("mixlab_e2e_reverse_" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("mixlab_e2e_reverse_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   o.out_dir = dir.string();
   Trainer trainer(task, train, &valid, o, TrainingState{});

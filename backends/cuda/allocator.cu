@@ -50,7 +50,8 @@ void* CachingAllocator::allocate(size_t bytes) {
   ++stats_.device_mallocs;
   live_[p] = want;
   stats_.bytes_in_use += want;
-  if (stats_.bytes_in_use > stats_.peak_bytes_in_use) stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  if (stats_.bytes_in_use > stats_.peak_bytes_in_use)
+    stats_.peak_bytes_in_use = stats_.bytes_in_use;
   return p;
 }
 

@@ -42,8 +42,8 @@ class CachingAllocator {
   int device_;
   cudaStream_t stream_;
   mutable std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> free_;        // block size -> cached blocks
-  std::unordered_map<void*, size_t> live_;               // handed out -> class size
+  std::map<size_t, std::vector<void*>> free_;  // block size -> cached blocks
+  std::unordered_map<void*, size_t> live_;     // handed out -> class size
   CudaMemoryStats stats_;
 };
 

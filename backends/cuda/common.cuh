@@ -21,17 +21,28 @@ namespace mixlab::cuda {
 template <typename F>
 void dispatch_floating(DType dtype, const char* kernel, const F& fn) {
   switch (dtype) {
-    case DType::F32: fn(float{}); return;
-    case DType::F64: fn(double{}); return;
-    default: fail("cuda ", kernel, ": unsupported dtype ", dtype_name(dtype));
+    case DType::F32:
+      fn(float{});
+      return;
+    case DType::F64:
+      fn(double{});
+      return;
+    default:
+      fail("cuda ", kernel, ": unsupported dtype ", dtype_name(dtype));
   }
 }
 template <typename F>
 void dispatch_all(DType dtype, const F& fn) {
   switch (dtype) {
-    case DType::F32: fn(float{}); return;
-    case DType::F64: fn(double{}); return;
-    case DType::I32: fn(int32_t{}); return;
+    case DType::F32:
+      fn(float{});
+      return;
+    case DType::F64:
+      fn(double{});
+      return;
+    case DType::I32:
+      fn(int32_t{});
+      return;
   }
 }
 
@@ -75,15 +86,21 @@ __device__ __forceinline__ T d_inf() {
 // The CPU's comparators (NaN never replaces the running value).
 struct SumOp {
   template <typename T>
-  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct MaxOp {
   template <typename T>
-  __device__ __forceinline__ T operator()(T acc, T v) const { return v > acc ? v : acc; }
+  __device__ __forceinline__ T operator()(T acc, T v) const {
+    return v > acc ? v : acc;
+  }
 };
 struct MinOp {
   template <typename T>
-  __device__ __forceinline__ T operator()(T acc, T v) const { return v < acc ? v : acc; }
+  __device__ __forceinline__ T operator()(T acc, T v) const {
+    return v < acc ? v : acc;
+  }
 };
 
 // ---- warp and block reductions ---------------------------------------------------------------
@@ -91,7 +108,8 @@ struct MinOp {
 template <typename T, typename Op>
 __device__ __forceinline__ T warp_reduce(T v, Op op) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
@@ -123,7 +141,9 @@ struct WarpPerRow {
   static __device__ __forceinline__ int rank() { return threadIdx.x & 31; }
   static __device__ __forceinline__ int size() { return 32; }
   template <typename T, typename Op>
-  static __device__ __forceinline__ T reduce(T v, Op op, T) { return warp_reduce(v, op); }
+  static __device__ __forceinline__ T reduce(T v, Op op, T) {
+    return warp_reduce(v, op);
+  }
   static unsigned int blocks(int64_t rows, int threads) {
     int64_t per = threads / 32;
     return static_cast<unsigned int>((rows + per - 1) / per);
@@ -228,8 +248,8 @@ struct StridedIndexer {
   __device__ __forceinline__ void offsets(Index i, Index (&off)[N]) const {
 #pragma unroll
     for (int k = 0; k < N; ++k) off[k] = 0;
-    // Unrolled over every possible axis so the arrays are indexed statically (read straight
-    // from the kernel's parameter space, no local-memory copy).
+      // Unrolled over every possible axis so the arrays are indexed statically (read straight
+      // from the kernel's parameter space, no local-memory copy).
 #pragma unroll
     for (int d = kMaxDims - 1; d >= 0; --d) {
       if (d < ndim) {

@@ -46,8 +46,8 @@ Backend& cuda_backend(int index);
 
 // What the caching allocator holds, in bytes and calls.
 struct CudaMemoryStats {
-  size_t bytes_in_use = 0;     // handed out (rounded to size classes)
-  size_t bytes_cached = 0;     // freed by their tensors, kept for reuse
+  size_t bytes_in_use = 0;  // handed out (rounded to size classes)
+  size_t bytes_cached = 0;  // freed by their tensors, kept for reuse
   size_t peak_bytes_in_use = 0;
   int64_t device_mallocs = 0;  // cudaMalloc calls so far
   int64_t device_frees = 0;    // cudaFree calls so far (empty_cache, out-of-memory retries)
@@ -67,9 +67,9 @@ class CudaBackend final : public Backend {
   // ---- CUDA specifics (benchmarks, tests, the trainer's memory report) ----
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
-  cublasContext* cublas();        // created on first use, bound to stream()
-  void activate() const;          // makes this GPU current for the calling thread
-  void empty_cache();             // returns every cached block to the driver
+  cublasContext* cublas();  // created on first use, bound to stream()
+  void activate() const;    // makes this GPU current for the calling thread
+  void empty_cache();       // returns every cached block to the driver
   CudaMemoryStats memory_stats() const;
   // Checks for an asynchronous error of an earlier kernel (throws Error naming `what`).
   void check_launch(const char* what) const;
@@ -91,28 +91,26 @@ class CudaBackend final : public Backend {
 
   void reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, int64_t inner,
               const View& out) override;
-  void logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t inner,
-                    const View& y) override;
-  void logcumsumexp_backward(const View& x, const View& y, const View& dy, int64_t outer,
-                             int64_t n, int64_t inner, const View& dx) override;
+  void logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t inner, const View& y) override;
+  void logcumsumexp_backward(const View& x, const View& y, const View& dy, int64_t outer, int64_t n,
+                             int64_t inner, const View& dx) override;
 
   void gemm(const GemmArgs& args) override;
 
   void softmax(const View& x, const View& y, int64_t rows, int64_t cols, bool log) override;
-  void softmax_backward(const View& y, const View& dy, const View& dx, int64_t rows,
-                        int64_t cols, bool log) override;
+  void softmax_backward(const View& y, const View& dy, const View& dx, int64_t rows, int64_t cols,
+                        bool log) override;
   void layer_norm(const View& x, const View& gamma, const View& beta, const View& y,
                   const View& mean, const View& rstd, int64_t rows, int64_t cols,
                   double eps) override;
   void layer_norm_backward(const View& dy, const View& x, const View& mean, const View& rstd,
-                           const View& gamma, const View& dx, const View& dgamma,
-                           const View& dbeta, int64_t rows, int64_t cols) override;
+                           const View& gamma, const View& dx, const View& dgamma, const View& dbeta,
+                           int64_t rows, int64_t cols) override;
   void cross_entropy(const View& logits, const View& targets, const View& loss, const View& lse,
-                     int64_t rows, int64_t cols, int64_t ignore_index,
-                     double smoothing) override;
+                     int64_t rows, int64_t cols, int64_t ignore_index, double smoothing) override;
   void cross_entropy_backward(const View& logits, const View& targets, const View& lse,
-                              const View& scale, const View& dlogits, int64_t rows,
-                              int64_t cols, int64_t ignore_index, double smoothing) override;
+                              const View& scale, const View& dlogits, int64_t rows, int64_t cols,
+                              int64_t ignore_index, double smoothing) override;
 
   void gather_rows(const View& table, const View& idx, const View& out, int64_t count,
                    int64_t dim) override;

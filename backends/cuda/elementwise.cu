@@ -30,8 +30,7 @@ __device__ __forceinline__ T apply_unary(T x, T alpha) {
     return T(0.5) * x * (T(1) + d_tanh(inner));
   }
   if constexpr (OP == UnaryOp::GeluErfGrad)  // Φ(x) + x φ(x)
-    return T(0.5) * (T(1) + d_erf(x * T(kInvSqrt2))) +
-           x * T(kInvSqrt2Pi) * d_exp(T(-0.5) * x * x);
+    return T(0.5) * (T(1) + d_erf(x * T(kInvSqrt2))) + x * T(kInvSqrt2Pi) * d_exp(T(-0.5) * x * x);
   if constexpr (OP == UnaryOp::GeluTanhGrad) {
     T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
     T t = d_tanh(inner);
@@ -57,8 +56,8 @@ __device__ __forceinline__ T apply_binary(T a, T b) {
   return a;
 }
 
-#define MIXLAB_GRID_STRIDE(Index, i, n)                                                     \
-  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);         \
+#define MIXLAB_GRID_STRIDE(Index, i, n)                                              \
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<Index>(blockDim.x) * gridDim.x)
 
 // ---- kernels ------------------------------------------------------------------------------------
@@ -127,8 +126,10 @@ template <typename T>
 void launch_unary(UnaryOp op, const T* x, T* y, int64_t n, T a, cudaStream_t st) {
   unsigned int grid = grid_for(n);
   switch (op) {
-#define MIXLAB_UNARY_CASE(NAME) \
-  case UnaryOp::NAME: unary_kernel<UnaryOp::NAME, T><<<grid, kBlock, 0, st>>>(x, y, n, a); return;
+#define MIXLAB_UNARY_CASE(NAME)                                          \
+  case UnaryOp::NAME:                                                    \
+    unary_kernel<UnaryOp::NAME, T><<<grid, kBlock, 0, st>>>(x, y, n, a); \
+    return;
     MIXLAB_UNARY_CASE(Neg)
     MIXLAB_UNARY_CASE(Exp)
     MIXLAB_UNARY_CASE(Log)
@@ -172,14 +173,22 @@ void launch_binary_op(const View& a, const View& b, const View& out, cudaStream_
 template <typename T>
 void launch_binary(BinaryOp op, const View& a, const View& b, const View& out, cudaStream_t st) {
   switch (op) {
-    case BinaryOp::Add: return launch_binary_op<BinaryOp::Add, T>(a, b, out, st);
-    case BinaryOp::Sub: return launch_binary_op<BinaryOp::Sub, T>(a, b, out, st);
-    case BinaryOp::Mul: return launch_binary_op<BinaryOp::Mul, T>(a, b, out, st);
-    case BinaryOp::Div: return launch_binary_op<BinaryOp::Div, T>(a, b, out, st);
-    case BinaryOp::Maximum: return launch_binary_op<BinaryOp::Maximum, T>(a, b, out, st);
-    case BinaryOp::Minimum: return launch_binary_op<BinaryOp::Minimum, T>(a, b, out, st);
-    case BinaryOp::Equal: return launch_binary_op<BinaryOp::Equal, T>(a, b, out, st);
-    case BinaryOp::Greater: return launch_binary_op<BinaryOp::Greater, T>(a, b, out, st);
+    case BinaryOp::Add:
+      return launch_binary_op<BinaryOp::Add, T>(a, b, out, st);
+    case BinaryOp::Sub:
+      return launch_binary_op<BinaryOp::Sub, T>(a, b, out, st);
+    case BinaryOp::Mul:
+      return launch_binary_op<BinaryOp::Mul, T>(a, b, out, st);
+    case BinaryOp::Div:
+      return launch_binary_op<BinaryOp::Div, T>(a, b, out, st);
+    case BinaryOp::Maximum:
+      return launch_binary_op<BinaryOp::Maximum, T>(a, b, out, st);
+    case BinaryOp::Minimum:
+      return launch_binary_op<BinaryOp::Minimum, T>(a, b, out, st);
+    case BinaryOp::Equal:
+      return launch_binary_op<BinaryOp::Equal, T>(a, b, out, st);
+    case BinaryOp::Greater:
+      return launch_binary_op<BinaryOp::Greater, T>(a, b, out, st);
   }
   fail("cuda binary: unknown op ", static_cast<int>(op));
 }

@@ -103,9 +103,7 @@ __global__ void expand_real_kernel(const T* spec, const int32_t* lengths, T* y, 
   }
 }
 
-bool aligned_to(const void* p, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
+bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 }  // namespace
 }  // namespace cuda
@@ -130,8 +128,8 @@ void CudaBackend::fft(const View& x, const View& y, int64_t outer, int64_t n, in
     Scratch staged(*this, aligned_to(x.data, sizeof(C)) ? 0 : bytes);
     C* in = static_cast<C*>(x.data);
     if (staged.get()) {
-      MIXLAB_CUDA_CHECK(cudaMemcpyAsync(staged.get(), x.data, bytes, cudaMemcpyDeviceToDevice,
-                                        stream_));
+      MIXLAB_CUDA_CHECK(
+          cudaMemcpyAsync(staged.get(), x.data, bytes, cudaMemcpyDeviceToDevice, stream_));
       in = staged.as<C>();
     }
     C* out = static_cast<C*>(y.data);
@@ -217,8 +215,8 @@ void CudaBackend::fft2_real(const View& x, const View& lengths, const View& y, i
         geo.batch = batch * n;
         run(geo, [&](cufftHandle h) { MIXLAB_CUFFT_CHECK(F::exec_r2c(h, in, sp)); });
       } else {
-        real_to_complex_kernel<T><<<grid_for(batch * n), kBlock, 0, stream_>>>(
-            in, reinterpret_cast<T*>(sp), batch * n);
+        real_to_complex_kernel<T>
+            <<<grid_for(batch * n), kBlock, 0, stream_>>>(in, reinterpret_cast<T*>(sp), batch * n);
         check_launch("fft2_real");
       }
       // Pass 2: down the first len rows of each item, in place, every column of the half.
@@ -227,9 +225,8 @@ void CudaBackend::fft2_real(const View& x, const View& lengths, const View& y, i
         if (len <= 1) continue;  // length 0 is zeroed below, length 1 is the identity
         FftGeometry geo = c2c_geometry(F::c2c, len, half, 1, half);
         C* item = sp + b * n * half;
-        run(geo, [&](cufftHandle h) {
-          MIXLAB_CUFFT_CHECK(F::exec_c2c(h, item, item, CUFFT_FORWARD));
-        });
+        run(geo,
+            [&](cufftHandle h) { MIXLAB_CUFFT_CHECK(F::exec_c2c(h, item, item, CUFFT_FORWARD)); });
       }
     }
     expand_real_kernel<T><<<grid_for(total), kBlock, 0, stream_>>>(

@@ -29,8 +29,19 @@ struct FftGeometry {
   long long batch;
 
   std::array<long long, 13> key() const {
-    return {static_cast<long long>(type), rank, n[0], n[1], inembed[0], inembed[1], istride,
-            idist, onembed[0], onembed[1], ostride, odist, batch};
+    return {static_cast<long long>(type),
+            rank,
+            n[0],
+            n[1],
+            inembed[0],
+            inembed[1],
+            istride,
+            idist,
+            onembed[0],
+            onembed[1],
+            ostride,
+            odist,
+            batch};
   }
 };
 

@@ -120,9 +120,9 @@ void CudaBackend::scatter_add_rows(const View& grad, const View& idx, const View
   unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(count, 65536));
   dispatch_floating(grad.dtype, "scatter_add_rows", [&](auto tag) {
     using T = decltype(tag);
-    scatter_segments_kernel<T><<<blocks, threads, 0, stream_>>>(
-        keys_sorted.as<uint32_t>(), pos_sorted.as<int32_t>(), grad.as<T>(), dtable.as<T>(), count,
-        dim);
+    scatter_segments_kernel<T>
+        <<<blocks, threads, 0, stream_>>>(keys_sorted.as<uint32_t>(), pos_sorted.as<int32_t>(),
+                                          grad.as<T>(), dtable.as<T>(), count, dim);
   });
   check_launch("scatter_add_rows");
 }

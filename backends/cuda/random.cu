@@ -31,8 +31,8 @@ void CudaBackend::dropout_mask(const View& mask, double p, uint64_t seed) {
   dispatch_floating(mask.dtype, "dropout_mask", [&](auto tag) {
     using T = decltype(tag);
     T keep = static_cast<T>(1.0 / (1.0 - p));
-    dropout_mask_kernel<T><<<grid_for(n), kBlock, 0, stream_>>>(mask.as<T>(), n, p,
-                                                                 mix64_hd(seed), keep);
+    dropout_mask_kernel<T>
+        <<<grid_for(n), kBlock, 0, stream_>>>(mask.as<T>(), n, p, mix64_hd(seed), keep);
   });
   check_launch("dropout_mask");
 }

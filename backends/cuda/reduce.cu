@@ -115,8 +115,8 @@ void reduce_impl(CudaBackend& be, const T* in, T* out, int64_t outer, int64_t n,
     splits = (n + chunk - 1) / chunk;
     Scratch tmp(be, sizeof(T) * splits * outputs);
     dim3 grid(grid_for(outputs), static_cast<unsigned int>(splits));
-    reduce_cols_kernel<T, Op><<<grid, kBlock, 0, st>>>(in, tmp.as<T>(), outer, n, inner, chunk,
-                                                        init);
+    reduce_cols_kernel<T, Op>
+        <<<grid, kBlock, 0, st>>>(in, tmp.as<T>(), outer, n, inner, chunk, init);
     be.check_launch("reduce");
     // The partials are [splits, outputs]: reduce their middle axis.
     reduce_impl<T, Op>(be, tmp.as<T>(), out, 1, splits, outputs);
@@ -180,8 +180,8 @@ __global__ void lcse_warp_kernel(const T* in, T* out, int64_t outer, int64_t n, 
 }
 
 template <typename T>
-__global__ void lcse_backward_cols_kernel(const T* x, const T* y, const T* dy, T* dx,
-                                          int64_t outer, int64_t n, int64_t inner) {
+__global__ void lcse_backward_cols_kernel(const T* x, const T* y, const T* dy, T* dx, int64_t outer,
+                                          int64_t n, int64_t inner) {
   int64_t columns = outer * inner;
   for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < columns;
        col += static_cast<int64_t>(blockDim.x) * gridDim.x) {
@@ -200,8 +200,8 @@ __global__ void lcse_backward_cols_kernel(const T* x, const T* y, const T* dy, T
 // holds the map of its element; a reverse shuffle scan composes lane l's map with those after it
 // in the tile, then the tile's first s is carried into the tile before it.
 template <typename T>
-__global__ void lcse_backward_warp_kernel(const T* x, const T* y, const T* dy, T* dx,
-                                          int64_t outer, int64_t n, int64_t inner) {
+__global__ void lcse_backward_warp_kernel(const T* x, const T* y, const T* dy, T* dx, int64_t outer,
+                                          int64_t n, int64_t inner) {
   const int lane = threadIdx.x & 31;
   int64_t columns = outer * inner;
   int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
@@ -258,9 +258,15 @@ void CudaBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, i
     const T* in = x.as<T>();
     T* o = out.as<T>();
     switch (op) {
-      case ReduceOp::Sum: reduce_impl<T, SumOp>(*this, in, o, outer, n, inner); break;
-      case ReduceOp::Max: reduce_impl<T, MaxOp>(*this, in, o, outer, n, inner); break;
-      case ReduceOp::Min: reduce_impl<T, MinOp>(*this, in, o, outer, n, inner); break;
+      case ReduceOp::Sum:
+        reduce_impl<T, SumOp>(*this, in, o, outer, n, inner);
+        break;
+      case ReduceOp::Max:
+        reduce_impl<T, MaxOp>(*this, in, o, outer, n, inner);
+        break;
+      case ReduceOp::Min:
+        reduce_impl<T, MinOp>(*this, in, o, outer, n, inner);
+        break;
     }
   });
   check_launch("reduce");
@@ -274,17 +280,17 @@ void CudaBackend::logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t 
   dispatch_floating(x.dtype, "logcumsumexp", [&](auto tag) {
     using T = decltype(tag);
     if (warp_scan_for(outer, n, inner))
-      lcse_warp_kernel<T><<<warp_grid(columns), 256, 0, stream_>>>(x.as<T>(), y.as<T>(), outer,
-                                                                    n, inner);
+      lcse_warp_kernel<T>
+          <<<warp_grid(columns), 256, 0, stream_>>>(x.as<T>(), y.as<T>(), outer, n, inner);
     else
-      lcse_cols_kernel<T><<<grid_for(columns), kBlock, 0, stream_>>>(x.as<T>(), y.as<T>(), outer,
-                                                                      n, inner);
+      lcse_cols_kernel<T>
+          <<<grid_for(columns), kBlock, 0, stream_>>>(x.as<T>(), y.as<T>(), outer, n, inner);
   });
   check_launch("logcumsumexp");
 }
 
-void CudaBackend::logcumsumexp_backward(const View& x, const View& y, const View& dy,
-                                        int64_t outer, int64_t n, int64_t inner, const View& dx) {
+void CudaBackend::logcumsumexp_backward(const View& x, const View& y, const View& dy, int64_t outer,
+                                        int64_t n, int64_t inner, const View& dx) {
   int64_t columns = outer * inner;
   if (columns == 0 || n == 0) return;
   activate();

@@ -39,8 +39,8 @@ __global__ void softmax_kernel(const T* x, T* y, int64_t rows, int64_t cols, boo
 }
 
 template <typename G, typename T>
-__global__ void softmax_backward_kernel(const T* y, const T* dy, T* dx, int64_t rows,
-                                        int64_t cols, bool log) {
+__global__ void softmax_backward_kernel(const T* y, const T* dy, T* dx, int64_t rows, int64_t cols,
+                                        bool log) {
   int64_t row = G::row();
   if (row >= rows) return;
   const T* py = y + row * cols;
@@ -63,8 +63,8 @@ __global__ void softmax_backward_kernel(const T* y, const T* dy, T* dx, int64_t 
 // ---- layer norm: y = (x - mean) * rstd * gamma + beta, biased variance --------------------------
 
 template <typename G, typename T>
-__global__ void layer_norm_kernel(const T* x, const T* gamma, const T* beta, T* y, T* mean,
-                                  T* rstd, int64_t rows, int64_t cols, T eps) {
+__global__ void layer_norm_kernel(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd,
+                                  int64_t rows, int64_t cols, T eps) {
   int64_t row = G::row();
   if (row >= rows) return;
   const T* in = x + row * cols;
@@ -191,10 +191,9 @@ __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, T*
 
 // Elementwise over [rows, cols]: every element only needs its row's target, lse and scale.
 template <typename T>
-__global__ void cross_entropy_backward_kernel(const T* logits, const int32_t* targets,
-                                              const T* lse, const T* scale, T* dlogits,
-                                              int64_t rows, int64_t cols, int64_t ignore_index,
-                                              T smoothing) {
+__global__ void cross_entropy_backward_kernel(const T* logits, const int32_t* targets, const T* lse,
+                                              const T* scale, T* dlogits, int64_t rows,
+                                              int64_t cols, int64_t ignore_index, T smoothing) {
   int64_t total = rows * cols;
   T off = smoothing / T(cols);
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
@@ -238,8 +237,8 @@ void CudaBackend::softmax_backward(const View& y, const View& dy, const View& dx
     using T = decltype(tag);
     launch_rows(rows, cols, [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
-      softmax_backward_kernel<G, T><<<blocks, threads, 0, stream_>>>(y.as<T>(), dy.as<T>(),
-                                                                     dx.as<T>(), rows, cols, log);
+      softmax_backward_kernel<G, T>
+          <<<blocks, threads, 0, stream_>>>(y.as<T>(), dy.as<T>(), dx.as<T>(), rows, cols, log);
     });
   });
   check_launch("softmax_backward");
@@ -255,8 +254,8 @@ void CudaBackend::layer_norm(const View& x, const View& gamma, const View& beta,
     launch_rows(rows, cols, [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
       layer_norm_kernel<G, T><<<blocks, threads, 0, stream_>>>(
-          x.as<T>(), gamma.as<T>(), beta.as<T>(), y.as<T>(), mean.as<T>(), rstd.as<T>(), rows,
-          cols, static_cast<T>(eps));
+          x.as<T>(), gamma.as<T>(), beta.as<T>(), y.as<T>(), mean.as<T>(), rstd.as<T>(), rows, cols,
+          static_cast<T>(eps));
     });
   });
   check_launch("layer_norm");
@@ -273,8 +272,7 @@ void CudaBackend::layer_norm_backward(const View& dy, const View& x, const View&
     launch_rows(rows, cols, [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
       layer_norm_dx_kernel<G, T><<<blocks, threads, 0, stream_>>>(
-          dy.as<T>(), x.as<T>(), mean.as<T>(), rstd.as<T>(), gamma.as<T>(), dx.as<T>(), rows,
-          cols);
+          dy.as<T>(), x.as<T>(), mean.as<T>(), rstd.as<T>(), gamma.as<T>(), dx.as<T>(), rows, cols);
     });
     if (!dgamma.data && !dbeta.data) return;
     // Enough (column tile, row chunk) blocks to fill the GPU; chunks of at least 32 rows.
@@ -286,30 +284,29 @@ void CudaBackend::layer_norm_backward(const View& dy, const View& x, const View&
     dim3 block(32, 8);
     dim3 grid(static_cast<unsigned int>(tiles), static_cast<unsigned int>(chunks));
     if (chunks == 1) {
-      layer_norm_params_kernel<T><<<grid, block, 0, stream_>>>(
-          dy.as<T>(), x.as<T>(), mean.as<T>(), rstd.as<T>(), dgamma.as<T>(), dbeta.as<T>(), rows,
-          cols, per);
+      layer_norm_params_kernel<T><<<grid, block, 0, stream_>>>(dy.as<T>(), x.as<T>(), mean.as<T>(),
+                                                               rstd.as<T>(), dgamma.as<T>(),
+                                                               dbeta.as<T>(), rows, cols, per);
       return;
     }
     Scratch pg(*this, dgamma.data ? sizeof(T) * chunks * cols : 0);
     Scratch pb(*this, dbeta.data ? sizeof(T) * chunks * cols : 0);
-    layer_norm_params_kernel<T><<<grid, block, 0, stream_>>>(dy.as<T>(), x.as<T>(), mean.as<T>(),
-                                                             rstd.as<T>(), pg.as<T>(),
-                                                             pb.as<T>(), rows, cols, per);
+    layer_norm_params_kernel<T><<<grid, block, 0, stream_>>>(
+        dy.as<T>(), x.as<T>(), mean.as<T>(), rstd.as<T>(), pg.as<T>(), pb.as<T>(), rows, cols, per);
     check_launch("layer_norm_backward");
     if (dgamma.data)
-      sum_chunks_kernel<T><<<grid_for(cols), kBlock, 0, stream_>>>(pg.as<T>(), dgamma.as<T>(),
-                                                                   chunks, cols);
+      sum_chunks_kernel<T>
+          <<<grid_for(cols), kBlock, 0, stream_>>>(pg.as<T>(), dgamma.as<T>(), chunks, cols);
     if (dbeta.data)
-      sum_chunks_kernel<T><<<grid_for(cols), kBlock, 0, stream_>>>(pb.as<T>(), dbeta.as<T>(),
-                                                                   chunks, cols);
+      sum_chunks_kernel<T>
+          <<<grid_for(cols), kBlock, 0, stream_>>>(pb.as<T>(), dbeta.as<T>(), chunks, cols);
   });
   check_launch("layer_norm_backward");
 }
 
 void CudaBackend::cross_entropy(const View& logits, const View& targets, const View& loss,
-                                const View& lse, int64_t rows, int64_t cols,
-                                int64_t ignore_index, double smoothing) {
+                                const View& lse, int64_t rows, int64_t cols, int64_t ignore_index,
+                                double smoothing) {
   if (rows == 0) return;
   activate();
   dispatch_floating(logits.dtype, "cross_entropy", [&](auto tag) {
@@ -324,10 +321,9 @@ void CudaBackend::cross_entropy(const View& logits, const View& targets, const V
   check_launch("cross_entropy");
 }
 
-void CudaBackend::cross_entropy_backward(const View& logits, const View& targets,
-                                         const View& lse, const View& scale,
-                                         const View& dlogits, int64_t rows, int64_t cols,
-                                         int64_t ignore_index, double smoothing) {
+void CudaBackend::cross_entropy_backward(const View& logits, const View& targets, const View& lse,
+                                         const View& scale, const View& dlogits, int64_t rows,
+                                         int64_t cols, int64_t ignore_index, double smoothing) {
   int64_t total = rows * cols;
   if (total == 0) return;
   activate();
