@@ -9,21 +9,13 @@
 #include "train/data/cmudict.h"
 
 using namespace mixlab;
+using mixlab::testing::error_of;
 using mixlab::testing::TempDir;
 using mixlab::testing::write_file;
 using mixlab::testing::write_gz;
 using Tokens = std::vector<std::string>;
 
 namespace {
-
-std::string error_of(auto&& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -10,6 +10,7 @@
 #include "train/data/idx.h"
 
 using namespace mixlab;
+using mixlab::testing::error_of;
 using mixlab::testing::TempDir;
 using mixlab::testing::write_file;
 using mixlab::testing::write_gz;
@@ -39,15 +40,6 @@ std::string labels_idx(const std::vector<uint8_t>& labels) {
   put_be32(bytes, static_cast<uint32_t>(labels.size()));
   for (uint8_t label : labels) bytes.push_back(static_cast<char>(label));
   return bytes;
-}
-
-std::string error_of(auto&& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 bool contains(const std::string& text, const std::string& part) {

@@ -5,23 +5,13 @@
 #include "train/data/text_files.h"
 
 using namespace mixlab;
+using mixlab::testing::error_of;
 using mixlab::testing::TempDir;
 using mixlab::testing::write_file;
 using mixlab::testing::write_gz;
 using Tokens = std::vector<std::string>;
 
-namespace {
-
-std::string error_of(auto&& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("data: parallel tsv reader with words or characters skips blank lines") {
   TempDir dir;

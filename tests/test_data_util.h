@@ -1,6 +1,7 @@
 // Helpers for the data tests: a private temporary directory per test and small file writers, so
 // that every test builds its own inputs and never depends on installed data sets.
 #pragma once
+#include "core/error.h"
 #include "tests/temp_dir.h"
 
 #include <atomic>
@@ -15,6 +16,16 @@
 namespace mixlab::testing {
 
 using TempDir = mixlab::testing::TempDir;  // tests/temp_dir.h
+
+// The message of the mixlab::Error that `action` throws, or "" when it throws nothing.
+inline std::string error_of(auto&& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 inline void write_file(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary);
