@@ -1,7 +1,12 @@
 // Which backend serves which device. The CPU is always there; the CUDA backend is compiled in
 // when the build found nvcc (MIXLAB_HAVE_CUDA) and is usable when a GPU is present at run time.
 #include "backends/cpu/cpu_backend.h"
+#include "backends/tracing_backend.h"
 #include "core/error.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
 
 #ifdef MIXLAB_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
@@ -18,9 +23,26 @@ bool device_available(DeviceType type) {
 #endif
 }
 
+namespace {
+// With MIXLAB_DEBUG set, every backend is handed out wrapped in a tracer (tracing_backend.h).
+Backend& maybe_traced(Backend& inner) {
+  if (debug_level() == 0) return inner;
+  static std::mutex& mutex = *new std::mutex();  // outlives every static tensor
+  static std::map<Backend*, std::unique_ptr<Backend>>* traced =
+      new std::map<Backend*, std::unique_ptr<Backend>>();  // reports when the process exits
+  static struct Report {
+    ~Report() { traced->clear(); }
+  } report_at_exit;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = (*traced)[&inner];
+  if (!slot) slot = make_tracing_backend(inner, debug_level());
+  return *slot;
+}
+}  // namespace
+
 Backend& backend_for(Device device) {
   static CpuBackend cpu;
-  if (device.is_cpu()) return cpu;
+  if (device.is_cpu()) return maybe_traced(cpu);
 #ifdef MIXLAB_HAVE_CUDA
   int count = cuda_device_count();
   check(count > 0, "device ", device.str(),
@@ -28,7 +50,7 @@ Backend& backend_for(Device device) {
         "no device)");
   check(device.index < count, "device ", device.str(), " requested but only ", count,
         " CUDA device(s) exist");
-  return cuda_backend(device.index);
+  return maybe_traced(cuda_backend(device.index));
 #else
   fail("device ", device.str(),
        " requested but this build has no CUDA backend (configure with -DMIXLAB_CUDA=ON on a "

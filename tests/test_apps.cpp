@@ -222,3 +222,22 @@ TEST_CASE("apps: Ctrl-C during training saves a checkpoint and exits with 130") 
   CHECK(fs::exists(fs::path(out) / "last.safetensors"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: MIXLAB_DEBUG traces kernels and reports their time") {
+  Run r = run_mixlab(
+      "classify train --data listops --listops-train 100 --listops-len 30 --dim 16"
+      " --heads 2 --layers 1 --steps 2 --quiet --out /tmp/mixlab_debug_" +
+      std::to_string(::getpid()));
+  CHECK(r.code == 0);
+  CHECK(r.output.find("[mixlab cpu] gemm") == std::string::npos);  // off by default
+  ::setenv("MIXLAB_DEBUG", "2", 1);
+  Run traced = run_mixlab(
+      "classify train --data listops --listops-train 100 --listops-len 30"
+      " --dim 16 --heads 2 --layers 1 --steps 2 --quiet --out /tmp/mixlab_debug_" +
+      std::to_string(::getpid()));
+  ::unsetenv("MIXLAB_DEBUG");
+  fs::remove_all("/tmp/mixlab_debug_" + std::to_string(::getpid()));
+  CHECK(traced.code == 0);
+  CHECK(traced.output.find("[mixlab cpu] gemm") != std::string::npos);
+  CHECK(traced.output.find("kernel time by kernel") != std::string::npos);
+}

@@ -1,0 +1,19 @@
+// MIXLAB_DEBUG: a backend that wraps another and reports every kernel call, to see inside a
+// model without a profiler.
+//   MIXLAB_DEBUG=1  at exit, a table of kernel calls: count, total and mean time, share
+//   MIXLAB_DEBUG=2  also one line per call as it runs: kernel name and shapes
+// With CUDA the wrapper synchronises after each kernel so its time is the kernel's own (this
+// serialises the GPU: use it to look, not to benchmark).
+#pragma once
+#include <memory>
+
+#include "backends/backend.h"
+
+namespace mixlab {
+
+// 0 when MIXLAB_DEBUG is unset or 0, else its level.
+int debug_level();
+// `inner` wrapped in a tracer (backend_for() does this when debug_level() > 0).
+std::unique_ptr<Backend> make_tracing_backend(Backend& inner, int level);
+
+}  // namespace mixlab
