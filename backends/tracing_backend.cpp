@@ -21,11 +21,18 @@ int debug_level() {
 
 namespace {
 
-std::string shape_of(const View& v) {
-  std::string s = "[";
-  for (int i = 0; i < v.ndim; ++i) s += (i ? "," : "") + std::to_string(v.shape[i]);
-  return s + "]";
+// Built with += (GCC 12 warns falsely on "literal" + std::string temporaries).
+std::string join_dims(const int64_t* d, int n) {
+  std::string s("[");
+  for (int i = 0; i < n; ++i) {
+    if (i) s += ',';
+    s += std::to_string(d[i]);
+  }
+  s += ']';
+  return s;
 }
+
+std::string shape_of(const View& v) { return join_dims(v.shape, v.ndim); }
 
 class TracingBackend final : public Backend {
  public:
@@ -72,9 +79,12 @@ class TracingBackend final : public Backend {
         [&] { inner_.logcumsumexp_backward(x, y, dy, outer, n, inner, dx); });
   }
   void gemm(const GemmArgs& g) override {
-    std::string what = std::to_string(g.batch) + "x[" + std::to_string(g.m) + "x" +
-                       std::to_string(g.k) + "]@[" + std::to_string(g.k) + "x" +
-                       std::to_string(g.n) + "]";
+    std::string what = std::to_string(g.batch);
+    what += "x[";
+    what += std::to_string(g.m) + "x" + std::to_string(g.k);
+    what += "]@[";
+    what += std::to_string(g.k) + "x" + std::to_string(g.n);
+    what += "]";
     run("gemm", what, [&] { inner_.gemm(g); });
   }
   void softmax(const View& x, const View& y, int64_t rows, int64_t cols, bool log) override {
@@ -142,10 +152,12 @@ class TracingBackend final : public Backend {
   };
 
   static std::string dims(int64_t a, int64_t b) {
-    return "[" + std::to_string(a) + "," + std::to_string(b) + "]";
+    int64_t d[2] = {a, b};
+    return join_dims(d, 2);
   }
   static std::string dims(int64_t a, int64_t b, int64_t c) {
-    return "[" + std::to_string(a) + "," + std::to_string(b) + "," + std::to_string(c) + "]";
+    int64_t d[3] = {a, b, c};
+    return join_dims(d, 3);
   }
 
   template <typename F>
