@@ -16,8 +16,9 @@ Tensor masked_softmax(const Tensor& logits, const Tensor& allowed) {
   if (!allowed.defined()) return softmax(logits, -1);
   // A large finite negative (not -inf): exp underflows to exactly 0 and nothing becomes NaN.
   Tensor filled = masked_fill(logits, add(neg(allowed), 1.0), -1e30);
-  // Rows with no allowed key come out uniform from softmax; zero them.
-  Tensor any_allowed = max(expand(allowed, filled.shape()), {-1}, true);
+  // Rows with no allowed key come out uniform from softmax; zero them. The row test runs on the
+  // small broadcastable mask itself (e.g. [B,1,1,M]), not on a [B,h,N,M] expansion of it.
+  Tensor any_allowed = max(allowed, {-1}, true);
   return mul(softmax(filled, -1), any_allowed);
 }
 
