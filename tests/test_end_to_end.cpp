@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/random.h"
+#include "train/data_loader.h"
 #include "train/trainer.h"
 #include "tests/test_helpers.h"
 
@@ -107,4 +108,33 @@ TEST_CASE("end to end: a small translator learns to reverse sequences") {
   CHECK(std::filesystem::exists(dir / "metrics.csv"));
   CHECK(std::filesystem::exists(dir / "curves.png"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE(
+    "translation: the evaluated loss is plain cross-entropy whatever the training smoothing") {
+  InMemoryDataset data = reverse_data(40, 5);
+  ModelConfig c;
+  c.task = "translate";
+  c.dim = 16;
+  c.heads = 2;
+  c.layers = 1;
+  c.decoder_layers = 1;
+  c.max_len = 8;
+  c.tgt_max_len = 9;
+  c.vocab = 9;
+  c.tgt_vocab = 9;
+  c.dropout = 0.0;
+  Translator model(c);
+  TranslationTask plain(model, Device::cpu()), smoothed(model, Device::cpu(), 0.3);
+  DataLoaderOptions lo;
+  lo.batch_size = 8;
+  lo.shuffle = false;
+  DataLoader loader(data, lo);
+  loader.start_epoch(0);
+  Batch b;
+  REQUIRE(loader.next(b));
+  // Training differs (the smoothed loss of an untrained model is not the plain one) ...
+  CHECK(smoothed.loss(b).item() != doctest::Approx(plain.loss(b).item()));
+  // ... evaluation does not.
+  CHECK(smoothed.evaluate(data).at("loss") == doctest::Approx(plain.evaluate(data).at("loss")));
 }

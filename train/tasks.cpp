@@ -124,15 +124,16 @@ TranslationTask::TranslationTask(Translator& model, Device device, double label_
                                  DecodeOptions decode)
     : model_(model), device_(device), label_smoothing_(label_smoothing), decode_(decode) {}
 
-Tensor TranslationTask::loss(const Batch& b) {
+Tensor TranslationTask::loss(const Batch& b) { return teacher_forced_loss(b, label_smoothing_); }
+
+Tensor TranslationTask::teacher_forced_loss(const Batch& b, double label_smoothing) {
   std::vector<int32_t> in, out, lengths;
   shift_targets(b, in, out, lengths);
   int64_t t = b.tgt_len - 1;
   Tensor src = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
   Tensor logits =
       model_.forward(src, b.src_lengths, Tensor::from_data(in, {b.size, t}, device_), lengths);
-  return cross_entropy(logits, Tensor::from_data(out, {b.size, t}, device_), kPad,
-                       label_smoothing_);
+  return cross_entropy(logits, Tensor::from_data(out, {b.size, t}, device_), kPad, label_smoothing);
 }
 
 std::vector<std::vector<int32_t>> TranslationTask::translate(const Dataset& data) {
@@ -159,7 +160,9 @@ std::map<std::string, double> TranslationTask::evaluate(const Dataset& data) {
     while (loader.next(b)) {
       int64_t n = 0;
       for (int32_t l : b.tgt_lengths) n += std::max(0, l - 1);
-      loss_sum += loss(b).item() * n;
+      // Plain cross-entropy, as ClassificationTask reports: label smoothing is a training
+      // device, and a smoothed validation loss would not match `translate eval`'s.
+      loss_sum += teacher_forced_loss(b, 0.0).item() * n;
       loss_tokens += n;
     }
     return 0;

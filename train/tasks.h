@@ -50,8 +50,9 @@ class TranslationTask : public TrainTask {
                   DecodeOptions decode = {});
   Module& model() override { return model_; }
   Tensor loss(const Batch& batch) override;
-  // loss (teacher forced), exact_match, token_accuracy, bleu; with references (one list per
-  // example, e.g. every pronunciation of a word) also wer and per as in G2P papers.
+  // loss (teacher forced, without label smoothing), exact_match, token_accuracy, bleu; with
+  // references (one list per example, e.g. every pronunciation of a word) also wer and per as in
+  // G2P papers.
   std::map<std::string, double> evaluate(const Dataset& data) override;
   std::string primary_metric() const override { return "exact_match"; }
   std::vector<std::string> metric_names() const override {
@@ -66,6 +67,7 @@ class TranslationTask : public TrainTask {
   DecodeOptions& decode_options() { return decode_; }
 
  private:
+  Tensor teacher_forced_loss(const Batch& batch, double label_smoothing);
   Translator& model_;
   Device device_;
   double label_smoothing_;
