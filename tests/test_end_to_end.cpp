@@ -48,6 +48,22 @@ InMemoryDataset reverse_data(int64_t n, uint64_t seed) {
   return InMemoryDataset(std::move(out));
 }
 
+// A one-block translator for reverse_data: sources of up to 8 tokens, targets with <bos>.
+ModelConfig reverse_config(int64_t dim) {
+  ModelConfig c;
+  c.task = "translate";
+  c.dim = dim;
+  c.heads = 2;
+  c.layers = 1;
+  c.decoder_layers = 1;
+  c.max_len = 8;
+  c.tgt_max_len = 9;
+  c.vocab = 9;
+  c.tgt_vocab = 9;
+  c.dropout = 0.0;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("end to end: a small classifier reaches 90 percent on generated data") {
@@ -77,18 +93,7 @@ TEST_CASE("end to end: a small classifier reaches 90 percent on generated data")
 
 TEST_CASE("end to end: a small translator learns to reverse sequences") {
   InMemoryDataset train = reverse_data(2000, 3), valid = reverse_data(200, 4);
-  ModelConfig c;
-  c.task = "translate";
-  c.dim = 32;
-  c.heads = 2;
-  c.layers = 1;
-  c.decoder_layers = 1;
-  c.max_len = 8;
-  c.tgt_max_len = 9;
-  c.vocab = 9;
-  c.tgt_vocab = 9;
-  c.dropout = 0.0;
-  Translator model(c);
+  Translator model(reverse_config(32));
   TranslationTask task(model, Device::cpu());
   TrainerOptions o;
   o.epochs = 12;
@@ -113,18 +118,7 @@ TEST_CASE("end to end: a small translator learns to reverse sequences") {
 TEST_CASE(
     "translation: the evaluated loss is plain cross-entropy whatever the training smoothing") {
   InMemoryDataset data = reverse_data(40, 5);
-  ModelConfig c;
-  c.task = "translate";
-  c.dim = 16;
-  c.heads = 2;
-  c.layers = 1;
-  c.decoder_layers = 1;
-  c.max_len = 8;
-  c.tgt_max_len = 9;
-  c.vocab = 9;
-  c.tgt_vocab = 9;
-  c.dropout = 0.0;
-  Translator model(c);
+  Translator model(reverse_config(16));
   TranslationTask plain(model, Device::cpu()), smoothed(model, Device::cpu(), 0.3);
   DataLoaderOptions lo;
   lo.batch_size = 8;
