@@ -51,31 +51,41 @@ class TracingBackend final : public Backend {
   void synchronize() override { inner_.synchronize(); }
 
   void copy(const View& s, const View& d) override {
-    run("copy", shape_of(d), [&] { inner_.copy(s, d); });
+    run(
+        "copy", [&] { return shape_of(d); }, [&] { inner_.copy(s, d); });
   }
   void fill(const View& d, double v) override {
-    run("fill", shape_of(d), [&] { inner_.fill(d, v); });
+    run(
+        "fill", [&] { return shape_of(d); }, [&] { inner_.fill(d, v); });
   }
   void unary(UnaryOp op, const View& x, const View& y, double a) override {
-    run("unary", shape_of(x), [&] { inner_.unary(op, x, y, a); });
+    run(
+        "unary", [&] { return shape_of(x); }, [&] { inner_.unary(op, x, y, a); });
   }
   void binary(BinaryOp op, const View& a, const View& b, const View& o) override {
-    run("binary", shape_of(o), [&] { inner_.binary(op, a, b, o); });
+    run(
+        "binary", [&] { return shape_of(o); }, [&] { inner_.binary(op, a, b, o); });
   }
   void where(const View& c, const View& a, const View& b, const View& o) override {
-    run("where", shape_of(o), [&] { inner_.where(c, a, b, o); });
+    run(
+        "where", [&] { return shape_of(o); }, [&] { inner_.where(c, a, b, o); });
   }
   void reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, int64_t inner,
               const View& o) override {
-    run("reduce", dims(outer, n, inner), [&] { inner_.reduce(op, x, outer, n, inner, o); });
+    run(
+        "reduce", [&] { return dims(outer, n, inner); },
+        [&] { inner_.reduce(op, x, outer, n, inner, o); });
   }
   void logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t inner,
                     const View& y) override {
-    run("logcumsumexp", dims(outer, n, inner), [&] { inner_.logcumsumexp(x, outer, n, inner, y); });
+    run(
+        "logcumsumexp", [&] { return dims(outer, n, inner); },
+        [&] { inner_.logcumsumexp(x, outer, n, inner, y); });
   }
   void logcumsumexp_backward(const View& x, const View& y, const View& dy, int64_t outer, int64_t n,
                              int64_t inner, const View& dx) override {
-    run("logcumsumexp_backward", dims(outer, n, inner),
+    run(
+        "logcumsumexp_backward", [&] { return dims(outer, n, inner); },
         [&] { inner_.logcumsumexp_backward(x, y, dy, outer, n, inner, dx); });
   }
   void gemm(const GemmArgs& g) override {
@@ -85,64 +95,82 @@ class TracingBackend final : public Backend {
     what += "]@[";
     what += std::to_string(g.k) + "x" + std::to_string(g.n);
     what += "]";
-    run("gemm", what, [&] { inner_.gemm(g); });
+    run(
+        "gemm", [&] { return what; }, [&] { inner_.gemm(g); });
   }
   void softmax(const View& x, const View& y, int64_t rows, int64_t cols, bool log) override {
-    run("softmax", dims(rows, cols), [&] { inner_.softmax(x, y, rows, cols, log); });
+    run(
+        "softmax", [&] { return dims(rows, cols); },
+        [&] { inner_.softmax(x, y, rows, cols, log); });
   }
   void softmax_backward(const View& y, const View& dy, const View& dx, int64_t rows, int64_t cols,
                         bool log) override {
-    run("softmax_backward", dims(rows, cols),
+    run(
+        "softmax_backward", [&] { return dims(rows, cols); },
         [&] { inner_.softmax_backward(y, dy, dx, rows, cols, log); });
   }
   void layer_norm(const View& x, const View& g, const View& b, const View& y, const View& m,
                   const View& r, int64_t rows, int64_t cols, double eps) override {
-    run("layer_norm", dims(rows, cols),
+    run(
+        "layer_norm", [&] { return dims(rows, cols); },
         [&] { inner_.layer_norm(x, g, b, y, m, r, rows, cols, eps); });
   }
   void layer_norm_backward(const View& dy, const View& x, const View& m, const View& r,
                            const View& g, const View& dx, const View& dg, const View& db,
                            int64_t rows, int64_t cols) override {
-    run("layer_norm_backward", dims(rows, cols),
+    run(
+        "layer_norm_backward", [&] { return dims(rows, cols); },
         [&] { inner_.layer_norm_backward(dy, x, m, r, g, dx, dg, db, rows, cols); });
   }
   void cross_entropy(const View& z, const View& t, const View& l, const View& lse, int64_t rows,
                      int64_t cols, int64_t ignore, double smoothing) override {
-    run("cross_entropy", dims(rows, cols),
+    run(
+        "cross_entropy", [&] { return dims(rows, cols); },
         [&] { inner_.cross_entropy(z, t, l, lse, rows, cols, ignore, smoothing); });
   }
   void cross_entropy_backward(const View& z, const View& t, const View& lse, const View& s,
                               const View& dz, int64_t rows, int64_t cols, int64_t ignore,
                               double smoothing) override {
-    run("cross_entropy_backward", dims(rows, cols),
+    run(
+        "cross_entropy_backward", [&] { return dims(rows, cols); },
         [&] { inner_.cross_entropy_backward(z, t, lse, s, dz, rows, cols, ignore, smoothing); });
   }
   void gather_rows(const View& t, const View& i, const View& o, int64_t count,
                    int64_t dim) override {
-    run("gather_rows", dims(count, dim), [&] { inner_.gather_rows(t, i, o, count, dim); });
+    run(
+        "gather_rows", [&] { return dims(count, dim); },
+        [&] { inner_.gather_rows(t, i, o, count, dim); });
   }
   void scatter_add_rows(const View& g, const View& i, const View& d, int64_t count,
                         int64_t dim) override {
-    run("scatter_add_rows", dims(count, dim),
+    run(
+        "scatter_add_rows", [&] { return dims(count, dim); },
         [&] { inner_.scatter_add_rows(g, i, d, count, dim); });
   }
   void dropout_mask(const View& m, double p, uint64_t seed) override {
-    run("dropout_mask", shape_of(m), [&] { inner_.dropout_mask(m, p, seed); });
+    run(
+        "dropout_mask", [&] { return shape_of(m); }, [&] { inner_.dropout_mask(m, p, seed); });
   }
   void fft(const View& x, const View& y, int64_t outer, int64_t n, int64_t inner,
            bool inverse) override {
-    run("fft", dims(outer, n, inner), [&] { inner_.fft(x, y, outer, n, inner, inverse); });
+    run(
+        "fft", [&] { return dims(outer, n, inner); },
+        [&] { inner_.fft(x, y, outer, n, inner, inverse); });
   }
   void fft2_real(const View& x, const View& l, const View& y, int64_t batch, int64_t n,
                  int64_t d) override {
-    run("fft2_real", dims(batch, n, d), [&] { inner_.fft2_real(x, l, y, batch, n, d); });
+    run(
+        "fft2_real", [&] { return dims(batch, n, d); },
+        [&] { inner_.fft2_real(x, l, y, batch, n, d); });
   }
   void adam_update(const View& p, const View& g, const View& m, const View& v,
                    const AdamArgs& a) override {
-    run("adam_update", shape_of(p), [&] { inner_.adam_update(p, g, m, v, a); });
+    run(
+        "adam_update", [&] { return shape_of(p); }, [&] { inner_.adam_update(p, g, m, v, a); });
   }
   void sgd_update(const View& p, const View& g, const View& b, const SgdArgs& a) override {
-    run("sgd_update", shape_of(p), [&] { inner_.sgd_update(p, g, b, a); });
+    run(
+        "sgd_update", [&] { return shape_of(p); }, [&] { inner_.sgd_update(p, g, b, a); });
   }
 
  private:
@@ -160,8 +188,9 @@ class TracingBackend final : public Backend {
     return join_dims(d, 3);
   }
 
-  template <typename F>
-  void run(const char* kernel, const std::string& what, const F& call) {
+  // `label` (the shapes) is only built when it is printed, at level 2.
+  template <typename L, typename F>
+  void run(const char* kernel, const L& label, const F& call) {
     auto t0 = std::chrono::steady_clock::now();
     call();
     inner_.synchronize();
@@ -172,7 +201,7 @@ class TracingBackend final : public Backend {
     st.seconds += s;
     if (level_ >= 2)
       std::fprintf(stderr, "[mixlab %s] %-24s %-28s %9.1f us\n", inner_.name(), kernel,
-                   what.c_str(), s * 1e6);
+                   label().c_str(), s * 1e6);
   }
 
   void report() {
