@@ -1,6 +1,7 @@
 // Forward values against hand-computed or closed-form results.
 #include <cmath>
 
+#include "core/dtype_dispatch.h"
 #include "tests/test_helpers.h"
 
 using namespace mixlab;
@@ -169,4 +170,14 @@ TEST_CASE("values: float32 exp and erf kernels agree with libm to float precisio
   }
   CHECK(worst_exp < 1e-6);
   CHECK(worst_gelu < 5e-6);
+}
+
+TEST_CASE("values: dtype dispatch picks the C++ type and names the kernel it refuses") {
+  size_t sizes = 0;
+  for (DType dtype : {DType::F32, DType::F64, DType::I32})
+    dispatch_all(dtype, [&](auto tag) { sizes = sizes * 10 + sizeof(tag); });
+  CHECK(sizes == 484);
+  dispatch_floating(DType::F64, "softmax", [&](auto tag) { CHECK(sizeof(tag) == 8); });
+  CHECK_THROWS_WITH_AS(dispatch_floating(DType::I32, "softmax", [](auto) {}),
+                       "softmax: unsupported dtype int32 (float32 or float64 expected)", Error);
 }

@@ -4,6 +4,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/strided.h"
+#include "core/dtype_dispatch.h"
 
 namespace mixlab {
 namespace {
@@ -92,7 +93,7 @@ void unary_loop(const T* x, T* y, int64_t n, const F& f) {
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, const View& x, const View& y, double alpha) {
-  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+  dispatch_floating(x.dtype, "unary", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.as<T>();
     T* out = y.as<T>();
@@ -126,7 +127,7 @@ void CpuBackend::unary(UnaryOp op, const View& x, const View& y, double alpha) {
 }
 
 void CpuBackend::binary(BinaryOp op, const View& a, const View& b, const View& out) {
-  cpu::dispatch_floating(out.dtype, [&](auto tag) {
+  dispatch_floating(out.dtype, "binary", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.as<T>();
     const T* pb = b.as<T>();
@@ -167,9 +168,9 @@ void CpuBackend::binary(BinaryOp op, const View& a, const View& b, const View& o
 }
 
 void CpuBackend::where(const View& cond, const View& a, const View& b, const View& out) {
-  cpu::dispatch_floating(out.dtype, [&](auto tag) {
+  dispatch_floating(out.dtype, "where", [&](auto tag) {
     using T = decltype(tag);
-    cpu::dispatch_all(cond.dtype, [&](auto ctag) {
+    dispatch_all(cond.dtype, [&](auto ctag) {
       using C = decltype(ctag);
       const C* pc = cond.as<C>();
       const T* pa = a.as<T>();

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
+#include "core/dtype_dispatch.h"
 
 namespace mixlab {
 namespace {
@@ -92,7 +93,7 @@ struct Scratch {
 
 void CpuBackend::fft(const View& x, const View& y, int64_t outer, int64_t n, int64_t inner,
                      bool inverse) {
-  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+  dispatch_floating(x.dtype, "fft", [&](auto tag) {
     using T = decltype(tag);
     using C = typename Fftw<T>::Complex;
     auto plan = cached_plan<T>('c', static_cast<int>(n), inverse ? FFTW_BACKWARD : FFTW_FORWARD);
@@ -122,7 +123,7 @@ void CpuBackend::fft(const View& x, const View& y, int64_t outer, int64_t n, int
 
 void CpuBackend::fft2_real(const View& x, const View& lengths, const View& y, int64_t batch,
                            int64_t n, int64_t d) {
-  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+  dispatch_floating(x.dtype, "fft2_real", [&](auto tag) {
     using T = decltype(tag);
     using C = typename Fftw<T>::Complex;
     const T* in = x.as<T>();

@@ -3,6 +3,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
+#include "core/dtype_dispatch.h"
 #include "core/random.h"
 
 namespace mixlab {
@@ -21,7 +22,7 @@ void CpuBackend::gather_rows(const View& table, const View& idx, const View& out
 
 void CpuBackend::scatter_add_rows(const View& grad, const View& idx, const View& dtable,
                                   int64_t count, int64_t dim) {
-  cpu::dispatch_floating(grad.dtype, [&](auto tag) {
+  dispatch_floating(grad.dtype, "scatter_add_rows", [&](auto tag) {
     using T = decltype(tag);
     const int32_t* ids = idx.as<int32_t>();
     // Parallel over columns, sequential over rows: no two threads touch one element and the
@@ -37,7 +38,7 @@ void CpuBackend::scatter_add_rows(const View& grad, const View& idx, const View&
 }
 
 void CpuBackend::dropout_mask(const View& mask, double p, uint64_t seed) {
-  cpu::dispatch_floating(mask.dtype, [&](auto tag) {
+  dispatch_floating(mask.dtype, "dropout_mask", [&](auto tag) {
     using T = decltype(tag);
     T* m = mask.as<T>();
     T keep = static_cast<T>(1.0 / (1.0 - p));

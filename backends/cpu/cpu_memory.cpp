@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
+#include "core/dtype_dispatch.h"
 
 namespace mixlab {
 
@@ -38,8 +39,8 @@ void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
 }
 
 void CpuBackend::copy(const View& src, const View& dst) {
-  cpu::dispatch_all(src.dtype, [&](auto s_tag) {
-    cpu::dispatch_all(dst.dtype, [&](auto d_tag) {
+  dispatch_all(src.dtype, [&](auto s_tag) {
+    dispatch_all(dst.dtype, [&](auto d_tag) {
       using S = decltype(s_tag);
       using D = decltype(d_tag);
       const S* in = src.as<S>();
@@ -57,7 +58,7 @@ void CpuBackend::copy(const View& src, const View& dst) {
 }
 
 void CpuBackend::fill(const View& dst, double value) {
-  cpu::dispatch_all(dst.dtype, [&](auto tag) {
+  dispatch_all(dst.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* out = dst.as<T>();
     T v = static_cast<T>(value);

@@ -3,12 +3,13 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
+#include "core/dtype_dispatch.h"
 
 namespace mixlab {
 
 void CpuBackend::adam_update(const View& param, const View& grad, const View& m, const View& v,
                              const AdamArgs& a) {
-  cpu::dispatch_floating(param.dtype, [&](auto tag) {
+  dispatch_floating(param.dtype, "adam_update", [&](auto tag) {
     using T = decltype(tag);
     T* p = param.as<T>();
     const T* g = grad.as<T>();
@@ -37,7 +38,7 @@ void CpuBackend::adam_update(const View& param, const View& grad, const View& m,
 
 void CpuBackend::sgd_update(const View& param, const View& grad, const View& buf,
                             const SgdArgs& a) {
-  cpu::dispatch_floating(param.dtype, [&](auto tag) {
+  dispatch_floating(param.dtype, "sgd_update", [&](auto tag) {
     using T = decltype(tag);
     T* p = param.as<T>();
     const T* g = grad.as<T>();

@@ -5,12 +5,13 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
+#include "core/dtype_dispatch.h"
 
 namespace mixlab {
 
 void CpuBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, int64_t inner,
                         const View& out) {
-  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+  dispatch_floating(x.dtype, "reduce", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.as<T>();
     T* o = out.as<T>();
@@ -76,7 +77,7 @@ void CpuBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, in
 
 void CpuBackend::logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t inner,
                               const View& y) {
-  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+  dispatch_floating(x.dtype, "logcumsumexp", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.as<T>();
     T* out = y.as<T>();
@@ -100,7 +101,7 @@ void CpuBackend::logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t i
 
 void CpuBackend::logcumsumexp_backward(const View& x, const View& y, const View& dy, int64_t outer,
                                        int64_t n, int64_t inner, const View& dx) {
-  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+  dispatch_floating(x.dtype, "logcumsumexp_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.as<T>();
     const T* py = y.as<T>();

@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/strided.h"
+#include "core/dtype_dispatch.h"
 
 namespace mixlab {
 namespace {
@@ -15,7 +16,7 @@ int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<i
 
 // ---- softmax ----
 void CpuBackend::softmax(const View& x, const View& y, int64_t rows, int64_t cols, bool log) {
-  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+  dispatch_floating(x.dtype, "softmax", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
@@ -40,7 +41,7 @@ void CpuBackend::softmax(const View& x, const View& y, int64_t rows, int64_t col
 
 void CpuBackend::softmax_backward(const View& y, const View& dy, const View& dx, int64_t rows,
                                   int64_t cols, bool log) {
-  cpu::dispatch_floating(y.dtype, [&](auto tag) {
+  dispatch_floating(y.dtype, "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
@@ -64,7 +65,7 @@ void CpuBackend::softmax_backward(const View& y, const View& dy, const View& dx,
 void CpuBackend::layer_norm(const View& x, const View& gamma, const View& beta, const View& y,
                             const View& mean, const View& rstd, int64_t rows, int64_t cols,
                             double eps) {
-  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+  dispatch_floating(x.dtype, "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const T* g = gamma.as<T>();
     const T* bt = beta.as<T>();
@@ -96,7 +97,7 @@ void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& 
                                      const View& rstd, const View& gamma, const View& dx,
                                      const View& dgamma, const View& dbeta, int64_t rows,
                                      int64_t cols) {
-  cpu::dispatch_floating(x.dtype, [&](auto tag) {
+  dispatch_floating(x.dtype, "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* g = gamma.as<T>();
     // dgamma/dbeta: per-thread partial sums over a fixed split of rows, combined in order.
@@ -148,7 +149,7 @@ void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& 
 void CpuBackend::cross_entropy(const View& logits, const View& targets, const View& loss,
                                const View& lse, int64_t rows, int64_t cols, int64_t ignore_index,
                                double smoothing) {
-  cpu::dispatch_floating(logits.dtype, [&](auto tag) {
+  dispatch_floating(logits.dtype, "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     const int32_t* tg = targets.as<int32_t>();
     parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
@@ -177,7 +178,7 @@ void CpuBackend::cross_entropy(const View& logits, const View& targets, const Vi
 void CpuBackend::cross_entropy_backward(const View& logits, const View& targets, const View& lse,
                                         const View& scale, const View& dlogits, int64_t rows,
                                         int64_t cols, int64_t ignore_index, double smoothing) {
-  cpu::dispatch_floating(logits.dtype, [&](auto tag) {
+  dispatch_floating(logits.dtype, "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     const int32_t* tg = targets.as<int32_t>();
     parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {

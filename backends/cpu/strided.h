@@ -71,33 +71,4 @@ struct StridedLoop {
   }
 };
 
-// Calls fn(T{}) with T the C++ type of a floating dtype.
-template <typename F>
-void dispatch_floating(DType dtype, const F& fn) {
-  switch (dtype) {
-    case DType::F32:
-      fn(float{});
-      return;
-    case DType::F64:
-      fn(double{});
-      return;
-    default:
-      throw Error(std::string("cpu kernel: unsupported dtype ") + dtype_name(dtype));
-  }
-}
-template <typename F>
-void dispatch_all(DType dtype, const F& fn) {
-  switch (dtype) {
-    case DType::F32:
-      fn(float{});
-      return;
-    case DType::F64:
-      fn(double{});
-      return;
-    case DType::I32:
-      fn(int32_t{});
-      return;
-  }
-}
-
 }  // namespace mixlab::cpu

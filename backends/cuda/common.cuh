@@ -1,4 +1,4 @@
-// Shared pieces of the CUDA kernel files: dtype dispatch, launch shapes, device math with one
+// Shared pieces of the CUDA kernel files: launch shapes, device math with one
 // name for float and double, warp and block reductions, strided index walking, and scratch
 // buffers from the caching allocator. Included by .cu files only.
 #pragma once
@@ -12,39 +12,10 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "core/dtype_dispatch.h"
 #include "core/error.h"
 
 namespace mixlab::cuda {
-
-// ---- host-side dispatch ---------------------------------------------------------------------
-
-template <typename F>
-void dispatch_floating(DType dtype, const char* kernel, const F& fn) {
-  switch (dtype) {
-    case DType::F32:
-      fn(float{});
-      return;
-    case DType::F64:
-      fn(double{});
-      return;
-    default:
-      fail("cuda ", kernel, ": unsupported dtype ", dtype_name(dtype));
-  }
-}
-template <typename F>
-void dispatch_all(DType dtype, const F& fn) {
-  switch (dtype) {
-    case DType::F32:
-      fn(float{});
-      return;
-    case DType::F64:
-      fn(double{});
-      return;
-    case DType::I32:
-      fn(int32_t{});
-      return;
-  }
-}
 
 // ---- launch shapes ----------------------------------------------------------------------------
 
