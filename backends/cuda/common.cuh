@@ -1,6 +1,6 @@
-// Shared pieces of the CUDA kernel files: launch shapes, device math with one
-// name for float and double, warp and block reductions, strided index walking, and scratch
-// buffers from the caching allocator. Included by .cu files only.
+// Shared pieces of the CUDA kernel files: launch shapes, device math with one name for float
+// and double, warp and block reductions, strided index walking, and scratch buffers from the
+// caching allocator (dtype dispatch is core/dtype_dispatch.h). Included by .cu files only.
 #pragma once
 #include <cuda_runtime.h>
 
