@@ -10,8 +10,10 @@
 
 #include "apps/commands.h"
 #include "apps/common.h"
+#include "backends/cpu/openblas_kernels.h"
 
 int main(int argc, char** argv) {
+  mixlab::reexec_with_better_openblas_kernels(argv);
   CLI::App app{"mixlab: a from-scratch engine for studying token mixers"};
   app.set_config("--config", "", "read options from a TOML/INI file (as saved in OUT/config.ini)");
   app.require_subcommand(1);
