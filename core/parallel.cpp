@@ -1,5 +1,7 @@
 #include "core/parallel.h"
 
+#include "core/float_env.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -104,9 +106,11 @@ int initial_threads() {
 
 std::atomic<int>& thread_setting() {
   static std::atomic<int> n{[] {
-    int t = initial_threads();
-    openblas_set_num_threads(t);
-    return t;
+    // OpenBLAS's own threads are started when the library loads and keep the default float
+    // modes, so they would run on subnormals at microcode speed (core/float_env.h). Products
+    // are split over this pool instead (backends/cpu/cpu_gemm.cpp); OpenBLAS stays on one.
+    openblas_set_num_threads(1);
+    return initial_threads();
   }()};
   return n;
 }
@@ -123,7 +127,6 @@ int num_threads() { return thread_setting().load(); }
 void set_num_threads(int n) {
   n = std::max(1, n);
   thread_setting().store(n);
-  openblas_set_num_threads(n);
   if (pool().helpers() != n - 1) pool().resize(n - 1);
 }
 
@@ -133,11 +136,13 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, grain));
   int chunks = static_cast<int>(std::min<int64_t>(threads, max_chunks));
   if (chunks <= 1 || WorkerPool::inside_pool()) {
+    ScopedFlushDenormals flush;
     fn(0, n);
     return;
   }
   int64_t per = (n + chunks - 1) / chunks;
   pool().run(chunks, [&](int c) {
+    ScopedFlushDenormals flush;  // per chunk: the modes are per thread
     int64_t begin = c * per, end = std::min(n, begin + per);
     if (begin < end) fn(begin, end);
   });
