@@ -50,7 +50,8 @@ void gemm_block(const GemmArgs& g, int64_t i, int64_t r0, int64_t r1, int64_t c0
 }  // namespace
 
 void CpuBackend::gemm(const GemmArgs& g) {
-  ScopedFlushDenormals flush;  // for the products that run on this thread
+  ScopedFlushDenormals flush;   // for the products that run on this thread
+  int threads = num_threads();  // first use also pins OpenBLAS to one thread (core/parallel.cpp)
   bool small = g.m * g.n * g.k < kSplitMacs;
   if (small && g.batch > 1) {
     parallel_for(g.batch, 1, [&](int64_t b, int64_t e) {
@@ -59,7 +60,7 @@ void CpuBackend::gemm(const GemmArgs& g) {
     return;
   }
   for (int64_t i = 0; i < g.batch; ++i) {
-    if (small || num_threads() == 1) {
+    if (small || threads == 1) {
       gemm_block(g, i, 0, g.m, 0, g.n);
     } else if (g.m >= g.n) {
       parallel_for(g.m, kMinBlock,
