@@ -7,5 +7,6 @@ namespace mixlab::app {
 void add_mixers_command(CLI::App& root);
 void add_classify_commands(CLI::App& root);
 void add_translate_commands(CLI::App& root);
+void add_average_command(CLI::App& root);
 
 }  // namespace mixlab::app

@@ -57,6 +57,11 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f) {
       ->capture_default_str();
   cmd->add_option("--eval-every", t.eval_every, "evaluate every N steps (0: every epoch)")
       ->capture_default_str();
+  cmd->add_option("--keep-epochs", t.keep_epochs,
+                  "also keep the last N end-of-epoch checkpoints as OUT/epoch-E.safetensors "
+                  "(for `mixlab average`)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--log-every", t.log_every, "steps between train-loss rows in metrics.csv")
       ->capture_default_str();
   cmd->add_option("--train-limit", f.train_limit, "use only the first N training examples")

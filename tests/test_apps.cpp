@@ -180,6 +180,51 @@ TEST_CASE("apps: translate train then run translates stdin") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("apps: --keep-epochs keeps the last epochs and mixlab average combines them") {
+  fs::path dir = fresh_dir("average");
+  {
+    std::ofstream f(dir / "pairs.tsv");
+    const char* words[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 120; ++i)
+      f << words[i % 4] << " " << words[(i / 4) % 4] << "\t" << words[(i / 4) % 4] << " "
+        << words[i % 4] << "\n";
+  }
+  std::string out = (dir / "run").string();
+  auto train = [&](const std::string& dim, const std::string& to) {
+    return run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + " --dim " + dim +
+                      " --heads 2 --layers 1 --batch 16 --epochs 3 --keep-epochs 2 --quiet --out " +
+                      to);
+  };
+  Run run = train("16", out);
+  INFO(run.output);
+  REQUIRE(run.code == 0);
+  CHECK_FALSE(fs::exists(out + "/epoch-1.safetensors"));  // only the last two are kept
+  REQUIRE(fs::exists(out + "/epoch-2.safetensors"));
+  REQUIRE(fs::exists(out + "/epoch-3.safetensors"));
+  Run avg = run_mixlab("average --out " + out + "/avg.safetensors " + out +
+                       "/epoch-2.safetensors " + out + "/epoch-3.safetensors");
+  INFO(avg.output);
+  CHECK(avg.code == 0);
+  Run eval = run_mixlab("translate eval --data " + (dir / "pairs.tsv").string() + " --checkpoint " +
+                        out + "/avg.safetensors");
+  INFO(eval.output);
+  CHECK(eval.code == 0);
+  CHECK(eval.output.find("exact_match") != std::string::npos);
+
+  // One file is a usage error; checkpoints of two different models are refused by name.
+  CHECK(
+      run_mixlab("average --out " + out + "/x.safetensors " + out + "/epoch-3.safetensors").code ==
+      2);
+  REQUIRE(train("8", out + "-narrow").code == 0);
+  Run mixed = run_mixlab("average --out " + out + "/x.safetensors " + out +
+                         "/epoch-3.safetensors " + out + "-narrow/epoch-3.safetensors");
+  CHECK(mixed.code == 1);
+  CHECK(mixed.output.find("is [") != std::string::npos);
+  CHECK_FALSE(fs::exists(out + "/x.safetensors"));
+  fs::remove_all(dir);
+  fs::remove_all(out + "-narrow");
+}
+
 TEST_CASE("apps: classify on generated ListOps runs a few steps") {
   fs::path dir = fresh_dir("listops");
   Run r = run_mixlab(

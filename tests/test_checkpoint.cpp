@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "tests/temp_dir.h"
+#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -188,6 +189,44 @@ TEST_CASE("checkpoint: weights round trip keeps every name dtype and bit") {
   CHECK(b.fc->weight.requires_grad());
 
   CHECK_THROWS_AS(save_weights(dir.file("x.safetensors"), a, {{"mixlab.format", "x"}}), Error);
+}
+
+TEST_CASE("checkpoint: averaging gives the element-wise mean and refuses other models") {
+  TempDir dir;
+  Mixed a(1), b(1), into(7);
+  {
+    NoGradGuard no_grad;
+    b.fc->weight.copy_(Tensor::uniform({2, 3}, -1, 1, default_generator()));
+    b.w64.copy_(Tensor::uniform({2, 3}, -1, 1, default_generator(), DType::F64));
+  }
+  save_weights(dir.file("a.safetensors"), a, {{"config", "{}"}, {"note", "dropped"}});
+  save_weights(dir.file("b.safetensors"), b);
+  average_checkpoints({dir.file("a.safetensors"), dir.file("b.safetensors")},
+                      dir.file("avg.safetensors"));
+  auto meta = load_weights(dir.file("avg.safetensors"), into);
+  CHECK(meta.at("config") == "{}");  // the first file's configuration travels with the mean
+  CHECK(meta.count("note") == 0);
+  auto wa = a.fc->weight.to_double_vector(), wb = b.fc->weight.to_double_vector();
+  auto wm = into.fc->weight.to_double_vector();
+  for (size_t i = 0; i < wm.size(); ++i) CHECK(wm[i] == doctest::Approx((wa[i] + wb[i]) / 2));
+  auto da = a.w64.to_double_vector(), db = b.w64.to_double_vector();
+  auto dm = into.w64.to_double_vector();
+  for (size_t i = 0; i < dm.size(); ++i) CHECK(dm[i] == (da[i] + db[i]) / 2);
+  CHECK(into.counts.to_int_vector() == a.counts.to_int_vector());
+
+  // Another model, or equal shapes with different integer buffers: refused, nothing written.
+  Mlp other(5, 3);
+  save_weights(dir.file("other.safetensors"), other);
+  CHECK_THROWS_WITH_AS(
+      average_checkpoints({dir.file("a.safetensors"), dir.file("other.safetensors")},
+                          dir.file("bad.safetensors")),
+      doctest::Contains("holds other tensors"), Error);
+  Mixed c(2);
+  save_weights(dir.file("c.safetensors"), c);
+  CHECK_THROWS_WITH_AS(average_checkpoints({dir.file("a.safetensors"), dir.file("c.safetensors")},
+                                           dir.file("bad.safetensors")),
+                       doctest::Contains("integer tensor 'counts' differs"), Error);
+  CHECK_FALSE(fs::exists(dir.file("bad.safetensors")));
 }
 
 TEST_CASE("checkpoint: exact resume gives bit-identical weights") {

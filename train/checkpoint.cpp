@@ -271,6 +271,75 @@ std::map<std::string, std::string> load_weights(const std::string& path, Module&
   return file.metadata;
 }
 
+namespace {
+
+template <typename T>
+void accumulate(std::vector<double>& sum, const TensorRecord& r) {
+  const T* v = reinterpret_cast<const T*>(r.bytes.data());
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] += static_cast<double>(v[i]);
+}
+
+template <typename T>
+void store_mean(TensorRecord& r, const std::vector<double>& sum, double count) {
+  T* v = reinterpret_cast<T*>(r.bytes.data());
+  for (size_t i = 0; i < sum.size(); ++i) v[i] = static_cast<T>(sum[i] / count);
+}
+
+}  // namespace
+
+void average_checkpoints(const std::vector<std::string>& inputs, const std::string& output) {
+  check(!inputs.empty(), "average_checkpoints: no input files");
+  std::vector<SafetensorsFile> files;
+  for (const auto& path : inputs) files.push_back(read_file(path));
+  const SafetensorsFile& first = files.front();
+  auto is_model = [](const TensorRecord& r) { return !starts_with(r.name, kOptimizerPrefix); };
+  // The same model tensors in every file, before any arithmetic.
+  std::vector<std::string> names;
+  for (const auto& r : first.tensors)
+    if (is_model(r)) names.push_back(r.name);
+  for (size_t f = 1; f < files.size(); ++f) {
+    std::vector<std::string> other;
+    for (const auto& r : files[f].tensors)
+      if (is_model(r)) other.push_back(r.name);
+    check(other == names, "average_checkpoints: '", inputs[f], "' holds other tensors than '",
+          inputs[0], "' (", other.size(), " against ", names.size(), " model tensors)");
+    for (const auto& name : names) {
+      const TensorRecord &a = first.at(name), &b = files[f].at(name);
+      check(a.dtype == b.dtype && a.shape == b.shape, "average_checkpoints: tensor '", name,
+            "' is ", shape_str(b.shape), " ", b.dtype, " in '", inputs[f], "' but ",
+            shape_str(a.shape), " ", a.dtype, " in '", inputs[0], "'");
+      check(a.dtype != "I32" || a.bytes == b.bytes, "average_checkpoints: integer tensor '", name,
+            "' differs between '", inputs[0], "' and '", inputs[f], "'");
+    }
+  }
+  std::vector<TensorRecord> records;
+  for (const auto& name : names) {
+    TensorRecord mean = first.at(name);
+    if (mean.dtype == "F32" || mean.dtype == "F64") {
+      std::vector<double> sum(mean.bytes.size() / safetensors_dtype_size(mean.dtype), 0.0);
+      for (const auto& file : files) {
+        if (mean.dtype == "F32")
+          accumulate<float>(sum, file.at(name));
+        else
+          accumulate<double>(sum, file.at(name));
+      }
+      if (mean.dtype == "F32")
+        store_mean<float>(mean, sum, static_cast<double>(files.size()));
+      else
+        store_mean<double>(mean, sum, static_cast<double>(files.size()));
+    }
+    records.push_back(std::move(mean));
+  }
+  std::map<std::string, std::string> metadata;
+  for (const char* key : {"config", "vocab_src", "vocab_tgt", "extra"}) {
+    auto it = first.metadata.find(key);
+    if (it != first.metadata.end()) metadata[key] = it->second;
+  }
+  metadata["averaged_from"] = std::to_string(inputs.size()) + " files";
+  metadata[kFormatKey] = kWeightsFormat;
+  write_file(output, records, std::move(metadata));
+}
+
 void capture_rng(TrainingState& state, const Generator& gen) {
   state.rng_seed = gen.seed();
   state.rng_counter = gen.counter();

@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/random.h"
 #include "nn/module.h"
@@ -52,6 +53,15 @@ void save_weights(const std::string& path, const Module& model,
 
 // Loads a weights file, or the model part of a training checkpoint. Returns the file's metadata.
 std::map<std::string, std::string> load_weights(const std::string& path, Module& model);
+
+// Checkpoint averaging (as fairseq's average_checkpoints.py): the model tensors of `inputs`,
+// checkpoints or weights files of one model, averaged element by element (in float64, rounded
+// once to the file's dtype) and written to `output` as a weights file. The first input's config,
+// vocab_src, vocab_tgt and extra metadata are carried over, so `eval` and `run` take the result
+// like any checkpoint. Every input is read and checked (checksum, same tensor names, shapes and
+// dtypes; I32 buffers must be equal) before anything is written; errors name the file and tensor.
+// Optimizer state is not averaged: the result is for evaluation, not for resuming.
+void average_checkpoints(const std::vector<std::string>& inputs, const std::string& output);
 
 struct TrainingState {
   int64_t step = 0;                        // optimizer updates completed

@@ -220,6 +220,10 @@ TrainResult Trainer::run() {
     if (epoch_done) {
       evaluate(epoch + 1, 0);
       save(last_checkpoint(o.out_dir), epoch + 1, 0);
+      if (files && o.keep_epochs > 0) {
+        save(epoch_checkpoint(o.out_dir, epoch + 1), epoch + 1, 0);
+        std::filesystem::remove(epoch_checkpoint(o.out_dir, epoch + 1 - o.keep_epochs));
+      }
     } else {
       evaluate(epoch, loader.position());
       save(last_checkpoint(o.out_dir), epoch, loader.position());

@@ -21,15 +21,16 @@ struct TrainerOptions {
   std::string schedule = "cosine";  // constant | cosine | inverse_sqrt | step
   int64_t warmup = 100;
   double min_lr = 0.0;
-  double clip = 1.0;       // global gradient-norm clip (0: off)
-  int64_t accumulate = 1;  // micro-batches per optimizer step
-  std::string out_dir;     // checkpoints, metrics.csv, curves.png ("" writes nothing)
-  bool resume = false;     // continue from out_dir/last.safetensors
-  uint64_t seed = 0;       // data order (dropout masks come from the default generator)
-  int64_t log_every = 50;  // steps between train-loss rows in metrics.csv
-  int64_t eval_every = 0;  // steps between evaluations (0: at the end of each epoch)
-  int64_t prefetch = 2;    // batches prepared ahead by the loader's thread
-  bool quiet = false;      // no progress output
+  double clip = 1.0;        // global gradient-norm clip (0: off)
+  int64_t accumulate = 1;   // micro-batches per optimizer step
+  std::string out_dir;      // checkpoints, metrics.csv, curves.png ("" writes nothing)
+  bool resume = false;      // continue from out_dir/last.safetensors
+  uint64_t seed = 0;        // data order (dropout masks come from the default generator)
+  int64_t log_every = 50;   // steps between train-loss rows in metrics.csv
+  int64_t eval_every = 0;   // steps between evaluations (0: at the end of each epoch)
+  int64_t keep_epochs = 0;  // also keep the last N end-of-epoch checkpoints (for averaging)
+  int64_t prefetch = 2;     // batches prepared ahead by the loader's thread
+  bool quiet = false;       // no progress output
 };
 
 struct TrainResult {
@@ -50,6 +51,9 @@ class Trainer {
 
   static std::string last_checkpoint(const std::string& dir) { return dir + "/last.safetensors"; }
   static std::string best_checkpoint(const std::string& dir) { return dir + "/best.safetensors"; }
+  static std::string epoch_checkpoint(const std::string& dir, int64_t epoch) {
+    return dir + "/epoch-" + std::to_string(epoch) + ".safetensors";
+  }
 
  private:
   TrainTask& task_;

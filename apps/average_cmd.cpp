@@ -1,0 +1,31 @@
+// `mixlab average --out AVG.safetensors C1 C2 ...`: checkpoint averaging. The mean of the last
+// few end-of-epoch checkpoints (train with --keep-epochs N) is usually a better model than any
+// one of them; the result is a weights file that `eval`, `run` and `predict` take like any
+// checkpoint. All inputs are checked before anything is written (train/checkpoint.h).
+#include <iostream>
+
+#include "apps/commands.h"
+#include "apps/common.h"
+#include "train/checkpoint.h"
+
+namespace mixlab::app {
+
+void add_average_command(CLI::App& root) {
+  CLI::App* cmd = root.add_subcommand(
+      "average", "average the weights of checkpoints of one model (e.g. the last epochs)");
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  auto output = std::make_shared<std::string>();
+  cmd->add_option("--out", *output, "the averaged weights file to write")->required();
+  cmd->add_option("checkpoints", *inputs, "two or more .safetensors checkpoints of one model")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->callback([inputs, output] {
+    if (inputs->size() < 2)
+      throw UsageError("average: give at least two checkpoints (got " +
+                       std::to_string(inputs->size()) + ")");
+    average_checkpoints(*inputs, *output);
+    std::cout << "averaged " << inputs->size() << " checkpoints into " << *output << "\n";
+  });
+}
+
+}  // namespace mixlab::app
