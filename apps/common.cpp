@@ -17,7 +17,8 @@ void add_common_flags(CLI::App* cmd, CommonFlags& f) {
   cmd->add_option("--out", f.out, "output directory for checkpoints, metrics, plots and config");
   cmd->add_option("--seed", f.seed, "seed for initialisation, data order and dropout")
       ->capture_default_str();
-  cmd->add_option("--threads", f.threads, "CPU threads for kernels and OpenBLAS (0: all cores)")
+  cmd->add_option("--threads", f.threads,
+                  "CPU threads for kernels and matrix products (0: all cores)")
       ->capture_default_str();
   cmd->add_option("--device", f.device, "cpu or cuda")->capture_default_str();
 }

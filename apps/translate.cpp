@@ -304,15 +304,21 @@ void add_translate_commands(CLI::App& root) {
   struct EvalArgs {
     CommonFlags common;
     DecodeFlags decode;
-    std::string checkpoint, split = "simple", tokens = "words";
+    std::string checkpoint, split = "simple", tokens = "words", on = "test";
   };
   auto e = std::make_shared<EvalArgs>();
-  CLI::App* eval = translate->add_subcommand("eval", "score a checkpoint on a test set");
+  CLI::App* eval =
+      translate->add_subcommand("eval", "score a checkpoint on the test (or validation) set");
   add_common_flags(eval, e->common);
   add_decode_flags(eval, e->decode);
   eval->add_option("--checkpoint", e->checkpoint, "a .safetensors checkpoint")->required();
   eval->add_option("--split", e->split, "SCAN split")->capture_default_str();
   eval->add_option("--tokens", e->tokens, "TSV data: words or chars")->capture_default_str();
+  eval->add_option("--on", e->on,
+                   "score the test set, or the validation set held out from train (for choosing "
+                   "a checkpoint; the same --seed as training gives the same held-out set)")
+      ->check(CLI::IsMember({"test", "valid"}))
+      ->capture_default_str();
   eval->callback([e] {
     Device device = setup_runtime(e->common);
     Loaded l = load_model(e->checkpoint, device);
@@ -322,9 +328,13 @@ void add_translate_commands(CLI::App& root) {
       data = saved.rfind("CMUdict", 0) == 0 ? "g2p" : "scan";
     }
     TranslationData d = load_data(data, e->split, e->tokens, e->common.seed);
+    if (e->on == "valid") {  // score the held-out set through the same path as the test set
+      d.test = std::move(d.valid);
+      d.test_refs = std::move(d.valid_refs);
+    }
     TranslationTask task(*l.model, device, 0.0, decode_options(e->decode, l.info.config));
     for (const auto& [k, v] : test_and_show(task, d, l.src, l.tgt, 5))
-      std::cout << "test " << k << " " << v << "\n";
+      std::cout << e->on << " " << k << " " << v << "\n";
   });
 
   struct RunArgs {

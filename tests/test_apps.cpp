@@ -209,7 +209,12 @@ TEST_CASE("apps: --keep-epochs keeps the last epochs and mixlab average combines
                         out + "/avg.safetensors");
   INFO(eval.output);
   CHECK(eval.code == 0);
-  CHECK(eval.output.find("exact_match") != std::string::npos);
+  CHECK(eval.output.find("test exact_match") != std::string::npos);
+  Run valid = run_mixlab("translate eval --on valid --data " + (dir / "pairs.tsv").string() +
+                         " --checkpoint " + out + "/avg.safetensors");
+  INFO(valid.output);
+  CHECK(valid.code == 0);
+  CHECK(valid.output.find("valid exact_match") != std::string::npos);
 
   // One file is a usage error; checkpoints of two different models are refused by name.
   CHECK(
