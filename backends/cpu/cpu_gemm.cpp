@@ -12,8 +12,9 @@
 #include <algorithm>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/strided.h"
+#include "core/error.h"
 #include "core/float_env.h"
+#include "core/parallel.h"
 
 namespace mixlab {
 namespace {
