@@ -9,7 +9,6 @@
 # Extra flags go to mixlab (e.g. --epochs 3). Results and commands are tabulated in README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/openblas-env.sh
 build=${MIXLAB_BUILD_DIR:-build}
 cmake --build "$build" --target mixlab -j "$(nproc)" >/dev/null
 mixer=${MIXER:-attention}

@@ -9,5 +9,4 @@ cd "$(dirname "$0")/.."
 build=${MIXLAB_BUILD_DIR:-build}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMIXLAB_CUDA="${MIXLAB_CUDA:-AUTO}" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target mixlab
-source scripts/openblas-env.sh
 exec "$build/mixlab" translate train --out runs/scan-demo --epochs 12 --threads 1 "$@"
