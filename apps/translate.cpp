@@ -173,6 +173,25 @@ Loaded load_model(const std::string& checkpoint, Device device) {
   return l;
 }
 
+// Several checkpoints decode as an ensemble; they must agree on both vocabularies.
+std::vector<Loaded> load_models(const std::vector<std::string>& checkpoints, Device device) {
+  std::vector<Loaded> out;
+  for (const auto& c : checkpoints) {
+    out.push_back(load_model(c, device));
+    const Loaded& l = out.back();
+    if (l.src.to_string() != out[0].src.to_string() || l.tgt.to_string() != out[0].tgt.to_string())
+      throw UsageError("--checkpoint " + c + " has other vocabularies than " + checkpoints[0] +
+                       "; an ensemble needs models trained on the same data");
+  }
+  return out;
+}
+
+std::vector<Translator*> others(std::vector<Loaded>& models) {
+  std::vector<Translator*> out;
+  for (size_t i = 1; i < models.size(); ++i) out.push_back(models[i].model.get());
+  return out;
+}
+
 // Evaluates on a test set and prints metrics and a few samples next to their references.
 std::map<std::string, double> test_and_show(TranslationTask& task, const TranslationData& d,
                                             const Vocab& src, const Vocab& tgt, int samples) {
@@ -304,14 +323,18 @@ void add_translate_commands(CLI::App& root) {
   struct EvalArgs {
     CommonFlags common;
     DecodeFlags decode;
-    std::string checkpoint, split = "simple", tokens = "words", on = "test";
+    std::vector<std::string> checkpoints;
+    std::string split = "simple", tokens = "words", on = "test";
   };
   auto e = std::make_shared<EvalArgs>();
   CLI::App* eval =
       translate->add_subcommand("eval", "score a checkpoint on the test (or validation) set");
   add_common_flags(eval, e->common);
   add_decode_flags(eval, e->decode);
-  eval->add_option("--checkpoint", e->checkpoint, "a .safetensors checkpoint")->required();
+  eval->add_option("--checkpoint", e->checkpoints,
+                   "a .safetensors checkpoint; several decode as an ensemble (the mean of their "
+                   "next-token probabilities)")
+      ->required();
   eval->add_option("--split", e->split, "SCAN split")->capture_default_str();
   eval->add_option("--tokens", e->tokens, "TSV data: words or chars")->capture_default_str();
   eval->add_option("--on", e->on,
@@ -321,7 +344,8 @@ void add_translate_commands(CLI::App& root) {
       ->capture_default_str();
   eval->callback([e] {
     Device device = setup_runtime(e->common);
-    Loaded l = load_model(e->checkpoint, device);
+    std::vector<Loaded> models = load_models(e->checkpoints, device);
+    Loaded& l = models[0];
     std::string data = e->common.data;
     if (data.empty()) {
       const std::string& saved = l.info.extra["data"];
@@ -333,6 +357,7 @@ void add_translate_commands(CLI::App& root) {
       d.test_refs = std::move(d.valid_refs);
     }
     TranslationTask task(*l.model, device, 0.0, decode_options(e->decode, l.info.config));
+    task.set_ensemble(others(models));
     for (const auto& [k, v] : test_and_show(task, d, l.src, l.tgt, 5))
       std::cout << e->on << " " << k << " " << v << "\n";
   });
@@ -340,30 +365,37 @@ void add_translate_commands(CLI::App& root) {
   struct RunArgs {
     CommonFlags common;
     DecodeFlags decode;
-    std::string checkpoint;
+    std::vector<std::string> checkpoints;
   };
   auto r = std::make_shared<RunArgs>();
   CLI::App* run = translate->add_subcommand("run", "translate lines from stdin to stdout");
   add_common_flags(run, r->common);
   add_decode_flags(run, r->decode);
-  run->add_option("--checkpoint", r->checkpoint, "a .safetensors checkpoint")->required();
+  run->add_option("--checkpoint", r->checkpoints,
+                  "a .safetensors checkpoint; several decode as an ensemble")
+      ->required();
   run->callback([r] {
     Device device = setup_runtime(r->common);
-    Loaded l = load_model(r->checkpoint, device);
+    std::vector<Loaded> loaded = load_models(r->checkpoints, device);
+    Loaded& l = loaded[0];
+    std::vector<Translator*> models{l.model.get()};
+    for (Translator* m : others(loaded)) models.push_back(m);
+    int64_t max_len = l.info.config.max_len;
+    for (const Loaded& m : loaded) max_len = std::min(max_len, m.info.config.max_len);
     std::string kind = l.info.extra.count("src_tokens") ? l.info.extra["src_tokens"] : "words";
     std::string sep = l.info.extra.count("tgt_join") ? l.info.extra["tgt_join"] : " ";
     DecodeOptions o = decode_options(r->decode, l.info.config);
     for (std::string line; std::getline(std::cin, line);) {
       std::vector<int32_t> ids = l.src.encode(tokenize(line, kind), false, true);
-      if (static_cast<int64_t>(ids.size()) > l.info.config.max_len) {
+      if (static_cast<int64_t>(ids.size()) > max_len) {
         std::cerr << "warning: input of " << ids.size() << " tokens is longer than max_len "
-                  << l.info.config.max_len << "; skipped\n";
+                  << max_len << "; skipped\n";
         std::cout << "\n";
         continue;
       }
       int64_t n = static_cast<int64_t>(ids.size());
       Tensor src = Tensor::from_data(ids, {1, n}, device);
-      auto out = l.model->generate(src, {static_cast<int32_t>(n)}, o);
+      auto out = generate_ensemble(models, src, {static_cast<int32_t>(n)}, o);
       std::cout << join(l.tgt.decode(out[0]), sep) << "\n" << std::flush;
     }
   });

@@ -49,11 +49,6 @@ Tensor gather_batch(const Tensor& t, const std::vector<int32_t>& index) {
   return select_rows(t, Tensor::from_data(index, {static_cast<int64_t>(index.size())}, t.device()));
 }
 
-int32_t argmax_row(const std::vector<float>& v, int64_t row, int64_t cols) {
-  const float* p = v.data() + row * cols;
-  return static_cast<int32_t>(std::max_element(p, p + cols) - p);
-}
-
 }  // namespace
 
 MixerContext make_context(const std::vector<int32_t>& lengths, int64_t n, DType dtype,
@@ -250,124 +245,69 @@ void Translator::reorder(State& state, const std::vector<int32_t>& index) {
 std::vector<std::vector<int32_t>> Translator::generate(const Tensor& src,
                                                        const std::vector<int32_t>& src_lengths,
                                                        const DecodeOptions& options) {
+  return generate_ensemble({this}, src, src_lengths, options);
+}
+
+namespace {
+
+// Next-token log-probabilities of one or more translators over the same rows.
+class TranslatorScorer : public NextTokenScorer {
+ public:
+  TranslatorScorer(const std::vector<Translator*>& models, const Tensor& src,
+                   const std::vector<int32_t>& src_lengths)
+      : models_(models) {
+    for (Translator* m : models_) states_.push_back(m->start(m->encode(src, src_lengths)));
+  }
+  std::vector<float> next_log_probs(const std::vector<int32_t>& tokens) override {
+    std::vector<std::vector<float>> each;
+    for (size_t m = 0; m < models_.size(); ++m)
+      each.push_back(log_softmax(models_[m]->step(states_[m], tokens), -1).to_float_vector());
+    if (each.size() == 1) return each[0];
+    for (size_t m = 1; m < each.size(); ++m)
+      check(each[m].size() == each[0].size(), "generate_ensemble: model ", m, " has ",
+            each[m].size() / tokens.size(), " target tokens, model 0 has ",
+            each[0].size() / tokens.size());
+    // log(mean_m p_m), computed as a log-sum-exp in double.
+    std::vector<float> mean(each[0].size());
+    const double log_n = std::log(static_cast<double>(each.size()));
+    for (size_t i = 0; i < mean.size(); ++i) {
+      double top = -std::numeric_limits<double>::infinity();
+      for (const auto& lp : each) top = std::max(top, static_cast<double>(lp[i]));
+      if (top == -std::numeric_limits<double>::infinity()) {
+        mean[i] = static_cast<float>(top);
+        continue;
+      }
+      double sum = 0;
+      for (const auto& lp : each) sum += std::exp(lp[i] - top);
+      mean[i] = static_cast<float>(top + std::log(sum) - log_n);
+    }
+    return mean;
+  }
+  void reorder(const std::vector<int32_t>& index) override {
+    for (size_t m = 0; m < models_.size(); ++m) models_[m]->reorder(states_[m], index);
+  }
+
+ private:
+  std::vector<Translator*> models_;
+  std::vector<Translator::State> states_;
+};
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> generate_ensemble(const std::vector<Translator*>& models,
+                                                    const Tensor& src,
+                                                    const std::vector<int32_t>& src_lengths,
+                                                    const DecodeOptions& options) {
   NoGradGuard no_grad;
+  check(!models.empty(), "generate: no model");
   check(options.beam >= 1, "generate: beam must be at least 1");
-  Memory memory = encode(src, src_lengths);
   DecodeOptions o = options;
   // Position t of the target uses positional row t: <bos> plus max_len tokens must fit in ℓ.
-  o.max_len = std::min<int64_t>(o.max_len, config_.tgt_max_len - 1);
-  return o.beam == 1 ? greedy(memory, o) : beam_search(memory, o);
-}
-
-std::vector<std::vector<int32_t>> Translator::greedy(const Memory& memory, const DecodeOptions& o) {
-  int64_t b = memory.states.size(0);
-  State state = start(memory);
-  std::vector<std::vector<int32_t>> out(b);
-  std::vector<bool> done(b, false);
-  std::vector<int32_t> tokens(b, o.bos);
-  for (int64_t t = 0; t < o.max_len; ++t) {
-    std::vector<float> logits = step(state, tokens).to_float_vector();
-    int64_t vocab = static_cast<int64_t>(logits.size()) / b;
-    bool all_done = true;
-    for (int64_t i = 0; i < b; ++i) {
-      tokens[i] = done[i] ? o.eos : argmax_row(logits, i, vocab);
-      if (!done[i] && tokens[i] == o.eos) done[i] = true;
-      if (!done[i]) out[i].push_back(tokens[i]);
-      all_done = all_done && done[i];
-    }
-    if (all_done) break;
-  }
-  return out;
-}
-
-std::vector<std::vector<int32_t>> Translator::beam_search(const Memory& memory,
-                                                          const DecodeOptions& o) {
-  int64_t b = memory.states.size(0), k = o.beam;
-  struct Hyp {
-    std::vector<int32_t> tokens;
-    double score = 0;  // sum of log-probabilities
-    bool done = false;
-  };
-  auto penalised = [&](const Hyp& h) {
-    if (o.length_penalty == 0) return h.score;
-    double len = static_cast<double>(h.tokens.size() + (h.done ? 1 : 0));
-    return h.score / std::pow((5.0 + len) / 6.0, o.length_penalty);
-  };
-  // Beam j of item i lives at row i*k + j. Initially only beam 0 is alive (no duplicates).
-  std::vector<int32_t> expand_rows;
-  for (int64_t i = 0; i < b; ++i)
-    for (int64_t j = 0; j < k; ++j) expand_rows.push_back(static_cast<int32_t>(i));
-  State state = start(memory);
-  reorder(state, expand_rows);
-  std::vector<std::vector<Hyp>> beams(b, std::vector<Hyp>(k));
-  for (int64_t i = 0; i < b; ++i)
-    for (int64_t j = 1; j < k; ++j) beams[i][j].score = -std::numeric_limits<double>::infinity();
-  std::vector<int32_t> tokens(b * k, o.bos);
-  for (int64_t t = 0; t < o.max_len; ++t) {
-    Tensor logp = log_softmax(step(state, tokens), -1);
-    std::vector<float> lp = logp.to_float_vector();
-    int64_t vocab = logp.size(1);
-    std::vector<int32_t> parents(b * k);
-    bool all_done = true;
-    for (int64_t i = 0; i < b; ++i) {
-      struct Cand {
-        double key;
-        int64_t parent;
-        int32_t token;
-        Hyp hyp;
-      };
-      std::vector<Cand> cands;
-      for (int64_t j = 0; j < k; ++j) {
-        const Hyp& h = beams[i][j];
-        if (h.score == -std::numeric_limits<double>::infinity()) continue;
-        if (h.done) {
-          cands.push_back({penalised(h), j, o.eos, h});
-          continue;
-        }
-        // The k best continuations of this beam suffice for the k best overall.
-        const float* row = lp.data() + (i * k + j) * vocab;
-        std::vector<int32_t> ids(vocab);
-        for (int64_t v = 0; v < vocab; ++v) ids[v] = static_cast<int32_t>(v);
-        std::partial_sort(ids.begin(), ids.begin() + std::min<int64_t>(k, vocab), ids.end(),
-                          [&](int32_t a, int32_t c) { return row[a] > row[c]; });
-        for (int64_t r = 0; r < std::min<int64_t>(k, vocab); ++r) {
-          Hyp n = h;
-          n.score += row[ids[r]];
-          if (ids[r] == o.eos)
-            n.done = true;
-          else
-            n.tokens.push_back(ids[r]);
-          cands.push_back({penalised(n), j, ids[r], n});
-        }
-      }
-      std::stable_sort(cands.begin(), cands.end(),
-                       [](const Cand& a, const Cand& c) { return a.key > c.key; });
-      for (int64_t j = 0; j < k; ++j) {
-        if (j < static_cast<int64_t>(cands.size())) {
-          beams[i][j] = cands[j].hyp;
-          parents[i * k + j] = static_cast<int32_t>(i * k + cands[j].parent);
-          tokens[i * k + j] = cands[j].token;
-        } else {
-          beams[i][j] = Hyp{{}, -std::numeric_limits<double>::infinity(), true};
-          parents[i * k + j] = static_cast<int32_t>(i * k);
-          tokens[i * k + j] = o.eos;
-        }
-        all_done = all_done && beams[i][j].done;
-      }
-    }
-    if (all_done) break;
-    reorder(state, parents);
-  }
-  std::vector<std::vector<int32_t>> out(b);
-  for (int64_t i = 0; i < b; ++i) {
-    const Hyp* best = nullptr;
-    for (const Hyp& h : beams[i])
-      if (h.score != -std::numeric_limits<double>::infinity() &&
-          (!best || penalised(h) > penalised(*best)))
-        best = &h;
-    if (best) out[i] = best->tokens;
-  }
-  return out;
+  for (Translator* m : models)
+    o.max_len = std::min<int64_t>(o.max_len, m->config().tgt_max_len - 1);
+  TranslatorScorer scorer(models, src, src_lengths);
+  int64_t b = src.size(0);
+  return o.beam == 1 ? greedy_search(scorer, b, o) : beam_search(scorer, b, o);
 }
 
 }  // namespace mixlab

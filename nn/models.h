@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nn/blocks.h"
+#include "nn/decoding.h"
 #include "nn/model_config.h"
 
 namespace mixlab {
@@ -47,13 +48,6 @@ struct Memory {
   std::vector<int32_t> lengths;
 };
 
-struct DecodeOptions {
-  int64_t max_len = 64;       // generated tokens at most (beyond <bos>)
-  int64_t beam = 1;           // 1 = greedy
-  double length_penalty = 1;  // GNMT's ((5 + len) / 6)^α on beam scores; 0 disables
-  int32_t bos = 1, eos = 2;
-};
-
 class Translator : public Module {
  public:
   explicit Translator(const ModelConfig& config);
@@ -87,8 +81,6 @@ class Translator : public Module {
 
  private:
   Tensor logits_from(const Tensor& h);
-  std::vector<std::vector<int32_t>> greedy(const Memory& memory, const DecodeOptions& options);
-  std::vector<std::vector<int32_t>> beam_search(const Memory& memory, const DecodeOptions& options);
 
   ModelConfig config_;
   std::shared_ptr<Embedding> src_embed_, tgt_embed_;
@@ -100,6 +92,15 @@ class Translator : public Module {
   Tensor head_bias_;  // used with a tied head
   std::shared_ptr<Dropout> drop_;
 };
+
+// Decodes with several translators as one: each encodes the source and keeps its own caches, and
+// every step scores tokens by the mean of their next-token probabilities (fairseq's
+// EnsembleModel). The models must share their vocabularies; outputs stop at the shortest target
+// limit among them. One model decodes exactly as Translator::generate.
+std::vector<std::vector<int32_t>> generate_ensemble(const std::vector<Translator*>& models,
+                                                    const Tensor& src,
+                                                    const std::vector<int32_t>& src_lengths,
+                                                    const DecodeOptions& options);
 
 // The valid mask [B, N] and host lengths for a batch (empty lengths = all valid).
 MixerContext make_context(const std::vector<int32_t>& lengths, int64_t n, DType dtype,

@@ -180,7 +180,7 @@ TEST_CASE("apps: translate train then run translates stdin") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("apps: --keep-epochs keeps the last epochs and mixlab average combines them") {
+TEST_CASE("apps: --keep-epochs, mixlab average and ensembles of checkpoints") {
   fs::path dir = fresh_dir("average");
   {
     std::ofstream f(dir / "pairs.tsv");
@@ -226,8 +226,36 @@ TEST_CASE("apps: --keep-epochs keeps the last epochs and mixlab average combines
   CHECK(mixed.code == 1);
   CHECK(mixed.output.find("is [") != std::string::npos);
   CHECK_FALSE(fs::exists(out + "/x.safetensors"));
+
+  // Models of different widths on the same data decode together as an ensemble.
+  Run ensemble = run_mixlab("translate eval --beam 2 --data " + (dir / "pairs.tsv").string() +
+                            " --checkpoint " + out + "/epoch-3.safetensors --checkpoint " + out +
+                            "-narrow/epoch-3.safetensors");
+  INFO(ensemble.output);
+  CHECK(ensemble.code == 0);
+  CHECK(ensemble.output.find("test exact_match") != std::string::npos);
+  Run ensemble_run = run_mixlab("translate run --checkpoint " + out + "/epoch-3.safetensors " +
+                                    out + "-narrow/epoch-3.safetensors",
+                                "a b\nc d\n");
+  INFO(ensemble_run.output);
+  CHECK(ensemble_run.code == 0);
+  // A model with other vocabularies is refused by name.
+  {
+    std::ofstream f(dir / "other.tsv");
+    for (int i = 0; i < 40; ++i) f << "p q\tq p\n";
+  }
+  REQUIRE(run_mixlab("translate train --data " + (dir / "other.tsv").string() +
+                     " --dim 16 --heads 2 --layers 1 --batch 16 --steps 2 --quiet --out " + out +
+                     "-other")
+              .code == 0);
+  Run foreign =
+      run_mixlab("translate eval --data " + (dir / "pairs.tsv").string() + " --checkpoint " + out +
+                 "/epoch-3.safetensors --checkpoint " + out + "-other/last.safetensors");
+  CHECK(foreign.code == 2);
+  CHECK(foreign.output.find("other vocabularies") != std::string::npos);
   fs::remove_all(dir);
   fs::remove_all(out + "-narrow");
+  fs::remove_all(out + "-other");
 }
 
 TEST_CASE("apps: classify on generated ListOps runs a few steps") {

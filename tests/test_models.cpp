@@ -1,6 +1,9 @@
 // The two model families: structure, names, padding, incremental decoding equal to teacher
 // forcing, beam search, and every mixer training a little inside a classifier and a translator.
+#include <cmath>
+
 #include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "nn/mixer_registry.h"
 #include "nn/models.h"
 #include "tests/test_helpers.h"
@@ -126,6 +129,92 @@ TEST_CASE("models: beam search of width 1 equals greedy and wider beams decode")
   auto beam = m.generate(src, {4, 2}, o);
   REQUIRE(beam.size() == 2);
   for (auto& seq : beam) CHECK(seq.size() <= 6);
+}
+
+namespace {
+
+// Next-token probabilities that depend only on the newest token: from <bos>, x 0.55 and y 0.45;
+// after x, <eos> 0.4 and x, y 0.3 each; after y, <eos> 0.98. Greedy says "x" (0.22); the best
+// whole output is "y" (0.441).
+class NewestTokenScorer : public NextTokenScorer {
+ public:
+  static constexpr int32_t kX = 3, kY = 4;
+  std::vector<float> next_log_probs(const std::vector<int32_t>& tokens) override {
+    std::vector<float> out;
+    for (int32_t t : tokens) {
+      std::vector<double> p(5, 0.0);
+      if (t == 1) p = {0.0, 0.0, 0.0, 0.55, 0.45};
+      if (t == kX) p = {0.0, 0.0, 0.4, 0.3, 0.3};
+      if (t == kY || t == 2) p = {0.0, 0.0, 0.98, 0.01, 0.01};
+      for (double v : p) out.push_back(static_cast<float>(std::log(v)));
+    }
+    rows_seen.push_back(tokens.size());
+    return out;
+  }
+  void reorder(const std::vector<int32_t>& index) override { reorders.push_back(index); }
+  std::vector<size_t> rows_seen;
+  std::vector<std::vector<int32_t>> reorders;
+};
+
+}  // namespace
+
+TEST_CASE("models: beam search finds the likelier whole output that greedy misses") {
+  DecodeOptions o;
+  o.max_len = 5;
+  o.length_penalty = 0;
+  NewestTokenScorer greedy_scorer;
+  CHECK(greedy_search(greedy_scorer, 1, o) == std::vector<std::vector<int32_t>>{{3}});
+  o.beam = 2;
+  NewestTokenScorer beam_scorer;
+  auto two = beam_search(beam_scorer, 2, o);  // two identical items, rows i*2 + j
+  CHECK(two == std::vector<std::vector<int32_t>>{{4}, {4}});
+  REQUIRE_FALSE(beam_scorer.reorders.empty());
+  CHECK(beam_scorer.reorders[0] == std::vector<int32_t>{0, 0, 1, 1});  // beams start as copies
+  for (size_t rows : beam_scorer.rows_seen) CHECK(rows == 4);
+}
+
+TEST_CASE("models: an ensemble decodes by the mean of its models' probabilities") {
+  Translator a(tiny_translator("attention", "attention"));
+  ModelConfig other = tiny_translator("attention", "attention");
+  other.seed = 11;
+  other.dim = 8;  // an ensemble may mix architectures that share the vocabularies
+  Translator b(other);
+  a.eval();
+  b.eval();
+  Tensor src = Tensor::from_data(std::vector<int32_t>{3, 4, 5, 6, 7, 8, 0, 0}, {2, 4});
+  std::vector<int32_t> len{4, 2};
+  DecodeOptions o;
+  o.max_len = 6;
+  for (int64_t beam : {1, 3}) {
+    o.beam = beam;
+    INFO("beam " << beam);
+    CHECK(generate_ensemble({&a}, src, len, o) == a.generate(src, len, o));
+    CHECK(generate_ensemble({&a, &a}, src, len, o) == a.generate(src, len, o));
+  }
+  // The first greedy token is the argmax of (p_a + p_b) / 2 after <bos>.
+  NoGradGuard no_grad;
+  auto sa = a.start(a.encode(src, len)), sb = b.start(b.encode(src, len));
+  auto pa = softmax(a.step(sa, {1, 1}), -1).to_float_vector();
+  auto pb = softmax(b.step(sb, {1, 1}), -1).to_float_vector();
+  o.beam = 1;
+  o.max_len = 1;
+  auto first = generate_ensemble({&a, &b}, src, len, o);
+  for (int row = 0; row < 2; ++row) {
+    int best = 0;
+    for (int v = 1; v < 7; ++v)
+      if (pa[row * 7 + v] + pb[row * 7 + v] > pa[row * 7 + best] + pb[row * 7 + best]) best = v;
+    if (best == 2) {
+      CHECK(first[row].empty());  // <eos> first: an empty output
+    } else {
+      CHECK(first[row] == std::vector<int32_t>{best});
+    }
+  }
+  ModelConfig wide_vocab = tiny_translator("attention", "attention");
+  wide_vocab.tgt_vocab = 9;
+  Translator c(wide_vocab);
+  c.eval();
+  CHECK_THROWS_WITH_AS(generate_ensemble({&a, &c}, src, len, o), doctest::Contains("target tokens"),
+                       Error);
 }
 
 TEST_CASE("models: every mixer trains a little in a classifier and a translator") {

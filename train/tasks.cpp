@@ -131,8 +131,16 @@ Tensor TranslationTask::teacher_forced_loss(const Batch& b, double label_smoothi
   shift_targets(b, in, out, lengths);
   int64_t t = b.tgt_len - 1;
   Tensor src = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
-  Tensor logits =
-      model_.forward(src, b.src_lengths, Tensor::from_data(in, {b.size, t}, device_), lengths);
+  Tensor tgt_in = Tensor::from_data(in, {b.size, t}, device_);
+  Tensor logits = model_.forward(src, b.src_lengths, tgt_in, lengths);
+  if (!others_.empty()) {
+    // log of the mean probability is a valid logit row: it already sums to one. The 1e-30
+    // floor keeps a target that every model rules out (float underflow) at a finite loss.
+    Tensor probs = softmax(logits, -1);
+    for (Translator* m : others_)
+      probs = add(probs, softmax(m->forward(src, b.src_lengths, tgt_in, lengths), -1));
+    logits = log(add(mul(probs, 1.0 / static_cast<double>(others_.size() + 1)), 1e-30));
+  }
   return cross_entropy(logits, Tensor::from_data(out, {b.size, t}, device_), kPad, label_smoothing);
 }
 
@@ -144,7 +152,10 @@ std::vector<std::vector<int32_t>> TranslationTask::translate(const Dataset& data
     std::vector<std::vector<int32_t>> out;
     while (loader.next(b)) {
       Tensor src = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
-      for (auto& seq : model_.generate(src, b.src_lengths, decode_)) out.push_back(std::move(seq));
+      std::vector<Translator*> models{&model_};
+      models.insert(models.end(), others_.begin(), others_.end());
+      for (auto& seq : generate_ensemble(models, src, b.src_lengths, decode_))
+        out.push_back(std::move(seq));
     }
     return out;
   });

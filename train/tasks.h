@@ -62,6 +62,10 @@ class TranslationTask : public TrainTask {
   void set_references(std::vector<std::vector<std::vector<int32_t>>> references) {
     references_ = std::move(references);
   }
+  // More models (in eval mode, same vocabularies) that decode and score together with this
+  // task's model from now on: see generate_ensemble. The loss becomes the ensemble's, the
+  // cross-entropy of the mean of the models' probabilities. Empty: the task's model alone.
+  void set_ensemble(std::vector<Translator*> others) { others_ = std::move(others); }
   // Generated outputs (without <bos>/<eos>) for every example of a data set, in order.
   std::vector<std::vector<int32_t>> translate(const Dataset& data);
   DecodeOptions& decode_options() { return decode_; }
@@ -69,6 +73,7 @@ class TranslationTask : public TrainTask {
  private:
   Tensor teacher_forced_loss(const Batch& batch, double label_smoothing);
   Translator& model_;
+  std::vector<Translator*> others_;
   Device device_;
   double label_smoothing_;
   DecodeOptions decode_;
