@@ -54,4 +54,19 @@ inline std::vector<double> rows_of(const Tensor& y, int64_t b, int64_t from, int
   return contiguous(narrow(narrow(y, 0, b, 1), 1, from, to - from)).to_double_vector();
 }
 
+// A mixer's parameter by its dotted name (the test fails when there is none).
+inline Tensor param(const Mixer& m, const std::string& name) {
+  for (const auto& [n, t] : m.named_parameters())
+    if (n == name) return t;
+  FAIL("no parameter " << name);
+  return Tensor();
+}
+
+// Overwrites a parameter with hand-set values (row-major, as many as it holds).
+inline void set_param(const Mixer& m, const std::string& name, const std::vector<double>& values) {
+  Tensor p = param(m, name);
+  REQUIRE(static_cast<int64_t>(values.size()) == p.numel());
+  assign_in_place(p, Tensor::from_data(values, p.shape()));
+}
+
 }  // namespace mixlab::testing

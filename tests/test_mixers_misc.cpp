@@ -20,19 +20,6 @@ MixerConfig config_for(const std::string& name, int64_t d, int64_t h, bool causa
   return c;
 }
 
-Tensor param(const Mixer& m, const std::string& name) {
-  for (const auto& [n, t] : m.named_parameters())
-    if (n == name) return t;
-  FAIL("no parameter " << name);
-  return Tensor();
-}
-
-void set_param(const Mixer& m, const std::string& name, const std::vector<double>& values) {
-  Tensor t = param(m, name);
-  REQUIRE(static_cast<int64_t>(values.size()) == t.numel());
-  assign_in_place(t, Tensor::from_data(values, t.shape()));
-}
-
 std::vector<double> identity(int64_t n) {
   std::vector<double> out(n * n, 0.0);
   for (int64_t i = 0; i < n; ++i) out[i * n + i] = 1.0;

@@ -18,19 +18,6 @@ MixerConfig config(const std::string& name, int64_t d, int64_t h, int64_t l, boo
   return c;
 }
 
-Tensor param(const Mixer& m, const std::string& name) {
-  for (const auto& [n, t] : m.named_parameters())
-    if (n == name) return t;
-  FAIL("no parameter " << name);
-  return Tensor();
-}
-
-void set_param(const Mixer& m, const std::string& name, const std::vector<double>& values) {
-  Tensor p = param(m, name);
-  REQUIRE(static_cast<int64_t>(values.size()) == p.numel());
-  assign_in_place(p, Tensor::from_data(values, p.shape()));
-}
-
 Tensor tensor64(const std::vector<double>& values, const Shape& shape) {
   return Tensor::from_data(values, shape);
 }
