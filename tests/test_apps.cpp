@@ -258,6 +258,28 @@ TEST_CASE("apps: --keep-epochs, mixlab average and ensembles of checkpoints") {
   fs::remove_all(out + "-other");
 }
 
+TEST_CASE("apps: g2p holds out the same dev words whatever the seed") {
+  fs::path dir = fresh_dir("g2p-dev");
+  std::string out = (dir / "run").string();
+  Run train = run_mixlab(
+      "translate train --data g2p --train-limit 300 --steps 2 --dim 8 --heads 2 --layers 1 "
+      "--max-output 3 --seed 3 --quiet --out " +
+      out);
+  INFO(train.output);
+  REQUIRE(train.code == 0);
+  auto valid = [&](const std::string& seed) {
+    Run r = run_mixlab("translate eval --on valid --max-output 3 --seed " + seed +
+                       " --checkpoint " + out + "/last.safetensors");
+    INFO(r.output);
+    CHECK(r.code == 0);
+    return r.output;
+  };
+  std::string a = valid("0");
+  CHECK(a.find("valid wer") != std::string::npos);
+  CHECK(valid("7") == a);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("apps: classify on generated ListOps runs a few steps") {
   fs::path dir = fresh_dir("listops");
   Run r = run_mixlab(
