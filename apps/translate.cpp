@@ -330,8 +330,8 @@ void add_translate_commands(CLI::App& root) {
     std::string split = "simple", tokens = "words", on = "test";
   };
   auto e = std::make_shared<EvalArgs>();
-  CLI::App* eval =
-      translate->add_subcommand("eval", "score a checkpoint on the test (or validation) set");
+  CLI::App* eval = translate->add_subcommand(
+      "eval", "score a checkpoint (or an ensemble) on the test or validation set");
   add_common_flags(eval, e->common);
   add_decode_flags(eval, e->decode);
   eval->add_option("--checkpoint", e->checkpoints,
