@@ -132,3 +132,20 @@ TEST_CASE(
   // ... evaluation does not.
   CHECK(smoothed.evaluate(data).at("loss") == doctest::Approx(plain.evaluate(data).at("loss")));
 }
+
+TEST_CASE("translation: an ensemble's loss is the cross-entropy of the models' mean probability") {
+  InMemoryDataset data = reverse_data(40, 6);
+  Translator a(reverse_config(16));
+  ModelConfig other = reverse_config(8);
+  other.seed = 9;
+  Translator b(other);
+  TranslationTask alone(a, Device::cpu()), alone_b(b, Device::cpu()), twice(a, Device::cpu()),
+      pair(a, Device::cpu());
+  twice.set_ensemble({&a});
+  pair.set_ensemble({&b});
+  double la = alone.evaluate(data).at("loss"), lb = alone_b.evaluate(data).at("loss");
+  CHECK(twice.evaluate(data).at("loss") == doctest::Approx(la).epsilon(1e-5));
+  // -log((p_a + p_b) / 2) <= (-log p_a - log p_b) / 2 token by token (Jensen), strictly when the
+  // models differ.
+  CHECK(pair.evaluate(data).at("loss") < (la + lb) / 2);
+}
