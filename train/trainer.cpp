@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "autograd/ops.h"
+#include "train/atomic_file.h"
 #include "train/data_loader.h"
 #include "train/grad_utils.h"
 #include "train/interrupt.h"
@@ -221,7 +223,14 @@ TrainResult Trainer::run() {
       evaluate(epoch + 1, 0);
       save(last_checkpoint(o.out_dir), epoch + 1, 0);
       if (files && o.keep_epochs > 0) {
-        save(epoch_checkpoint(o.out_dir, epoch + 1), epoch + 1, 0);
+        // The epoch's checkpoint is last.safetensors as just written: copy its bytes rather
+        // than serialise (and checksum) the model and optimizer a second time.
+        const std::string last = last_checkpoint(o.out_dir);
+        write_file_atomically(epoch_checkpoint(o.out_dir, epoch + 1), [&](std::ostream& out) {
+          std::ifstream in(last, std::ios::binary);
+          check(in.good(), "trainer: cannot read back ", last);
+          out << in.rdbuf();
+        });
         std::filesystem::remove(epoch_checkpoint(o.out_dir, epoch + 1 - o.keep_epochs));
       }
     } else {
