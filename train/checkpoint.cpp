@@ -273,16 +273,19 @@ std::map<std::string, std::string> load_weights(const std::string& path, Module&
 
 namespace {
 
+// Writes into `mean` (a copy of the first file's record) the element-wise mean of tensor `name`
+// over `files`, summed in float64 and rounded once to T.
 template <typename T>
-void accumulate(std::vector<double>& sum, const TensorRecord& r) {
-  const T* v = reinterpret_cast<const T*>(r.bytes.data());
-  for (size_t i = 0; i < sum.size(); ++i) sum[i] += static_cast<double>(v[i]);
-}
-
-template <typename T>
-void store_mean(TensorRecord& r, const std::vector<double>& sum, double count) {
-  T* v = reinterpret_cast<T*>(r.bytes.data());
-  for (size_t i = 0; i < sum.size(); ++i) v[i] = static_cast<T>(sum[i] / count);
+void store_mean(TensorRecord& mean, const std::vector<SafetensorsFile>& files,
+                const std::string& name) {
+  std::vector<double> sum(mean.bytes.size() / sizeof(T), 0.0);
+  for (const auto& file : files) {
+    const T* v = reinterpret_cast<const T*>(file.at(name).bytes.data());
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += static_cast<double>(v[i]);
+  }
+  T* out = reinterpret_cast<T*>(mean.bytes.data());
+  for (size_t i = 0; i < sum.size(); ++i)
+    out[i] = static_cast<T>(sum[i] / static_cast<double>(files.size()));
 }
 
 }  // namespace
@@ -315,19 +318,8 @@ void average_checkpoints(const std::vector<std::string>& inputs, const std::stri
   std::vector<TensorRecord> records;
   for (const auto& name : names) {
     TensorRecord mean = first.at(name);
-    if (mean.dtype == "F32" || mean.dtype == "F64") {
-      std::vector<double> sum(mean.bytes.size() / safetensors_dtype_size(mean.dtype), 0.0);
-      for (const auto& file : files) {
-        if (mean.dtype == "F32")
-          accumulate<float>(sum, file.at(name));
-        else
-          accumulate<double>(sum, file.at(name));
-      }
-      if (mean.dtype == "F32")
-        store_mean<float>(mean, sum, static_cast<double>(files.size()));
-      else
-        store_mean<double>(mean, sum, static_cast<double>(files.size()));
-    }
+    if (mean.dtype == "F32") store_mean<float>(mean, files, name);
+    if (mean.dtype == "F64") store_mean<double>(mean, files, name);
     records.push_back(std::move(mean));
   }
   std::map<std::string, std::string> metadata;
