@@ -5,6 +5,7 @@
 // the workspace's shared folder. Failures name file:line.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -138,4 +139,28 @@ TEST_CASE("docs: the reference scanner finds what it should (it can fail)") {
   std::set<int> sections = numbered_headings(kRoot / "docs" / "mixers.md");
   CHECK(sections.count(2));
   CHECK_FALSE(sections.count(99));
+}
+
+TEST_CASE("docs: the tutorial's code excerpts are the shipped linear-attention file, verbatim") {
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  const std::string tutorial = read(kRoot / "docs" / "add-a-mixer.md");
+  const std::string source = read(kRoot / "nn" / "mixers" / "linear_attention.cpp");
+  REQUIRE(!source.empty());
+  int blocks = 0;
+  for (size_t open = tutorial.find("```cpp\n"); open != std::string::npos;
+       open = tutorial.find("```cpp\n", open + 1)) {
+    size_t begin = open + 7, close = tutorial.find("```", begin);
+    REQUIRE(close != std::string::npos);
+    std::string block = tutorial.substr(begin, close - begin);
+    int line = 1 + static_cast<int>(std::count(tutorial.begin(), tutorial.begin() + begin, '\n'));
+    INFO("docs/add-a-mixer.md:" << line << " is not in nn/mixers/linear_attention.cpp:\n" << block);
+    CHECK(source.find(block) != std::string::npos);
+    ++blocks;
+  }
+  CHECK(blocks >= 6);
 }
