@@ -1,4 +1,4 @@
-// The token-mixer interface (../shared/docs/mixers.md §0). A mixer maps X [B, N, d] to Y [B, N, d]
+// The token-mixer interface (docs/mixers.md §0). A mixer maps X [B, N, d] to Y [B, N, d]
 // moving information between positions; everything else in a block is shared by all mixers.
 #pragma once
 #include <map>

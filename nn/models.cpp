@@ -161,7 +161,12 @@ Translator::Translator(const ModelConfig& c) : config_(c) {
     cross.cross = true;
     decoder_->push_back(std::make_shared<DecoderBlock>(self, cross, gen));
   }
-  decoder_norm_ = register_module("decoder_norm", std::make_shared<LayerNorm>(c.dim));
+  // Registered under one name either way, so a LayerNorm decoder keeps its checkpoint keys
+  // (decoder_norm.weight, decoder_norm.bias); a resmlp decoder has decoder_norm.alpha, .beta.
+  if (MixerRegistry::instance().find(c.decoder_mixer).capabilities.block == BlockStyle::ResMLP)
+    decoder_affine_ = register_module("decoder_norm", std::make_shared<Affine>(c.dim));
+  else
+    decoder_norm_ = register_module("decoder_norm", std::make_shared<LayerNorm>(c.dim));
   if (c.tie_output)
     head_bias_ = register_parameter("head_bias", init::zeros({c.tgt_vocab}));
   else
@@ -169,7 +174,7 @@ Translator::Translator(const ModelConfig& c) : config_(c) {
 }
 
 Tensor Translator::logits_from(const Tensor& h) {
-  Tensor n = decoder_norm_->forward(h);
+  Tensor n = decoder_affine_ ? decoder_affine_->forward(h) : decoder_norm_->forward(h);
   return head_ ? head_->forward(n) : linear(n, tgt_embed_->weight, head_bias_);
 }
 

@@ -11,7 +11,7 @@ TEST_CASE("mixers: the registry holds every mixer of the specification") {
   for (const char* name :
        {"attention", "synth-random", "synth-fixed", "synth-dense", "synth-frandom", "synth-fdense",
         "synth-mix:R+V", "mlp-mixer", "resmlp", "ffonly", "external", "fnet", "gmlp", "amlp",
-        "hcsa", "lightconv", "dynconv", "linformer"}) {
+        "hcsa", "lightconv", "dynconv", "linformer", "linear-attention"}) {
     INFO(name);
     CHECK(MixerRegistry::instance().contains(name));
   }

@@ -69,6 +69,58 @@ TEST_CASE("models: parameter names are dotted paths and print shows the tree") {
   CHECK(back.to_json() == t.config().to_json());
 }
 
+namespace {
+bool has_parameter(const Module& m, const std::string& name) {
+  for (const auto& [n, p] : m.named_parameters())
+    if (n == name) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("models: a resmlp decoder ends with the affine map, as its encoder does (§5)") {
+  Translator resmlp(tiny_translator("resmlp", "resmlp"));
+  CHECK(has_parameter(resmlp, "encoder.final_norm.affine.alpha"));
+  CHECK(has_parameter(resmlp, "decoder_norm.alpha"));
+  CHECK(has_parameter(resmlp, "decoder_norm.beta"));
+  CHECK_FALSE(has_parameter(resmlp, "decoder_norm.weight"));
+  // Any other decoder keeps its LayerNorm under the same keys as before.
+  Translator attention(tiny_translator("resmlp", "attention"));
+  CHECK(has_parameter(attention, "decoder_norm.weight"));
+  CHECK_FALSE(has_parameter(attention, "decoder_norm.alpha"));
+
+  // The count of §1 and §5, term by term: d = 16, ℓ = 8, f = 4d, vocabularies 10 and 7.
+  const int64_t d = 16, l = 8, f = 4 * d;
+  const int64_t ffn = d * f + f + f * d + d;
+  const int64_t encoder_block = (l * l + l) + 6 * d + ffn;  // Aff₁,₂ γ₁,₂
+  const int64_t decoder_block = (l * l + l) + (4 * d * d + 4 * d) + 9 * d + ffn;  // Aff₁..₃ γ₁..₃
+  const int64_t expected = 10 * d + 7 * d + l * d + l * d  // embeddings and learned positions
+                           + encoder_block + 2 * d         // 1 encoder block, final affine
+                           + 2 * decoder_block + 2 * d     // 2 decoder blocks, final affine
+                           + d * 7 + 7;                    // head
+  CHECK(resmlp.parameter_count() == expected);
+
+  // Behaviour: a LayerNorm removes a shift shared by every channel, the affine map does not.
+  // Shifting the last decoder block's FFN output bias shifts every channel of its output alike
+  // (γ₃ starts at 0.1 in every channel), so only the resmlp decoder's logits move.
+  Tensor src = Tensor::from_data(std::vector<int32_t>{3, 4, 5, 6}, {1, 4});
+  Tensor tgt = Tensor::from_data(std::vector<int32_t>{1, 4, 5}, {1, 3});
+  auto logits_after_shift = [&](Translator& m, double shift) {
+    NoGradGuard no_grad;
+    m.eval();
+    for (auto& [n, p] : m.named_parameters())
+      if (n == "decoder.1.ffn.fc2.bias") p.copy_(add(p, shift));
+    return m.forward(src, {}, tgt, {}).to_float_vector();
+  };
+  auto before = logits_after_shift(resmlp, 0.0), after = logits_after_shift(resmlp, 5.0);
+  double moved = 0;
+  for (size_t i = 0; i < before.size(); ++i)
+    moved = std::max(moved, std::fabs(double(after[i] - before[i])));
+  CHECK(moved > 1e-3);
+  before = logits_after_shift(attention, 0.0), after = logits_after_shift(attention, 5.0);
+  for (size_t i = 0; i < before.size(); ++i)
+    CHECK(after[i] == doctest::Approx(before[i]).epsilon(1e-4));
+}
+
 TEST_CASE("models: image classifier cuts 28x28 into 49 patches") {
   ModelConfig c = tiny_classifier("attention");
   c.input = "image";
@@ -94,7 +146,7 @@ TEST_CASE("models: classifier output ignores padded tokens") {
 }
 
 TEST_CASE("models: incremental decoding gives the teacher-forced logits") {
-  for (const char* decoder : {"attention", "hcsa", "lightconv", "synth-dense", "gmlp"}) {
+  for (const char* decoder : {"attention", "hcsa", "lightconv", "synth-dense", "gmlp", "resmlp"}) {
     if (!MixerRegistry::instance().contains(decoder)) continue;
     INFO(decoder);
     Translator m(tiny_translator("attention", decoder));

@@ -1,4 +1,4 @@
-// Evaluation metrics, defined as in docs/datasets.md (../shared/docs/datasets.md).
+// Evaluation metrics, defined as in docs/datasets.md.
 //
 // Scale: accuracy, exact match, token accuracy, WER and PER are fractions in [0, 1]; BLEU is
 // reported x100 (0 to 100) as sacreBLEU and the papers report it. Inputs of mismatched sizes
