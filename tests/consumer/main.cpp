@@ -20,15 +20,11 @@ int main(int argc, char** argv) {
   for (const MixerInfo& info : MixerRegistry::instance().all()) names += " " + info.name;
   std::printf("mixers:%s\n", names.c_str());
 
-  ModelConfig config;
-  config.mixer = argc > 1 ? argv[1] : "attention";
-  config.dim = 16;
-  config.heads = 2;
-  config.layers = 1;
-  config.max_len = 8;
-  config.vocab = 10;
-  config.classes = 4;
-  config.dropout = 0.0;
+  // The configuration as a checkpoint stores it (JSON), which also exercises train/json.h.
+  ModelConfig config = ModelConfig::from_json(Json::parse(
+      R"({"mixer": "attention", "dim": 16, "heads": 2, "layers": 1, "max_len": 8,
+          "dropout": 0.0, "vocab": 10, "classes": 4})"));
+  if (argc > 1) config.mixer = argv[1];
   Classifier model(config);
   Adam adam(param_groups(model, 0.0), AdamOptions{.lr = 1e-2});
 
