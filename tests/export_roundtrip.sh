@@ -5,7 +5,7 @@
 # `translate run`, `translate eval`, `classify eval` and `classify predict` print exactly what they
 # print from best.safetensors; the f16 export loads everywhere (it decodes within rounding: the
 # number of identical lines is reported, not required); `average` takes exports; a refused
-# export (--out = --checkpoint) exits 2 and leaves the checkpoint byte-identical.
+# export (--out = --checkpoint, or an unknown --dtype) exits 2 and changes no file.
 set -euo pipefail
 mixlab=$1
 dir=$(mktemp -d)
@@ -60,6 +60,12 @@ set -e
 [[ $code == 2 ]] || fail "export onto its input exited $code, not 2"
 [[ $(sha256sum < "$dir/t/best.safetensors") == "$before" ]] || fail "the refused export changed the checkpoint"
 echo "ok: export onto its own input refused (exit 2), checkpoint unchanged"
+set +e
+"$mixlab" export --checkpoint "$dir/t/best.safetensors" --out "$dir/bf16.safetensors" --dtype bf16 2> /dev/null
+code=$?
+set -e
+[[ $code == 2 && ! -e $dir/bf16.safetensors ]] || fail "--dtype bf16: exit $code, or a file was written"
+echo "ok: an unknown --dtype exits 2 and writes nothing"
 
 # ---- classifier: sentiment of a few words ----
 pos=("good great fine" "great good" "fine good nice" "nice great")

@@ -42,6 +42,7 @@ void write_trained_checkpoint(Translator& model, const std::string& path) {
   state.step = adam.steps_taken();
   state.config_json = model.config().to_json().dump();
   state.vocab_src = "source vocabulary text";
+  state.extra["labels"] = "kept";
   save_checkpoint(path, model, adam, state);
 }
 
@@ -130,7 +131,10 @@ TEST_CASE("export: weights only, at most 40% of the checkpoint, decodes identica
   CHECK(file.metadata.at("mixlab.format") == "weights/1");
   CHECK(file.metadata.at("config") == trained.config().to_json().dump());
   CHECK(file.metadata.at("vocab_src") == "source vocabulary text");
+  CHECK(file.metadata.at("extra") == R"({"labels":"kept"})");
   CHECK(file.metadata.at("exported_at_step") == "5");
+  for (const char* training_only : {"step", "epoch", "optimizer", "rng_seed", "loader_position"})
+    CHECK_FALSE(file.metadata.count(training_only));
 
   Translator from_checkpoint(translator_config()), from_export(translator_config());
   load_weights(dir.file("best.safetensors"), from_checkpoint);

@@ -327,8 +327,10 @@ void store_mean(TensorRecord& mean, const std::vector<SafetensorsFile>& files,
     out[i] = static_cast<T>(sum[i] / static_cast<double>(files.size()));
 }
 
-// What inference needs from a file's metadata: the model configuration, the vocabularies and
-// the extra strings (eval and run rebuild the model and its data from them).
+// What inference needs from a file's metadata: the model configuration, the vocabularies and the
+// extra strings (eval and run rebuild the model and its data from them). Other keys (the training
+// state, the optimizer's, anything unknown) stay behind. A new key that inference needs is added
+// here, and export and average both carry it.
 std::map<std::string, std::string> inference_metadata(const SafetensorsFile& file) {
   std::map<std::string, std::string> metadata;
   for (const char* key : {"config", "vocab_src", "vocab_tgt", "extra"}) {
