@@ -7,9 +7,11 @@
 // Expected output:
 //   L = -8
 //   dL/da = 6, dL/db = -4, dL/dc = -2, dL/df = 4
-//   step 0: loss 0.25..   (then falling)
-//   ...
-//   step 400: loss 0.00..
+//   step 0: loss 0.2776
+//   step 100: loss 0.0040
+//   step 200: loss 0.0015
+//   step 300: loss 0.0009
+//   step 400: loss 0.0006
 //   xor(0,0) = 0, xor(0,1) = 1, xor(1,0) = 1, xor(1,1) = 0
 #include <cstdio>
 
