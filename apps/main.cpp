@@ -4,6 +4,7 @@
 //   mixlab classify train|eval|predict [flags]    images (Fashion-MNIST) or token sequences
 //   mixlab translate train|eval|run [flags]       sequence to sequence (SCAN, CMUdict G2P, TSV)
 //   mixlab average --out AVG C1 C2 ...            checkpoint averaging
+//   mixlab export --checkpoint CK --out FILE      weights only (optionally f16)
 //
 // Exit codes: 0 success, 1 runtime failure (data, files), 2 usage errors (bad flags, unknown
 // mixer names), 130 interrupted (after saving a checkpoint).
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   mixlab::app::add_classify_commands(app);
   mixlab::app::add_translate_commands(app);
   mixlab::app::add_average_command(app);
+  mixlab::app::add_export_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

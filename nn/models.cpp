@@ -49,6 +49,19 @@ Tensor gather_batch(const Tensor& t, const std::vector<int32_t>& index) {
   return select_rows(t, Tensor::from_data(index, {static_cast<int64_t>(index.size())}, t.device()));
 }
 
+// The decoder's blocks and final norm under one name, as the encoder's: "decoder.layers.N.*" and
+// "decoder.final_norm.*" (train/checkpoint_names.h renames the older "decoder.N.*" and
+// "decoder_norm.*" on load).
+class DecoderStack : public Module {
+ public:
+  DecoderStack(std::shared_ptr<ModuleList<DecoderBlock>> layers,
+               std::shared_ptr<BlockNorm> final_norm) {
+    register_module("layers", std::move(layers));
+    register_module("final_norm", std::move(final_norm));
+  }
+  std::string type_name() const override { return "Decoder"; }
+};
+
 }  // namespace
 
 MixerContext make_context(const std::vector<int32_t>& lengths, int64_t n, DType dtype,
@@ -153,7 +166,7 @@ Translator::Translator(const ModelConfig& c) : config_(c) {
       "encoder", std::make_shared<Encoder>(block_config(c, mixer_config(c, c.mixer, c.mixer_options,
                                                                         c.max_len, false, 1)),
                                            c.layers, gen));
-  decoder_ = register_module("decoder", std::make_shared<ModuleList<DecoderBlock>>());
+  decoder_ = std::make_shared<ModuleList<DecoderBlock>>();
   for (int64_t i = 0; i < c.decoder_layers; ++i) {
     BlockConfig self = block_config(c, mixer_config(c, c.decoder_mixer, c.decoder_mixer_options,
                                                     c.tgt_max_len, true, 2 + 101 * i));
@@ -161,12 +174,11 @@ Translator::Translator(const ModelConfig& c) : config_(c) {
     cross.cross = true;
     decoder_->push_back(std::make_shared<DecoderBlock>(self, cross, gen));
   }
-  // Registered under one name either way, so a LayerNorm decoder keeps its checkpoint keys
-  // (decoder_norm.weight, decoder_norm.bias); a resmlp decoder has decoder_norm.alpha, .beta.
-  if (MixerRegistry::instance().find(c.decoder_mixer).capabilities.block == BlockStyle::ResMLP)
-    decoder_affine_ = register_module("decoder_norm", std::make_shared<Affine>(c.dim));
-  else
-    decoder_norm_ = register_module("decoder_norm", std::make_shared<LayerNorm>(c.dim));
+  // The decoder's final norm follows its self-mixer's block style (mixers.md §1): a per-channel
+  // affine map after resmlp blocks (decoder.final_norm.affine.*), LayerNorm otherwise.
+  decoder_norm_ = std::make_shared<BlockNorm>(
+      MixerRegistry::instance().find(c.decoder_mixer).capabilities.block, c.dim);
+  register_module("decoder", std::make_shared<DecoderStack>(decoder_, decoder_norm_));
   if (c.tie_output)
     head_bias_ = register_parameter("head_bias", init::zeros({c.tgt_vocab}));
   else
@@ -174,7 +186,7 @@ Translator::Translator(const ModelConfig& c) : config_(c) {
 }
 
 Tensor Translator::logits_from(const Tensor& h) {
-  Tensor n = decoder_affine_ ? decoder_affine_->forward(h) : decoder_norm_->forward(h);
+  Tensor n = decoder_norm_->forward(h);
   return head_ ? head_->forward(n) : linear(n, tgt_embed_->weight, head_bias_);
 }
 

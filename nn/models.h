@@ -87,10 +87,7 @@ class Translator : public Module {
   std::shared_ptr<PositionalEmbedding> src_pos_, tgt_pos_;
   std::shared_ptr<Encoder> encoder_;
   std::shared_ptr<ModuleList<DecoderBlock>> decoder_;
-  // The decoder's final norm follows its self-mixer (mixers.md §1): a per-channel affine map for
-  // a resmlp decoder, LayerNorm otherwise; one of the two is registered as "decoder_norm".
-  std::shared_ptr<LayerNorm> decoder_norm_;
-  std::shared_ptr<Affine> decoder_affine_;
+  std::shared_ptr<BlockNorm> decoder_norm_;  // registered with decoder_ as "decoder"
   std::shared_ptr<Linear> head_;
   Tensor head_bias_;  // used with a tied head
   std::shared_ptr<Dropout> drop_;

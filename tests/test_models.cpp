@@ -80,13 +80,13 @@ bool has_parameter(const Module& m, const std::string& name) {
 TEST_CASE("models: a resmlp decoder ends with the affine map, as its encoder does (§5)") {
   Translator resmlp(tiny_translator("resmlp", "resmlp"));
   CHECK(has_parameter(resmlp, "encoder.final_norm.affine.alpha"));
-  CHECK(has_parameter(resmlp, "decoder_norm.alpha"));
-  CHECK(has_parameter(resmlp, "decoder_norm.beta"));
-  CHECK_FALSE(has_parameter(resmlp, "decoder_norm.weight"));
+  CHECK(has_parameter(resmlp, "decoder.final_norm.affine.alpha"));
+  CHECK(has_parameter(resmlp, "decoder.final_norm.affine.beta"));
+  CHECK_FALSE(has_parameter(resmlp, "decoder.final_norm.ln.weight"));
   // Any other decoder keeps its LayerNorm under the same keys as before.
   Translator attention(tiny_translator("resmlp", "attention"));
-  CHECK(has_parameter(attention, "decoder_norm.weight"));
-  CHECK_FALSE(has_parameter(attention, "decoder_norm.alpha"));
+  CHECK(has_parameter(attention, "decoder.final_norm.ln.weight"));
+  CHECK_FALSE(has_parameter(attention, "decoder.final_norm.affine.alpha"));
 
   // The count of §1 and §5, term by term: d = 16, ℓ = 8, f = 4d, vocabularies 10 and 7.
   const int64_t d = 16, l = 8, f = 4 * d;
@@ -108,7 +108,7 @@ TEST_CASE("models: a resmlp decoder ends with the affine map, as its encoder doe
     NoGradGuard no_grad;
     m.eval();
     for (auto& [n, p] : m.named_parameters())
-      if (n == "decoder.1.ffn.fc2.bias") p.copy_(add(p, shift));
+      if (n == "decoder.layers.1.ffn.fc2.bias") p.copy_(add(p, shift));
     return m.forward(src, {}, tgt, {}).to_float_vector();
   };
   auto before = logits_after_shift(resmlp, 0.0), after = logits_after_shift(resmlp, 5.0);

@@ -4,12 +4,16 @@
 #include <bit>
 #include <charconv>
 #include <climits>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 #include <zlib.h>
 
 #include "autograd/grad_mode.h"
+#include "train/checkpoint_names.h"
+#include "train/float16.h"
 #include "train/json.h"
 #include "train/safetensors.h"
 
@@ -138,6 +142,40 @@ void write_file(const std::string& path, const std::vector<TensorRecord>& record
   save_safetensors(path, records, metadata);
 }
 
+// What every loader sees, whatever wrote the file: current key names (checkpoint_names.h), also
+// in the optimizer's per-parameter steps, and F16 tensors (exports) widened to F32.
+void upgrade_in_memory(SafetensorsFile& file) {
+  for (TensorRecord& r : file.tensors) {
+    r.name = current_checkpoint_key(r.name);
+    if (r.dtype != "F16") continue;
+    std::vector<uint8_t> wide(r.bytes.size() * 2);
+    for (size_t i = 0; i < r.bytes.size() / 2; ++i) {
+      const float v =
+          half_to_float(static_cast<uint16_t>(r.bytes[2 * i] | r.bytes[2 * i + 1] << 8));
+      std::memcpy(wide.data() + 4 * i, &v, 4);
+    }
+    r.bytes = std::move(wide);
+    r.dtype = "F32";
+  }
+  std::sort(file.tensors.begin(), file.tensors.end(),
+            [](const TensorRecord& a, const TensorRecord& b) { return a.name < b.name; });
+  auto optimizer = file.metadata.find("optimizer");
+  if (optimizer == file.metadata.end()) return;
+  Json state;
+  try {
+    state = Json::parse(optimizer->second);
+  } catch (const Error&) {
+    return;  // load_checkpoint reports it, naming the file
+  }
+  const Json* steps = state.find("param_steps");
+  if (steps == nullptr || steps->type() != Json::Type::Object) return;
+  Json renamed = Json::object();
+  for (const auto& [key, value] : steps->as_object())
+    renamed.set(current_checkpoint_key(key), value);
+  state.set("param_steps", std::move(renamed));
+  optimizer->second = state.dump();
+}
+
 // The whole file, structurally validated (load_safetensors) and checksum-verified.
 SafetensorsFile read_file(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
@@ -152,6 +190,7 @@ SafetensorsFile read_file(const std::string& path) {
     check(actual == it->second, "checkpoint '", path, "' is corrupt: its checksum is ", it->second,
           " but its content gives ", actual);
   }
+  upgrade_in_memory(file);
   return file;
 }
 
@@ -288,7 +327,54 @@ void store_mean(TensorRecord& mean, const std::vector<SafetensorsFile>& files,
     out[i] = static_cast<T>(sum[i] / static_cast<double>(files.size()));
 }
 
+// What inference needs from a file's metadata: the model configuration, the vocabularies and the
+// extra strings (eval and run rebuild the model and its data from them). Other keys (the training
+// state, the optimizer's, anything unknown) stay behind. A new key that inference needs is added
+// here, and export and average both carry it.
+std::map<std::string, std::string> inference_metadata(const SafetensorsFile& file) {
+  std::map<std::string, std::string> metadata;
+  for (const char* key : {"config", "vocab_src", "vocab_tgt", "extra"}) {
+    auto it = file.metadata.find(key);
+    if (it != file.metadata.end()) metadata[key] = it->second;
+  }
+  return metadata;
+}
+
+// The record's F32 values rounded to F16; a finite value beyond the F16 range is an error.
+void narrow_to_half(TensorRecord& record) {
+  std::vector<uint8_t> narrow(record.bytes.size() / 2);
+  for (size_t i = 0; i < narrow.size() / 2; ++i) {
+    float v;
+    std::memcpy(&v, record.bytes.data() + 4 * i, 4);
+    const uint16_t h = float_to_half(v);
+    check(!std::isfinite(v) || (h & 0x7c00u) != 0x7c00u, "export: tensor '", record.name,
+          "' holds ", v, ", beyond the float16 range (|x| < 65520); export it as f32");
+    narrow[2 * i] = static_cast<uint8_t>(h & 0xffu);
+    narrow[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+  }
+  record.bytes = std::move(narrow);
+  record.dtype = "F16";
+}
+
 }  // namespace
+
+void export_weights(const std::string& input, const std::string& output, ExportDType dtype) {
+  const SafetensorsFile file = read_file(input);
+  std::vector<TensorRecord> records;
+  for (const auto& r : file.tensors) {
+    if (starts_with(r.name, kOptimizerPrefix)) continue;
+    records.push_back(r);
+    if (dtype == ExportDType::F16 && r.dtype == "F32") narrow_to_half(records.back());
+  }
+  std::map<std::string, std::string> metadata = inference_metadata(file);
+  check(metadata.count("config") && !metadata["config"].empty(), "export: '", input,
+        "' holds no model configuration (not a mixlab checkpoint?)");
+  auto step = file.metadata.find("step");
+  if (step != file.metadata.end()) metadata["exported_at_step"] = step->second;
+  metadata["exported_dtype"] = dtype == ExportDType::F16 ? "F16" : "F32";
+  metadata[kFormatKey] = kWeightsFormat;
+  write_file(output, records, std::move(metadata));
+}
 
 void average_checkpoints(const std::vector<std::string>& inputs, const std::string& output) {
   check(!inputs.empty(), "average_checkpoints: no input files");
@@ -322,11 +408,7 @@ void average_checkpoints(const std::vector<std::string>& inputs, const std::stri
     if (mean.dtype == "F64") store_mean<double>(mean, files, name);
     records.push_back(std::move(mean));
   }
-  std::map<std::string, std::string> metadata;
-  for (const char* key : {"config", "vocab_src", "vocab_tgt", "extra"}) {
-    auto it = first.metadata.find(key);
-    if (it != first.metadata.end()) metadata[key] = it->second;
-  }
+  std::map<std::string, std::string> metadata = inference_metadata(first);
   metadata["averaged_from"] = std::to_string(inputs.size()) + " files";
   metadata[kFormatKey] = kWeightsFormat;
   write_file(output, records, std::move(metadata));

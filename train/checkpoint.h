@@ -52,6 +52,7 @@ void save_weights(const std::string& path, const Module& model,
                   const std::map<std::string, std::string>& metadata = {});
 
 // Loads a weights file, or the model part of a training checkpoint. Returns the file's metadata.
+// Older key names are renamed (train/checkpoint_names.h) and F16 tensors widened to F32 first.
 std::map<std::string, std::string> load_weights(const std::string& path, Module& model);
 
 // Checkpoint averaging (as fairseq's average_checkpoints.py): the model tensors of `inputs`,
@@ -62,6 +63,14 @@ std::map<std::string, std::string> load_weights(const std::string& path, Module&
 // dtypes; I32 buffers must be equal) before anything is written; errors name the file and tensor.
 // Optimizer state is not averaged: the result is for evaluation, not for resuming.
 void average_checkpoints(const std::vector<std::string>& inputs, const std::string& output);
+
+// Weights-only export (`mixlab export`): the model tensors of a checkpoint or weights file, no
+// optimizer state, with the config, vocab_src, vocab_tgt and extra metadata carried over (plus
+// exported_at_step and exported_dtype), so every command that takes a checkpoint takes it.
+// F16 stores F32 tensors as IEEE half (round to nearest even; F64 and I32 stay as they are);
+// loading widens them back to F32. A finite value beyond the half range is an error.
+enum class ExportDType { F32, F16 };
+void export_weights(const std::string& input, const std::string& output, ExportDType dtype);
 
 struct TrainingState {
   int64_t step = 0;                        // optimizer updates completed
