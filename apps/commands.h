@@ -8,5 +8,6 @@ void add_mixers_command(CLI::App& root);
 void add_classify_commands(CLI::App& root);
 void add_translate_commands(CLI::App& root);
 void add_average_command(CLI::App& root);
+void add_inspect_command(CLI::App& root);  // apps/inspect.cpp
 
 }  // namespace mixlab::app

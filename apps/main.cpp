@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   mixlab::app::add_classify_commands(app);
   mixlab::app::add_translate_commands(app);
   mixlab::app::add_average_command(app);
+  mixlab::app::add_inspect_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
