@@ -41,6 +41,10 @@ constexpr std::array<const char*, 10> kPalette = {"#1f77b4", "#ff7f0e", "#2ca02c
 std::string num(double v, int precision = 3) {
   if (!std::isfinite(v)) return "nan";
   char buf[32];
+  if (std::abs(v) >= 1000 && std::abs(v) < 1e7) {  // 1580, not 1.58e+03
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, "%.*g", precision, v);
   return buf;
 }
@@ -161,7 +165,14 @@ std::string draw_axes(const Axes& a, const std::string& title, const std::string
   s += "<rect x=\"" + px(a.left) + "\" y=\"" + px(a.top) + "\" width=\"" + px(a.width) +
        "\" height=\"" + px(a.height) + "\" fill=\"none\" stroke=\"#444\"/>\n";
   auto axis_ticks = [&](double lo, double hi, bool log, bool is_x) {
-    for (double t : ticks(lo, hi)) {
+    std::vector<double> at = ticks(lo, hi);
+    if (log) {  // 1, 2 and 5 times the powers of ten inside the range
+      at.clear();
+      for (double e = std::floor(lo); e <= hi; ++e)
+        for (double m : {1.0, 2.0, 5.0})
+          if (double t = e + std::log10(m); t >= lo && t <= hi) at.push_back(t);
+    }
+    for (double t : at) {
       double value = log ? std::pow(10.0, t) : t;
       if (is_x) {
         double x = a.left + (t - a.x0) / (a.x1 - a.x0) * a.width;
