@@ -247,9 +247,9 @@ std::string compare_text(const StudyTask& t, const std::string& a, const Row& ra
                          const std::string& b, const Row& rb) {
   std::string s = t.name + ": " + a + " " + with_spread(ra.metric) + " vs " + b + " " +
                   with_spread(rb.metric) + " (test " + t.metric + ")";
-  double spread = std::max(std::isfinite(ra.metric.sd) ? ra.metric.sd : 0.0,
-                           std::isfinite(rb.metric.sd) ? rb.metric.sd : 0.0);
-  if (std::abs(ra.metric.mean - rb.metric.mean) <= spread)
+  double diff = std::abs(ra.metric.mean - rb.metric.mean);
+  if (diff == 0.0) return s + ", equal";
+  if (ra.metric.n > 1 && rb.metric.n > 1 && diff <= std::max(ra.metric.sd, rb.metric.sd))
     s += ", a difference within the seeds' spread";
   return s;
 }
