@@ -97,6 +97,27 @@ bool find_value(const std::string& log, const std::string& label, double& value)
   return found;
 }
 
+// When the printed summary lacks them: the test metric from metrics.csv's "test" rows and the
+// throughput from its last value in a column named like "examples/s".
+void read_metrics_fallback(const std::string& csv, const StudyTask& t, CellResult& r) {
+  MetricsTable table;
+  try {
+    table = read_metrics_csv(csv);
+  } catch (const std::exception&) {
+    return;
+  }
+  bool metric = r.has_metric, speed = r.has_throughput;
+  for (const auto& row : table.rows)
+    for (const auto& [key, value] : row.values) {
+      if (!r.has_metric && row.phase == "test" && key == t.metric) r.metric = value, metric = true;
+      bool per_second =
+          key.find("example") != std::string::npos && key.find("/s") != std::string::npos;
+      if (!r.has_throughput && per_second) r.throughput = value, speed = true;
+    }
+  r.has_metric = metric;
+  r.has_throughput = speed;
+}
+
 std::string read_file_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -216,6 +237,7 @@ CellResult run_cell(const StudyOptions& o, const StudyTask& t, const std::string
   r.wall_seconds = seconds;
   r.has_metric = find_value(text, "test " + t.metric, r.metric);
   r.has_throughput = find_value(text, "throughput", r.throughput);
+  if (!r.has_metric || !r.has_throughput) read_metrics_fallback(base + "/metrics.csv", t, r);
   std::string best = base + "/best.safetensors";
   CheckpointInfo info = read_checkpoint_info(best);
   if (info.config.task == "classify")
