@@ -62,9 +62,8 @@ std::string cell_base(const StudyOptions& o, const std::string& task, const std:
          std::to_string(seed);
 }
 
-// Runs `exe args...` with stdout and stderr in `log`; returns the exit status (128 + signal
-// when killed by one).
-int run_child(const std::vector<std::string>& args, const std::string& log) {
+// Starts `mixlab args...` (this executable) with stdout and stderr in `log`; returns its pid.
+pid_t start_child(const std::vector<std::string>& args, const std::string& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -76,11 +75,19 @@ int run_child(const std::vector<std::string>& args, const std::string& log) {
   int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   check(rc == 0, "study: could not start a training process (", std::strerror(rc), ")");
+  return pid;
+}
+
+// Waits for any child; returns its pid and sets `code` to its exit status (128 + signal when
+// a signal ended it).
+pid_t wait_any_child(int& code) {
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, 0)) < 0)
     check(errno == EINTR, "study: waitpid failed (", std::strerror(errno), ")");
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return pid;
 }
 
 // "test accuracy   0.1580" and "throughput   592.4 examples/s, ..." from the summary a
@@ -203,53 +210,96 @@ std::vector<std::string> cell_command(const StudyOptions& o, const StudyTask& t,
   return a;
 }
 
-// Trains one cell (unless its marker exists) and returns its measurements.
-CellResult run_cell(const StudyOptions& o, const StudyTask& t, const std::string& mixer, int seed) {
-  std::string base = cell_base(o, t.name, mixer, seed);
-  std::string marker = base + ".done.json", log = base + ".log";
-  if (fs::exists(marker)) {
-    CellResult r = cell_from_json(Json::parse(read_file_text(marker)));
-    r.dir = base;
-    return r;
-  }
-  fs::remove_all(base);  // an unfinished run: start it again
-  fs::create_directories(fs::path(base).parent_path());
-  std::vector<std::string> cmd = cell_command(o, t, mixer, seed, base);
-  std::string shown;
-  for (size_t i = 1; i < cmd.size(); ++i) shown += (i > 1 ? " " : "") + cmd[i];
-  std::cout << "study: " << t.name << " / " << mixer << " / seed " << seed << ": mixlab " << shown
-            << std::endl;
-  auto start = std::chrono::steady_clock::now();
-  int code = run_child(cmd, log);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (code == 130 || code == 128 + SIGINT || code == 128 + SIGTERM) throw Interrupted();
+// A cell with its measurements when its marker exists (done), else only its names and folder.
+CellResult cell_from_marker(const StudyOptions& o, const std::string& task,
+                            const std::string& mixer, int seed) {
+  std::string base = cell_base(o, task, mixer, seed);
   CellResult r;
-  r.task = t.name;
+  if (fs::exists(base + ".done.json"))
+    r = cell_from_json(Json::parse(read_file_text(base + ".done.json")));
+  r.task = task;
   r.mixer = mixer;
   r.seed = seed;
   r.dir = base;
+  return r;
+}
+
+// Starts an unfinished cell's training from scratch.
+pid_t start_cell(const StudyOptions& o, const StudyTask& t, const CellResult& cell) {
+  fs::remove_all(cell.dir);  // an unfinished run: start it again
+  fs::create_directories(fs::path(cell.dir).parent_path());
+  std::vector<std::string> cmd = cell_command(o, t, cell.mixer, cell.seed, cell.dir);
+  std::string shown;
+  for (size_t i = 1; i < cmd.size(); ++i) shown += (i > 1 ? " " : "") + cmd[i];
+  std::cout << "study: " << t.name << " / " << cell.mixer << " / seed " << cell.seed << ": mixlab "
+            << shown << std::endl;
+  return start_child(cmd, cell.dir + ".log");
+}
+
+// Measures a cell whose training exited with `code` and marks it finished.
+void finish_cell(const StudyTask& t, CellResult& r, int code, double seconds) {
+  std::string log = r.dir + ".log";
   if (code != 0) {
-    std::cout << "study: the cell failed (exit " << code << "); see " << log
-              << " (it is retried on the next run)\n";
-    return r;
+    std::cout << "study: " << t.name << " / " << r.mixer << " / seed " << r.seed << " failed (exit "
+              << code << "); see " << log << " (retried on the next run)\n";
+    return;
   }
   std::string text = read_file_text(log);
   r.wall_seconds = seconds;
   r.has_metric = find_value(text, "test " + t.metric, r.metric);
   r.has_throughput = find_value(text, "throughput", r.throughput);
-  if (!r.has_metric || !r.has_throughput) read_metrics_fallback(base + "/metrics.csv", t, r);
-  std::string best = base + "/best.safetensors";
+  if (!r.has_metric || !r.has_throughput) read_metrics_fallback(r.dir + "/metrics.csv", t, r);
+  std::string best = r.dir + "/best.safetensors";
   CheckpointInfo info = read_checkpoint_info(best);
   if (info.config.task == "classify")
     r.parameters = Classifier(info.config).parameter_count();
   else
     r.parameters = Translator(info.config).parameter_count();
   if (!t.length_bins.empty()) r.length_accuracy = length_accuracy(best, t);
-  write_file_atomically(marker, std::string_view(cell_json(r).dump() + "\n"));
+  write_file_atomically(r.dir + ".done.json", std::string_view(cell_json(r).dump() + "\n"));
   r.done = true;
-  std::cout << "study: done in " << static_cast<int64_t>(seconds) << " s, test " << t.metric << " "
+  std::cout << "study: " << t.name << " / " << r.mixer << " / seed " << r.seed << " done in "
+            << static_cast<int64_t>(seconds) << " s, test " << t.metric << " "
             << (r.has_metric ? std::to_string(r.metric) : "not found") << std::endl;
-  return r;
+}
+
+// Every cell of the grid: finished ones from their markers, the others trained, `jobs` at a
+// time. An interrupted child (Ctrl-C reaches every child) stops the study once all have ended.
+std::vector<CellResult> run_grid(const StudyOptions& o, const std::vector<StudyTask>& tasks) {
+  std::vector<CellResult> cells;
+  std::vector<const StudyTask*> task_of;
+  for (const auto& t : tasks)
+    for (const auto& m : o.mixers)
+      for (int s = 0; s < o.seeds; ++s) {
+        cells.push_back(cell_from_marker(o, t.name, m, s));
+        task_of.push_back(&t);
+      }
+  std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
+  size_t next = 0;
+  bool interrupted = false;
+  while (true) {
+    while (!interrupted && running.size() < static_cast<size_t>(o.jobs) && next < cells.size()) {
+      size_t i = next++;
+      if (cells[i].done) continue;
+      running[start_cell(o, *task_of[i], cells[i])] = {i, std::chrono::steady_clock::now()};
+    }
+    if (running.empty()) break;
+    int code = 0;
+    pid_t pid = wait_any_child(code);
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    auto [i, start] = it->second;
+    running.erase(it);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (code == 130 || code == 128 + SIGINT || code == 128 + SIGTERM) {
+      interrupted = true;
+      continue;
+    }
+    finish_cell(*task_of[i], cells[i], code, seconds);
+  }
+  if (interrupted) throw Interrupted();
+  return cells;
 }
 
 // The gallery: the same input through seed 0 of every mixer of a task.
@@ -380,6 +430,9 @@ void add_study_command(CLI::App& root) {
   cmd->add_option("--threads", o->threads, "CPU threads of each training process")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  cmd->add_option("--jobs", o->jobs, "cells trained at the same time (each with --threads)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--out", o->out, "the study folder (cells, gallery, report)")->required();
   cmd->callback([o, tasks, mixers] {
     o->tasks = split_list(*tasks);
@@ -396,10 +449,7 @@ void add_study_command(CLI::App& root) {
     std::vector<StudyTask> specs;
     for (const auto& t : o->tasks) specs.push_back(study_task(t, o->budget));
     fs::create_directories(o->out);
-    std::vector<CellResult> cells;
-    for (const auto& t : specs)
-      for (const auto& m : o->mixers)
-        for (int s = 0; s < o->seeds; ++s) cells.push_back(run_cell(*o, t, m, s));
+    std::vector<CellResult> cells = run_grid(*o, specs);
     for (const auto& t : specs) write_gallery(*o, t, cells);
     write_study_report(*o, specs, cells);
     std::cout << "study: report in " << o->out << "/report.md and " << o->out

@@ -48,7 +48,8 @@ struct StudyOptions {
   int seeds = 1;
   std::string out;
   int64_t steps = 0;  // 0: the budget's
-  int threads = 1;
+  int threads = 1;    // per training process
+  int jobs = 1;       // training processes at a time
 };
 
 StudyTask study_task(const std::string& name, const std::string& budget);

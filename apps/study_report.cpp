@@ -406,14 +406,15 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
   for (size_t i = 0; i < o.mixers.size(); ++i) command += (i ? "," : "") + o.mixers[i];
   command += " --budget " + o.budget + " --seeds " + std::to_string(o.seeds) +
              (o.steps > 0 ? " --steps " + std::to_string(o.steps) : "") + " --threads " +
-             std::to_string(o.threads) + " --out " + o.out;
+             std::to_string(o.threads) + (o.jobs > 1 ? " --jobs " + std::to_string(o.jobs) : "") +
+             " --out " + o.out;
   doc.push_back({Block::Paragraph,
                  "Made by `" + command + "`: " + std::to_string(finished) + " of " +
                      std::to_string(cells.size()) +
                      " cells finished. Each cell is a run folder under `cells/` (its training "
                      "log beside it). Throughput is training examples per second as the "
                      "training command reports it; wall time includes data generation and the "
-                     "final test.",
+                     "final test. Cells trained side by side (--jobs) share the machine.",
                  "",
                  {}});
   std::map<std::string, std::map<std::string, Row>> all;
