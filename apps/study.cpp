@@ -381,11 +381,12 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
     t.command = "translate";
     t.metric = "wer";
     t.higher_is_better = false;
-    sizes = "--data g2p " + Sizes{"--train-limit 5000 --dim 64 --epochs 1 --log-every 5",
-                                  "--dim 128 --epochs 5 --log-every 20",
-                                  "--dim 128 --layers 3 --epochs 14 --lr 2e-3 --warmup 800 "
-                                  "--label-smoothing 0.1 --log-every 50"}
-                                .pick(budget);
+    sizes =
+        "--data g2p " + Sizes{"--train-limit 5000 --dim 64 --epochs 1 --log-every 5",
+                              "--dim 128 --epochs 5 --log-every 20",
+                              "--dim 128 --layers 3 --batch 128 --epochs 14 --lr 2e-3 --warmup 800 "
+                              "--label-smoothing 0.1 --log-every 50"}
+                            .pick(budget);
     t.inspect_input = "mixing";
   } else if (name.rfind("classify:", 0) == 0 || name.rfind("translate:", 0) == 0) {
     auto colon = name.find(':');
