@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 #include <sys/wait.h>
@@ -111,4 +112,64 @@ TEST_CASE("study app: usage errors exit 2 before anything is trained") {
     CHECK(r.code == 2);
     CHECK_FALSE(fs::exists(dir.file("s") + "/cells"));
   }
+}
+
+TEST_CASE("study app: the claims are judged from the cells' numbers, contradictions included") {
+  // Finished cells made by hand (markers only): the study trains nothing and reports them.
+  TempDir dir;
+  fs::path out = dir.root / "s";
+  struct Cell {
+    const char* mixer;
+    double metric[2];
+    double speed;
+    int64_t parameters;
+  };
+  const Cell cells[] = {
+      {"attention", {0.90, 0.92}, 500, 300},     {"synth-mix:R+V", {0.95, 0.93}, 450, 400},
+      {"synth-random", {0.50, 0.50}, 400, 250},  {"synth-fixed", {0.60, 0.60}, 400, 150},
+      {"synth-frandom", {0.49, 0.49}, 400, 180}, {"fnet", {0.30, 0.30}, 1000, 100},
+      {"resmlp", {0.20, 0.20}, 900, 120}};
+  std::string mixers;
+  for (const Cell& c : cells) {
+    mixers += std::string(mixers.empty() ? "" : ",") + c.mixer;
+    std::string slug = c.mixer;
+    for (char& ch : slug)
+      if (ch == ':' || ch == '+') ch = '_';
+    for (int seed = 0; seed < 2; ++seed) {
+      fs::path marker =
+          out / "cells" / "scan" / slug / ("seed-" + std::to_string(seed) + ".done.json");
+      fs::create_directories(marker.parent_path());
+      std::ofstream(marker) << "{\"task\":\"scan\",\"mixer\":\"" << c.mixer
+                            << "\",\"seed\":" << seed
+                            << ",\"wall_seconds\":10,\"parameters\":" << c.parameters
+                            << ",\"metric\":" << c.metric[seed]
+                            << ",\"examples_per_second\":" << c.speed
+                            << ",\"length_accuracy\":[]}\n";
+    }
+  }
+  CliResult r =
+      mixlab_cli("study --tasks scan --seeds 2 --mixers " + mixers + " --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("study: scan /") == std::string::npos);  // nothing trained
+  std::string report = read_text_file((out / "report.md").string());
+  INFO(report);
+  auto verdict = [&](const std::string& claim_start) {
+    size_t at = report.find("- " + claim_start);
+    REQUIRE(at != std::string::npos);
+    std::string line = report.substr(at, report.find('\n', at) - at);
+    for (const char* v : {"**supported**", "**contradicted**", "**not measured**", "**mixed**"})
+      if (line.find(v) != std::string::npos) return std::string(v);
+    return std::string("none");
+  };
+  CHECK(verdict("Synthesizer: the mixture R+V") == "**supported**");
+  CHECK(verdict("Synthesizer: Fix") == "**contradicted**");
+  CHECK(verdict("Input-independent mixers") == "**supported**");
+  CHECK(verdict("The factorised synthesizers") == "**supported**");
+  CHECK(verdict("FNet and the MLP mixers") == "**supported**");
+  CHECK(report.find("synth-mix:R+V 0.940 ± 0.014 (2 seeds) vs attention 0.910 ± 0.014 (2 seeds)") !=
+        std::string::npos);
+  CHECK(
+      report.find("| synth-fixed | 150 | 400 | 10.0 | 0.600 ± 0.000 (2 seeds) | yes | up to ℓ |") !=
+      std::string::npos);
 }
