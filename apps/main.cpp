@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   mixlab::app::add_translate_commands(app);
   mixlab::app::add_average_command(app);
   mixlab::app::add_export_command(app);
+  mixlab::app::add_inspect_command(app);
+  mixlab::app::add_study_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

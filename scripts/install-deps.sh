@@ -4,6 +4,7 @@
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libopenblas-dev libfftw3-dev doctest-dev libcli11-dev zlib1g-dev libstb-dev)
 if [[ "${1:-}" == "--with-data" ]]; then pkgs+=(dataset-fashion-mnist); fi
+pkgs+=(librsvg2-bin)  # rsvg-convert: turns the SVG pictures of `mixlab study` into the PNGs under docs/
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -13,6 +13,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -75,6 +76,8 @@ class Attention : public Mixer {
     double scale = 1.0 / std::sqrt(static_cast<double>(config_.dim / config_.heads));
     Tensor logits = mul(matmul(q, transpose(k, -1, -2)), scale);
     Tensor a = mixers::masked_softmax(logits, mask);
+    capture_mixing(*this, config_.cross ? "cross-attention" : "attention", RowRule::SumToOne,
+                   [&] { return a; });
     return w_o->forward(mixers::merge_heads(matmul(a, v)));
   }
 

@@ -26,6 +26,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -105,6 +106,9 @@ class ExternalAttention : public Mixer {
   // From Â [B, e·h, N, S]: the double normalisation over slots, M_v, merged heads, W_p.
   Tensor read_memory(const Tensor& a_hat) const {
     Tensor a = div(a_hat, add(sum(a_hat, {-1}, true), 1e-9));
+    capture_mixing(
+        *this, "token-to-memory weights", RowRule::SumToOne, [&] { return a; }, "token",
+        "memory slot");
     return w_p->forward(mixers::merge_heads(m_v->forward(a)));
   }
 

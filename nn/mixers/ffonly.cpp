@@ -19,6 +19,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -55,7 +56,11 @@ class FfOnly : public Mixer {
     Tensor var = div(sum(mul(mul(centred, centred), v), {2}, true), count);
     Tensor normed = div(centred, sqrt(add(var, kEps)));
     Tensor ln = mul(add(mul(normed, ln_t->weight), ln_t->bias), v);  // invalid entries zeroed
-    Tensor y = fc2->forward(gelu(fc1->forward(ln)));                 // [B, d, ℓ]
+    Tensor hidden = fc1->forward(ln);                                // [B, d, 4ℓ]
+    capture_mixing(
+        *this, "token-MLP Jacobian after the token LayerNorm, mean over channels", RowRule::Free,
+        [&] { return token_mlp_jacobian(fc1->weight, hidden, fc2->weight, n, ctx.valid); });
+    Tensor y = fc2->forward(gelu(hidden));  // [B, d, ℓ]
     return narrow(transpose(y, 1, 2), 1, 0, n);
   }
 

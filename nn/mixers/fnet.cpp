@@ -16,6 +16,7 @@
 #include "core/random.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -37,6 +38,14 @@ class FNet : public Mixer {
 
   Tensor forward(const Tensor& x, const MixerContext& ctx) override {
     check_input(x, ctx);
+    // Y = C X C_d − S X S_d: the token transforms C and S at each example's length.
+    Tensor lengths_from = padded_ ? Tensor() : ctx.valid;
+    capture_mixing(
+        *this, "token DFT, real part cos(2πjk/n)", RowRule::Dft,
+        [&] { return dft_matrix(lengths_from, x.size(1), false); }, "frequency", "token");
+    capture_mixing(
+        *this, "token DFT, imaginary part sin(2πjk/n)", RowRule::Dft,
+        [&] { return dft_matrix(lengths_from, x.size(1), true); }, "frequency", "token");
     if (padded_ || !ctx.valid.defined()) return fft2_real(x);
     std::vector<int32_t> lengths = ctx.lengths;
     if (lengths.empty()) {

@@ -36,6 +36,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -89,6 +90,7 @@ class GatedMlp : public Mixer {
     project(x, z1, zn);
     Tensor w = narrow(narrow(W, 0, 0, n), 1, 0, n);
     if (config_.causal) w = mul(w, tril_mask(n, n, 0, x.dtype(), x.device()));
+    capture_mixing(*this, "spatial gating weights W", RowRule::Free, [&] { return w; });
     Tensor g = matmul(w, mixers::zero_invalid_rows(zn, ctx.valid));  // [N,N]·[B,N,f/2]
     g = add(g, reshape(narrow(b, 0, 0, n), {n, 1}));
     if (attention_) {
@@ -145,6 +147,7 @@ class GatedMlp : public Mixer {
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) const {
     double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
     Tensor a = mixers::masked_softmax(mul(matmul(q, transpose(k, -1, -2)), scale), mask);
+    capture_mixing(*this, "tiny attention", RowRule::SumToOne, [&] { return a; });
     return w_o->forward(mixers::merge_heads(matmul(a, v)));
   }
 

@@ -19,6 +19,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -39,6 +40,7 @@ class HardCodedGaussianAttention : public Mixer {
     Tensor w = weights(0, n, n, x.dtype(), x.device());              // [h, N, N]
     Tensor keys = mixers::key_mask(ctx.valid);                       // [B, 1, 1, N]
     if (keys.defined()) w = mul(w, keys);
+    capture_mixing(*this, "fixed Gaussian weights", RowRule::Gaussian, [&] { return w; });
     return w_o->forward(mixers::merge_heads(matmul(w, v)));
   }
 

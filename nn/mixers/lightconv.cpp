@@ -28,6 +28,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -72,6 +73,8 @@ class Convolution : public Mixer {
     Tensor padded = parts.size() == 1 ? g : concat(parts, 1);  // [B, N + K − 1, d]
     std::vector<Tensor> windows;
     for (int64_t m = 0; m < kernel_; ++m) windows.push_back(narrow(padded, 1, m, n));
+    capture_mixing(*this, "kernel as a banded matrix", RowRule::Band,
+                   [&] { return banded_kernel_matrix(taps_of(g), n, left, ctx.valid); });
     return w_o->forward(convolve(stack(windows, 2), g));  // windows [B, N, K, d]
   }
 
@@ -101,15 +104,16 @@ class Convolution : public Mixer {
   // D from the stacked windows u [B, N, K, d] and G [B, N, d] (which predicts dynconv's taps).
   Tensor convolve(const Tensor& u, const Tensor& g) const {
     int64_t b = u.size(0), n = u.size(1), d = u.size(3), h = config_.heads;
-    Tensor taps;  // softmax-normalised, broadcast to [.., K, H, 1]
-    if (dynamic_) {
-      Tensor logits = reshape(w_dyn->forward(g), {b, n, h, kernel_});
-      taps = unsqueeze(transpose(softmax(logits, -1), 2, 3), -1);  // [B, N, K, H, 1]
-    } else {
-      taps = reshape(transpose(softmax(w, -1), 0, 1), {kernel_, h, 1});  // [K, H, 1]
-    }
+    Tensor taps = unsqueeze(transpose(taps_of(g), 2, 3), -1);  // [B or 1, N or 1, K, H, 1]
     Tensor per_head = reshape(u, {b, n, kernel_, h, d / h});
     return reshape(sum(mul(per_head, taps), {2}), {b, n, d});
+  }
+
+  // The softmax-normalised taps [B, N, H, K] (dynconv, from G [B, N, d]) or [1, 1, H, K].
+  Tensor taps_of(const Tensor& g) const {
+    int64_t h = config_.heads;
+    if (!dynamic_) return reshape(softmax(w, -1), {1, 1, h, kernel_});
+    return softmax(reshape(w_dyn->forward(g), {g.size(0), g.size(1), h, kernel_}), -1);
   }
 
   bool dynamic_;

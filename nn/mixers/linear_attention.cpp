@@ -18,6 +18,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -62,6 +63,15 @@ class LinearAttention : public Mixer {
     Tensor phi_k =
         mixers::split_heads(mixers::zero_invalid_rows(feature_map(w_k->forward(x)), ctx.valid), h);
     Tensor v = mixers::split_heads(mixers::zero_invalid_rows(w_v->forward(x), ctx.valid), h);
+    // The matrix this layer applies, φ(Q)_i·φ(K)_j / Σ_j' φ(Q)_i·φ(K)_j' over the allowed keys,
+    // for inspect (ε is left out of the denominator so that rows sum to exactly 1).
+    capture_mixing(*this, "linear attention φ(Q)φ(K)ᵀ, rows normalised", RowRule::SumToOne, [&] {
+      Tensor scores = matmul(phi_q, transpose(phi_k, 2, 3));  // [B, h, N, N], ≥ 0
+      Tensor causal = mixers::attention_mask(Tensor(), config_.causal, x.shape()[1],
+                                             x.shape()[1], scores.dtype(), scores.device());
+      if (causal.defined()) scores = mul(scores, causal);
+      return div(scores, sum(scores, {3}, true));
+    });
     Tensor o;
     if (config_.causal) {
       // S(i) = Σ_{j≤i} φ(K)_jᵀ V_j: the outer product at every position, then prefix sums.

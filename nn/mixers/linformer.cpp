@@ -21,6 +21,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -60,6 +61,11 @@ class Linformer : public Mixer {
     Tensor v = mixers::split_heads(w_v->forward(matmul(fn, x)), h);  // [B, h, p, d_h]
     double scale = 1.0 / std::sqrt(static_cast<double>(config_.dim / h));
     Tensor a = softmax(mul(matmul(q, transpose(k, -1, -2)), scale), -1);
+    capture_mixing(
+        *this, "attention over projected keys", RowRule::SumToOne, [&] { return a; }, "query",
+        "projected key");
+    capture_mixing(*this, "effective token mixing A·F", RowRule::Free,
+                   [&] { return matmul(a, fn.dim() == 3 ? unsqueeze(fn, 1) : fn); });
     return w_o->forward(mixers::merge_heads(matmul(a, v)));
   }
 

@@ -17,6 +17,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -49,8 +50,12 @@ class MlpMixer : public Mixer {
     check_input(x, ctx);
     int64_t n = x.size(1);
     Tensor xp = mixers::pad_rows(mixers::zero_invalid_rows(x, ctx.valid), config_.max_len);
-    Tensor t = transpose(xp, 1, 2);  // [B, d, ℓ]: each channel's column of tokens
-    Tensor y = w_2->forward(gelu(w_1->forward(t)));
+    Tensor t = transpose(xp, 1, 2);   // [B, d, ℓ]: each channel's column of tokens
+    Tensor hidden = w_1->forward(t);  // [B, d, D_S]
+    capture_mixing(*this, "token-mixing Jacobian, mean over channels", RowRule::Free, [&] {
+      return token_mlp_jacobian(w_1->weight, hidden, w_2->weight, n, ctx.valid);
+    });
+    Tensor y = w_2->forward(gelu(hidden));
     return narrow(transpose(y, 1, 2), 1, 0, n);
   }
 

@@ -14,6 +14,7 @@
 #include "nn/init.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -33,6 +34,7 @@ class ResMlp : public Mixer {
     int64_t n = x.size(1);
     Tensor a_n = narrow(narrow(A, 0, 0, n), 1, 0, n);
     if (config_.causal) a_n = mul(a_n, tril_mask(n, n, 0, x.dtype(), x.device()));
+    capture_mixing(*this, "token-mixing matrix A", RowRule::Free, [&] { return a_n; });
     Tensor y = matmul(a_n, mixers::zero_invalid_rows(x, ctx.valid));  // [N,N]·[B,N,d]
     return add(y, reshape(narrow(a, 0, 0, n), {n, 1}));
   }

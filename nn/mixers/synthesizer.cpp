@@ -53,6 +53,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixing_capture.h"
 
 namespace mixlab {
 namespace {
@@ -355,6 +356,7 @@ class Synthesizer : public Mixer {
     Tensor logits = combine([&](const Component& c) { return c.logits(x); });
     if (logits.size(0) != batch) logits = expand(logits, {batch, h, n, n});
     Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
+    if (theta.defined() && mixing_capture_active()) capture_mixture(x, mask);
     return attend(logits, mask, v);
   }
 
@@ -409,7 +411,21 @@ class Synthesizer : public Mixer {
 
   Tensor attend(const Tensor& logits, const Tensor& mask, const Tensor& v) const {
     Tensor a = mixers::masked_softmax(logits, mask);
+    capture_mixing(*this, "attention", RowRule::SumToOne, [&] { return a; });
     return w_o->forward(mixers::merge_heads(matmul(a, v)));
+  }
+
+  // For `mixlab inspect`: each component's own attention softmax(L_c + M) and the weights α.
+  void capture_mixture(const Tensor& x, const Tensor& mask) const {
+    for (size_t c = 0; c < components_.size(); ++c)
+      capture_mixing(*this, std::string("component ") + kind_name(kinds_[c]), RowRule::SumToOne,
+                     [&] { return mixers::masked_softmax(components_[c]->logits(x), mask); });
+    capture_mixing(
+        *this, "mixture weights softmax(θ)", RowRule::SumToOne,
+        [&] {
+          return reshape(softmax(theta, 0), {1, theta.size(0)});
+        },
+        "mixture", "component");
   }
 
   std::vector<Kind> kinds_;

@@ -1,0 +1,66 @@
+// `mixlab study`: trains a grid of (task x mixer x seed), one run folder per cell, and writes a
+// report comparing the mixers (apps/study_report.cpp).
+//
+// Cells run as child processes of the same executable (`mixlab classify|translate train ...
+// --out CELL`), so a crash in one cell cannot take the study down, and each cell is an ordinary
+// run folder that `inspect`, `eval` and `--resume` understand. A cell is finished when its
+// marker OUT/cells/<task>/<mixer>/seed-<k>.done.json exists: it is written after the child exits
+// 0 and holds the cell's measurements. On a rerun finished cells are skipped; a cell without a
+// marker (interrupted, killed, failed) is trained again from scratch after its run folder is
+// removed (the marker and the log live beside the run folder, never inside it).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace mixlab::app {
+
+struct StudyTask {
+  std::string name;     // "listops", "scan", "scan-length", "fashion-mnist", "g2p", "classify:F"
+  std::string command;  // "classify" or "translate"
+  std::vector<std::string> args;  // data and budget flags for `COMMAND train`
+  std::string metric;             // the test metric reported ("accuracy", "exact_match", "wer")
+  bool higher_is_better = true;
+  std::string inspect_input;   // the gallery's input text (empty: none)
+  int64_t inspect_image = -1;  // image tasks: the gallery's test image
+  // Length generalisation (ListOps): trained on lengths up to train_len, tested on these bins.
+  int64_t train_len = 0;
+  std::vector<std::pair<int64_t, int64_t>> length_bins;
+};
+
+struct CellResult {
+  std::string task, mixer;
+  int seed = 0;
+  bool done = false;
+  std::string dir;  // the run folder
+  double wall_seconds = 0, throughput = 0, metric = 0;
+  bool has_metric = false, has_throughput = false;
+  int64_t parameters = 0;
+  std::vector<double> length_accuracy;  // one per StudyTask::length_bins
+};
+
+struct StudyOptions {
+  std::vector<std::string> tasks, mixers;
+  std::string budget = "tiny";
+  int seeds = 1;
+  std::string out;
+  int64_t steps = 0;  // 0: the budget's
+  int threads = 1;    // per training process
+  int jobs = 1;       // training processes at a time
+};
+
+StudyTask study_task(const std::string& name, const std::string& budget);
+// Every registered mixer (families by one member: synth-mix:R+V).
+std::vector<std::string> all_study_mixers();
+std::string mixer_slug(const std::string& mixer);
+
+// Writes OUT/report.md, OUT/report.html and the pictures from the finished cells.
+void write_study_report(const StudyOptions& options, const std::vector<StudyTask>& tasks,
+                        const std::vector<CellResult>& cells);
+
+void add_study_command(CLI::App& root);
+
+}  // namespace mixlab::app

@@ -1,0 +1,175 @@
+// `mixlab study` through the executable: the acceptance run of issue 19 (tiny budget, ListOps,
+// attention and fnet, 20 steps) writes the report with both rows, and a study killed after its
+// first cell resumes without retraining it (its files keep their bytes and times) while the
+// unfinished cell is trained.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/cli_runner.h"
+#include "tests/temp_dir.h"
+#include "train/safetensors.h"
+
+using namespace mixlab::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kStudy =
+    "study --budget tiny --tasks listops --mixers attention,fnet --steps 20 --threads 1 --out ";
+
+// Every file of a folder (recursively) with its modification time and bytes.
+std::map<std::string, std::pair<fs::file_time_type, std::string>> snapshot(const fs::path& dir) {
+  std::map<std::string, std::pair<fs::file_time_type, std::string>> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file())
+      out[e.path().string()] = {e.last_write_time(), read_text_file(e.path().string())};
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("study app: tiny ListOps study, killed after one cell, resumes without retraining it") {
+  TempDir dir;
+  fs::path out = dir.root / "study";
+  fs::path cells = out / "cells" / "listops";
+  fs::path attention_done = cells / "attention" / "seed-0.done.json";
+  fs::path fnet_done = cells / "fnet" / "seed-0.done.json";
+
+  // Start the study in its own process group and kill the whole group (the study and its
+  // training child) as soon as the first cell is marked finished.
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    std::string cmd = std::string(MIXLAB_BINARY_DIR) + "/mixlab " + kStudy + out.string() + " > " +
+                      dir.file("first.log") + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(attention_done) && std::chrono::steady_clock::now() < deadline) {
+    int status;
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;  // it ended on its own
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(-pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  INFO(read_text_file(dir.file("first.log")));
+  REQUIRE(fs::exists(attention_done));
+  REQUIRE_FALSE(fs::exists(fnet_done));  // killed before the second cell finished
+  auto before = snapshot(cells / "attention");
+
+  CliResult second = mixlab_cli(kStudy + out.string());
+  INFO(second.output);
+  REQUIRE(second.code == 0);
+  // The finished cell was not trained again: same files, same bytes, same times.
+  CHECK(second.output.find("listops / attention") == std::string::npos);
+  CHECK(second.output.find("listops / fnet") != std::string::npos);
+  CHECK(snapshot(cells / "attention") == before);
+  // The unfinished cell was: its marker and a loadable checkpoint exist now.
+  CHECK(fs::exists(fnet_done));
+  CHECK_NOTHROW(
+      mixlab::load_safetensors((cells / "fnet" / "seed-0" / "best.safetensors").string()));
+
+  std::string report = read_text_file((out / "report.md").string());
+  CHECK(report.find("| attention | ") != std::string::npos);
+  CHECK(report.find("| fnet | ") != std::string::npos);
+  CHECK(report.find("(1 seed)") != std::string::npos);  // test metrics were read back
+  CHECK(report.find("n/a (") == std::string::npos);
+  CHECK(report.find("Length generalisation") != std::string::npos);
+  CHECK(report.find("The papers' claims") != std::string::npos);
+  CHECK(report.find("**not measured**. It needs synth-mix:R+V and attention") != std::string::npos);
+  std::string html = read_text_file((out / "report.html").string());
+  CHECK(html.find("<td>fnet</td>") != std::string::npos);
+  for (const char* f : {"curves-listops.svg", "scatter-listops.svg", "length-listops.svg",
+                        "gallery/listops/attention/index.html", "gallery/listops/fnet/index.html"})
+    CHECK(fs::exists(out / f));
+
+  // A third run finds everything finished and trains nothing.
+  auto all_before = snapshot(cells);
+  CliResult third = mixlab_cli(kStudy + out.string());
+  CHECK(third.code == 0);
+  CHECK(third.output.find("study: listops /") == std::string::npos);
+  CHECK(snapshot(cells) == all_before);
+}
+
+TEST_CASE("study app: usage errors exit 2 before anything is trained") {
+  TempDir dir;
+  for (const char* args : {"--tasks nosuchtask --mixers attention", "--tasks listops --mixers gmpl",
+                           "--tasks listops --mixers attention --budget huge",
+                           "--tasks classify:/no/such/file.tsv --mixers attention"}) {
+    CliResult r = mixlab_cli(std::string("study ") + args + " --out " + dir.file("s"));
+    INFO(args << ": " << r.output);
+    CHECK(r.code == 2);
+    CHECK_FALSE(fs::exists(dir.file("s") + "/cells"));
+  }
+}
+
+TEST_CASE("study app: the claims are judged from the cells' numbers, contradictions included") {
+  // Finished cells made by hand (markers only): the study trains nothing and reports them.
+  TempDir dir;
+  fs::path out = dir.root / "s";
+  struct Cell {
+    const char* mixer;
+    double metric[2];
+    double speed;
+    int64_t parameters;
+  };
+  const Cell cells[] = {
+      {"attention", {0.90, 0.92}, 500, 300},     {"synth-mix:R+V", {0.95, 0.93}, 450, 400},
+      {"synth-random", {0.50, 0.50}, 400, 250},  {"synth-fixed", {0.60, 0.60}, 400, 150},
+      {"synth-frandom", {0.49, 0.49}, 400, 180}, {"fnet", {0.30, 0.30}, 1000, 100},
+      {"resmlp", {0.20, 0.20}, 900, 120}};
+  std::string mixers;
+  for (const Cell& c : cells) {
+    mixers += std::string(mixers.empty() ? "" : ",") + c.mixer;
+    std::string slug = c.mixer;
+    for (char& ch : slug)
+      if (ch == ':' || ch == '+') ch = '_';
+    for (int seed = 0; seed < 2; ++seed) {
+      fs::path marker =
+          out / "cells" / "scan" / slug / ("seed-" + std::to_string(seed) + ".done.json");
+      fs::create_directories(marker.parent_path());
+      std::ofstream(marker) << "{\"task\":\"scan\",\"mixer\":\"" << c.mixer
+                            << "\",\"seed\":" << seed
+                            << ",\"wall_seconds\":10,\"parameters\":" << c.parameters
+                            << ",\"metric\":" << c.metric[seed]
+                            << ",\"examples_per_second\":" << c.speed
+                            << ",\"length_accuracy\":[]}\n";
+    }
+  }
+  CliResult r =
+      mixlab_cli("study --tasks scan --seeds 2 --mixers " + mixers + " --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("study: scan /") == std::string::npos);  // nothing trained
+  std::string report = read_text_file((out / "report.md").string());
+  INFO(report);
+  auto verdict = [&](const std::string& claim_start) {
+    size_t at = report.find("- " + claim_start);
+    REQUIRE(at != std::string::npos);
+    std::string line = report.substr(at, report.find('\n', at) - at);
+    for (const char* v : {"**supported**", "**contradicted**", "**not measured**", "**mixed**"})
+      if (line.find(v) != std::string::npos) return std::string(v);
+    return std::string("none");
+  };
+  CHECK(verdict("Synthesizer: the mixture R+V") == "**supported**");
+  CHECK(verdict("Synthesizer: Fix") == "**contradicted**");
+  CHECK(verdict("Input-independent mixers") == "**supported**");
+  CHECK(verdict("The factorised synthesizers") == "**supported**");
+  CHECK(verdict("FNet and the MLP mixers") == "**supported**");
+  CHECK(report.find("synth-mix:R+V 0.940 ± 0.014 (2 seeds) vs attention 0.910 ± 0.014 (2 seeds)") !=
+        std::string::npos);
+  CHECK(
+      report.find("| synth-fixed | 150 | 400 | 10.0 | 0.600 ± 0.000 (2 seeds) | yes | up to ℓ |") !=
+      std::string::npos);
+}
