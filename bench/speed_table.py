@@ -161,4 +161,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except RuntimeError as error:  # a side failed: say which and why, without a traceback
+        sys.exit(f"speed_table.py: {error}")

@@ -157,7 +157,8 @@ def kernel_shares(stderr):
 
 
 def is_matrix_product(kernel):
-    return kernel.startswith("gemm") or "matmul" in kernel
+    """gemm and any batched or fused variant of it (the kernel list may grow)."""
+    return "gemm" in kernel or "matmul" in kernel
 
 
 def run_torch(args):
@@ -166,6 +167,9 @@ def run_torch(args):
         env[var] = str(args.threads)
     cmd = [args.python, os.path.abspath(__file__), "--worker"] + common_flags(args)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode != 0 and "No module named 'torch'" in done.stderr:
+        raise RuntimeError(f"{args.python} has no PyTorch: scripts/bench-speed.sh installs it in "
+                           ".venv/ (then use .venv/bin/python), or name one with --python")
     if done.returncode != 0:
         raise RuntimeError(f"the PyTorch side failed ({done.returncode}):\n{done.stderr}")
     return parse_json_line(done.stdout, "the PyTorch worker")
@@ -240,4 +244,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except RuntimeError as error:  # a side failed: say which and why, without a traceback
+        sys.exit(f"vs_torch.py: {error}")

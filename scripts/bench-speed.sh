@@ -42,6 +42,10 @@ elif ((skip_without_torch)); then
     exit 77
   fi
 else
+  if ! python3 -c "import venv, ensurepip" >/dev/null 2>&1; then
+    echo "python3 cannot create a virtual environment: apt-get install python3-venv" >&2
+    exit 1
+  fi
   echo "== creating .venv/ with PyPI's torch (once; about 5 GB with its CUDA dependencies)"
   python3 -m venv .venv
   .venv/bin/pip install --quiet torch numpy
