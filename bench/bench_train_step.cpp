@@ -11,6 +11,11 @@
 //       [--layers L] [--batch B] [--len T] [--patch P] [--images FILE] [--dropout R] [--steps K]
 //   build/bench_train_step --list-mixers      # the mixers the speed table covers, one a line
 //
+// --dump-model FILE (classifier): before training, writes the model's initial parameters and
+// buffers and its logits on the batch, so that bench/vs_torch.py can load them into its PyTorch
+// model and check that it computes the same function. FILE is one JSON line (each tensor's
+// name, kind and shape, in order, then the logits' shape) followed by their float32 values.
+//
 // --images FILE holds B·28·28 float32 pixels then B int32 labels (little-endian), nothing else;
 // without it the classifier trains on an all-zero batch.
 #include <sys/resource.h>
@@ -25,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "backends/cpu/openblas_kernels.h"
 #include "core/parallel.h"
 #include "nn/mixer_registry.h"
@@ -41,7 +47,7 @@ constexpr int64_t kImageSide = 28;  // Fashion-MNIST: 1 channel, 28x28, 10 class
 constexpr int64_t kClasses = 10;
 
 struct Options {
-  std::string task = "translate", mixer = "attention", images;
+  std::string task = "translate", mixer = "attention", images, dump;
   int64_t dim = 128, layers = 3, batch = 128, len = 12, patch = 4, steps = 20;
   double dropout = -1;  // unset: 0.1 for the translator, 0 for the classifier
 };
@@ -101,6 +107,32 @@ void list_mixers() {
     for (const std::string& name : info.test_names) std::printf("%s\n", name.c_str());
 }
 
+// See --dump-model in the header.
+void dump_model(const std::string& path, const Module& model, const Tensor& logits) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::string header = "{\"tensors\": [";
+  auto add = [&](const std::vector<std::pair<std::string, Tensor>>& named, const char* kind) {
+    for (const auto& [name, t] : named) {
+      header += std::string(tensors.empty() ? "" : ", ") + "{\"name\": \"" + name +
+                "\", \"kind\": \"" + kind + "\", \"shape\": " + shape_str(t.shape()) + "}";
+      tensors.emplace_back(name, t);
+    }
+  };
+  add(model.named_parameters(), "parameter");
+  add(model.named_buffers(), "buffer");
+  header += "], \"logits_shape\": " + shape_str(logits.shape()) + "}\n";
+  tensors.emplace_back("logits", logits);
+  std::ofstream out(path, std::ios::binary);
+  check(out.good(), "bench_train_step: cannot write --dump-model ", path);
+  out << header;
+  for (const auto& [name, t] : tensors) {
+    std::vector<float> values = t.to_float_vector();
+    out.write(reinterpret_cast<const char*>(values.data()),
+              static_cast<std::streamsize>(values.size() * sizeof(float)));
+  }
+  check(out.good(), "bench_train_step: writing ", path, " failed");
+}
+
 long peak_rss_kib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -133,6 +165,8 @@ int main(int argc, char** argv) {
         o.mixer = value;
       else if (flag == "--images")
         o.images = value;
+      else if (flag == "--dump-model")
+        o.dump = value;
       else if (flag == "--dropout")
         o.dropout = std::stod(value);
       else if (flag == "--threads")
@@ -193,8 +227,13 @@ int main(int argc, char** argv) {
     auto classifier = std::make_unique<Classifier>(c);
     classifier->train();
     task = std::make_unique<ClassificationTask>(*classifier, Device::cpu(), 0.1);
-    model = std::move(classifier);
     b = image_batch(o.images, o.batch);
+    if (!o.dump.empty()) {
+      NoGradGuard no_grad;
+      Tensor pixels = Tensor::from_data(b.features, {o.batch, kImageSide * kImageSide});
+      dump_model(o.dump, *classifier, classifier->forward(pixels));
+    }
+    model = std::move(classifier);
     shape = "patch=" + std::to_string(o.patch) + " tokens=" + std::to_string(c.max_len);
   }
   AdamW optimizer(param_groups(*model, 0.01), AdamOptions{1e-3});

@@ -1,6 +1,6 @@
 # The speed table's quick mode in the suite (bench/speed_table.py through scripts/bench-speed.sh):
-# it checks that every PyTorch model has mixlab's parameter count and that the comparison runs
-# end to end. Without PyTorch 2 (in .venv/ or python3) it reports itself skipped (exit 77).
+# it checks that every mixer's PyTorch classifier is mixlab's (equal parameter counts, and
+# mixlab's weights loaded into it give mixlab's logits) and that the comparison runs end to end. Without PyTorch 2 (in .venv/ or python3) it reports itself skipped (exit 77).
 if(MIXLAB_TESTS AND MIXLAB_BENCH)
   set(MIXLAB_SPEED_TEST "bench: speed table --quick against PyTorch (skipped without torch)")
   add_test(NAME "${MIXLAB_SPEED_TEST}"

@@ -13,8 +13,9 @@ row saying so (exit status 1 too), so a new mixer cannot silently drop out of th
 Full run: the classifier of issue 14 (patch 4 = 49 tokens, d=128, 4 blocks, batch 128,
 dropout 0) for every mixer, the translator at d=128 and d=256 (3+3 layers, batch 128,
 dropout 0.1), threads 1 and 2. --quick: tiny sizes, two mixers, a few steps, plus the
-parameter counts of every mixer's classifier on both sides (checks the pipeline end to end;
-its numbers mean little).
+check that every mixer's classifier is the same function on both sides: equal parameter counts,
+and mixlab's initial weights loaded into the PyTorch model give mixlab's logits (--check-only:
+that check alone). The quick timings check the pipeline end to end; their numbers mean little.
 """
 import argparse
 import json
@@ -44,33 +45,43 @@ def torch_knows(python, mixer):
     return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
 
 
-def check_parameter_counts(args):
-    """Every registered mixer's classifier, built small on both sides: the counts must agree.
-    Returns the number of mismatches (a mixer without a PyTorch model counts as one)."""
-    d, layers = 32, 2
+def check_same_models(args, tmp):
+    """Every registered mixer's classifier, built small on both sides: the parameter counts must
+    agree, and mixlab's initial weights loaded into the PyTorch model must give mixlab's logits
+    on the same images. Prints one line; returns the number of mixers that fail."""
+    d, layers, batch = 32, 2, 4
     mixers = registered_mixers(args.build)
-    code = ("import json, sys; sys.path.insert(0, %r); import torch_models as t\n"
-            "out = {}\n"
-            "for m in %r:\n"
-            "    try:\n"
-            "        model = t.Classifier(m, %d, %d, 4, 0.0)\n"
-            "        out[m] = sum(p.numel() for p in model.parameters() if p.requires_grad)\n"
-            "    except KeyError:\n"
-            "        out[m] = None\n"
-            "print(json.dumps(out))") % (os.path.dirname(os.path.abspath(__file__)), mixers, d, layers)
-    torch_counts = json.loads(subprocess.run([args.python, "-c", code], check=True,
-                                             capture_output=True, text=True).stdout)
-    bad = []
-    for m in mixers:
+    images = os.path.join(tmp, "check-images.bin")
+    vs_torch.write_images(images, batch, seed=1)
+    pairs, counts = [], {}
+    for i, m in enumerate(mixers):
+        dump = os.path.join(tmp, f"model-{i}.bin")
         out = subprocess.run([os.path.join(args.build, "bench_train_step"), "--task", "classify",
-                              "--mixer", m, "--dim", str(d), "--layers", str(layers), "--batch", "2",
-                              "--steps", "1", "--threads", "1"],
-                             check=True, capture_output=True, text=True).stdout
-        ours = vs_torch.parse_json_line(out, "bench_train_step")["params"]
-        if torch_counts[m] != ours:
-            bad.append(f"{m} (mixlab {ours}, PyTorch {torch_counts[m] or 'no model'})")
-    print(f"# parameter counts, d={d}, {layers} blocks: {len(mixers) - len(bad)} of {len(mixers)} "
-          f"mixers agree" + (": differ: " + ", ".join(bad) if bad else ""))
+                              "--mixer", m, "--dim", str(d), "--layers", str(layers), "--batch",
+                              str(batch), "--images", images, "--steps", "1", "--threads", "1",
+                              "--dump-model", dump], check=True, capture_output=True, text=True).stdout
+        counts[m] = vs_torch.parse_json_line(out, "bench_train_step")["params"]
+        pairs.append(f"{m}={dump}")
+    out = subprocess.run([args.python, vs_torch.__file__, "--dim", str(d), "--layers", str(layers),
+                          "--batch", str(batch), "--images", images, "--check-models"] + pairs,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"the PyTorch model check failed:\n{out.stderr}")
+    report = vs_torch.parse_json_line(out.stdout, "the PyTorch model check")
+    bad, worst = [], 0.0
+    for m in mixers:
+        r = report[m]
+        if "error" in r:
+            bad.append(f"{m} ({r['error']})")
+        elif r["params"] != counts[m]:
+            bad.append(f"{m} (parameters: mixlab {counts[m]}, PyTorch {r['params']})")
+        elif not r["max_diff"] <= 1e-4 * max(1.0, r["scale"]):
+            bad.append(f"{m} (logits differ by {r['max_diff']:.2e})")
+        else:
+            worst = max(worst, r["max_diff"])
+    print(f"# same models (d={d}, {layers} blocks, mixlab's weights in PyTorch): "
+          f"{len(mixers) - len(bad)} of {len(mixers)} mixers have equal parameter counts and "
+          f"logits (largest difference {worst:.1e})" + ("; FAIL: " + "; ".join(bad) if bad else ""))
     return len(bad)
 
 
@@ -104,6 +115,8 @@ def main():
     p.add_argument("--mixers", default="", help="comma-separated classifier mixers (default: all)")
     p.add_argument("--steps", type=int, default=0, help="timed steps per side (default 20; quick 3)")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument("--check-only", action="store_true",
+                   help="only check that both sides build the same models (no timings)")
     vs_torch.add_run_flags(p)
     args = p.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
@@ -118,7 +131,10 @@ def main():
         pass
     print(f"# mixlab vs PyTorch {version} eager, {cpu}, {os.cpu_count()} CPUs"
           f"{' (--quick: tiny sizes, numbers not meaningful)' if args.quick else ''}")
-    failures = check_parameter_counts(args) if args.quick else 0
+    with tempfile.TemporaryDirectory() as tmp:
+        failures = check_same_models(args, tmp) if args.quick or args.check_only else 0
+    if args.check_only:
+        return 1 if failures else 0
     header = ["model", "thr", "mixlab ex/s", "torch ex/s", "ratio", "matmul %", "next kernel",
               "mixlab MiB", "torch MiB", "torch lib MiB", "params"]
     widths = [34, 3, 11, 10, 5, 8, 20, 10, 9, 13, 9]

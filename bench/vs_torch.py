@@ -20,6 +20,7 @@ dependency of the engine; bench/torch_models.py holds its models.
 """
 import argparse
 import json
+import math
 import os
 import re
 import resource
@@ -112,6 +113,62 @@ def torch_worker(args):
         "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "rss_after_import_kib": rss_after_import,
         "threads": torch.get_num_threads(), "version": torch.__version__}))
+
+
+# ---- the same function: mixlab's initial weights loaded into the PyTorch model ----
+
+NAME_REWRITES = [  # mixlab's parameter paths -> bench/torch_models.py's
+    (r"^encoder\.layers\.(\d+)\.", r"blocks.\1."), (r"^encoder\.final_norm\.(ln|affine)\.", "final_norm."),
+    (r"\.(norm\d)\.(ln|affine)\.", r".\1."), (r"\.ffn\.fc1\.", ".ffn.0."), (r"\.ffn\.fc2\.", ".ffn.2."),
+    (r"\.(scale\d)\.gamma$", r".\1"), (r"^embed\.proj\.", "embed."), (r"^positions\.weight$", "positions")]
+
+
+def torch_name(mixlab_name):
+    for pattern, replacement in NAME_REWRITES:
+        mixlab_name = re.sub(pattern, replacement, mixlab_name)
+    return mixlab_name
+
+
+def read_dump(path):
+    """bench_train_step --dump-model: {torch name: tensor}, and mixlab's logits."""
+    import torch
+    with open(path, "rb") as f:
+        header = json.loads(f.readline())
+        data = f.read()
+    values = torch.frombuffer(bytearray(data), dtype=torch.float32)
+    tensors, offset = {}, 0
+    for t in header["tensors"] + [{"name": "logits", "shape": header["logits_shape"]}]:
+        n = math.prod(t["shape"])
+        tensors[t["name"]] = values[offset:offset + n].view(t["shape"]).clone()
+        offset += n
+    logits = tensors.pop("logits")
+    return {torch_name(k): v for k, v in tensors.items()}, logits
+
+
+def check_same_models(args):
+    """For each MIXER=DUMP pair: load mixlab's weights into the PyTorch classifier (every tensor
+    must find its place, and every PyTorch tensor must be given), run the batch, and report the
+    largest logit difference. Prints one json line: {mixer: {"params", "max_diff", "error"}}."""
+    import warnings
+    warnings.filterwarnings("ignore", category=UserWarning)
+    import torch
+    sys.path.insert(0, HERE)
+    import torch_models
+    images, _ = read_images(args.images, args.batch)
+    report = {}
+    for pair in args.check_models:
+        mixer, path = pair.split("=", 1)
+        try:
+            model = torch_models.Classifier(mixer, args.dim, args.layers, args.patch, 0.0)
+            weights, mixlab_logits = read_dump(path)
+            model.load_state_dict(weights, strict=True)
+            with torch.no_grad():
+                diff = (model.eval()(images) - mixlab_logits).abs().max().item()
+            report[mixer] = {"params": sum(p.numel() for p in model.parameters()),
+                             "max_diff": diff, "scale": mixlab_logits.abs().max().item()}
+        except (KeyError, RuntimeError, ValueError) as error:
+            report[mixer] = {"error": str(error).splitlines()[0][:300]}
+    print("json: " + json.dumps(report))
 
 
 # ---- both sides, from the calling process ----
@@ -217,7 +274,11 @@ def main():
     add_model_flags(p)
     add_run_flags(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--check-models", nargs="+", metavar="MIXER=DUMP", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.check_models:
+        check_same_models(args)
+        return 0
     if args.dropout is None:
         args.dropout = 0.1 if args.task == "translate" else 0.0
     if args.worker:
