@@ -1,19 +1,39 @@
-// One training step of a G2P-sized translator, timed: a pre-LN attention encoder-decoder (GELU
-// FFN of width 4d, learned positions, final LayerNorms), label-smoothed cross-entropy, gradient
-// clipping and AdamW, on fixed synthetic batches whose lengths vary like CMUdict words.
-// bench/vs_torch.py builds the same model in PyTorch, runs it on the same threads and prints
-// the ratio; run alone, this prints mixlab's time per step and examples per second.
+// One training step, timed, of either model the PyTorch comparison (bench/vs_torch.py) also
+// builds: the translator (a G2P-sized pre-LN attention encoder-decoder on fixed synthetic
+// batches whose lengths vary like CMUdict words) or the image classifier with any registered
+// mixer (Fashion-MNIST-shaped images read from a file the comparison script writes, so both
+// sides train on the same bytes). The step is the same in both: label-smoothed cross-entropy
+// (0.1), gradient clipping at 1 and AdamW. Prints mixlab's median step and examples per second,
+// then one machine-readable `json:` line that also holds the parameter count and the process's
+// peak resident set size (getrusage).
 //
-//   build/bench_train_step [--threads N] [--dim D] [--layers L] [--batch B] [--len T] [--steps K]
+//   build/bench_train_step [--task translate|classify] [--mixer NAME] [--threads N] [--dim D]
+//       [--layers L] [--batch B] [--len T] [--patch P] [--images FILE] [--dropout R] [--steps K]
+//   build/bench_train_step --list-mixers      # the mixers the speed table covers, one a line
+//
+// --dump-model FILE (classifier): before training, writes the model's initial parameters and
+// buffers and its logits on the batch, so that bench/vs_torch.py can load them into its PyTorch
+// model and check that it computes the same function. FILE is one JSON line (each tensor's
+// name, kind and shape, in order, then the logits' shape) followed by their float32 values.
+//
+// --images FILE holds B·28·28 float32 pixels then B int32 labels (little-endian), nothing else;
+// without it the classifier trains on an all-zero batch.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "backends/cpu/openblas_kernels.h"
 #include "core/parallel.h"
+#include "nn/mixer_registry.h"
 #include "nn/models.h"
 #include "train/grad_utils.h"
 #include "train/optimizer.h"
@@ -22,6 +42,15 @@
 using namespace mixlab;
 
 namespace {
+
+constexpr int64_t kImageSide = 28;  // Fashion-MNIST: 1 channel, 28x28, 10 classes
+constexpr int64_t kClasses = 10;
+
+struct Options {
+  std::string task = "translate", mixer = "attention", images, dump;
+  int64_t dim = 128, layers = 3, batch = 128, len = 12, patch = 4, steps = 20;
+  double dropout = -1;  // unset: 0.1 for the translator, 0 for the classifier
+};
 
 // Both sides of example i are `len - i % (len / 2)` tokens long (<bos>/<eos> included on the
 // target), tokens drawn by a fixed formula: the PyTorch side builds the identical batch.
@@ -46,52 +75,174 @@ Batch synthetic_batch(int64_t batch, int64_t len, int64_t src_vocab, int64_t tgt
   return b;
 }
 
+// The images and labels bench/vs_torch.py wrote (see the header for the layout).
+Batch image_batch(const std::string& path, int64_t batch) {
+  Batch b;
+  b.size = batch;
+  b.feature_shape = {1, kImageSide, kImageSide};
+  b.features.assign(batch * kImageSide * kImageSide, 0.0f);
+  b.labels.assign(batch, 0);
+  if (path.empty()) return b;
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), "bench_train_step: cannot open --images ", path);
+  in.seekg(0, std::ios::end);
+  auto expected = static_cast<std::streamoff>(b.features.size() * 4 + b.labels.size() * 4);
+  check(in.tellg() == expected, "bench_train_step: ", path, " holds ",
+        static_cast<long long>(in.tellg()), " bytes; --batch ", batch, " needs ",
+        static_cast<long long>(expected), " (float32 pixels [B,1,28,28], then int32 labels [B])");
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(b.features.data()),
+          static_cast<std::streamsize>(b.features.size() * 4));
+  in.read(reinterpret_cast<char*>(b.labels.data()),
+          static_cast<std::streamsize>(b.labels.size() * 4));
+  for (int32_t label : b.labels)
+    check(label >= 0 && label < kClasses, "bench_train_step: label ", label, " in ", path,
+          " is outside [0, ", kClasses, ")");
+  return b;
+}
+
+// Every mixer the registry builds, families by the members its tests instantiate.
+void list_mixers() {
+  for (const MixerInfo& info : MixerRegistry::instance().all())
+    for (const std::string& name : info.test_names) std::printf("%s\n", name.c_str());
+}
+
+// See --dump-model in the header.
+void dump_model(const std::string& path, const Module& model, const Tensor& logits) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::string header = "{\"tensors\": [";
+  auto add = [&](const std::vector<std::pair<std::string, Tensor>>& named, const char* kind) {
+    for (const auto& [name, t] : named) {
+      header += std::string(tensors.empty() ? "" : ", ") + "{\"name\": \"" + name +
+                "\", \"kind\": \"" + kind + "\", \"shape\": " + shape_str(t.shape()) + "}";
+      tensors.emplace_back(name, t);
+    }
+  };
+  add(model.named_parameters(), "parameter");
+  add(model.named_buffers(), "buffer");
+  header += "], \"logits_shape\": " + shape_str(logits.shape()) + "}\n";
+  tensors.emplace_back("logits", logits);
+  std::ofstream out(path, std::ios::binary);
+  check(out.good(), "bench_train_step: cannot write --dump-model ", path);
+  out << header;
+  for (const auto& [name, t] : tensors) {
+    std::vector<float> values = t.to_float_vector();
+    out.write(reinterpret_cast<const char*>(values.data()),
+              static_cast<std::streamsize>(values.size() * sizeof(float)));
+  }
+  check(out.good(), "bench_train_step: writing ", path, " failed");
+}
+
+long peak_rss_kib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;  // KiB on Linux
+}
+
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "bench_train_step: %s (see the header of bench/bench_train_step.cpp)\n",
+               what.c_str());
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   reexec_with_better_openblas_kernels(argv);
-  int64_t dim = 128, layers = 3, batch = 128, len = 12, steps = 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
-    int64_t v = std::stoll(argv[i + 1]);
-    if (flag == "--threads")
-      set_num_threads(static_cast<int>(v));
-    else if (flag == "--dim")
-      dim = v;
-    else if (flag == "--layers")
-      layers = v;
-    else if (flag == "--batch")
-      batch = v;
-    else if (flag == "--len")
-      len = v;
-    else if (flag == "--steps")
-      steps = v;
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
-      return 2;
+    if (flag == "--list-mixers") {
+      list_mixers();
+      return 0;
+    }
+    if (i + 1 >= argc) return usage_error(flag + " needs a value");
+    std::string value = argv[++i];
+    try {
+      if (flag == "--task")
+        o.task = value;
+      else if (flag == "--mixer")
+        o.mixer = value;
+      else if (flag == "--images")
+        o.images = value;
+      else if (flag == "--dump-model")
+        o.dump = value;
+      else if (flag == "--dropout")
+        o.dropout = std::stod(value);
+      else if (flag == "--threads")
+        set_num_threads(std::stoi(value));
+      else if (flag == "--dim")
+        o.dim = std::stoll(value);
+      else if (flag == "--layers")
+        o.layers = std::stoll(value);
+      else if (flag == "--batch")
+        o.batch = std::stoll(value);
+      else if (flag == "--len")
+        o.len = std::stoll(value);
+      else if (flag == "--patch")
+        o.patch = std::stoll(value);
+      else if (flag == "--steps")
+        o.steps = std::stoll(value);
+      else
+        return usage_error("unknown flag " + flag);
+    } catch (const std::logic_error&) {
+      return usage_error(flag + " takes a number, got '" + value + "'");
     }
   }
+  if (o.task != "translate" && o.task != "classify")
+    return usage_error("--task must be translate or classify, got '" + o.task + "'");
+  if (o.steps < 1) return usage_error("--steps must be at least 1");
+
   ModelConfig c;
-  c.task = "translate";
-  c.mixer = c.decoder_mixer = c.cross = "attention";
-  c.dim = dim;
+  c.task = o.task;
+  c.dim = o.dim;
   c.heads = 4;
-  c.layers = c.decoder_layers = layers;
-  c.max_len = c.tgt_max_len = len;
-  c.vocab = 31;
-  c.tgt_vocab = 43;
-  c.dropout = 0.1;
-  Translator model(c);
-  model.train();
-  TranslationTask task(model, Device::cpu(), 0.1);
-  AdamW optimizer(param_groups(model, 0.01), AdamOptions{1e-3});
-  Batch b = synthetic_batch(batch, len, c.vocab, c.tgt_vocab);
+  c.layers = c.decoder_layers = o.layers;
+  c.dropout = o.dropout >= 0 ? o.dropout : (o.task == "translate" ? 0.1 : 0.0);
+  std::unique_ptr<Module> model;
+  std::unique_ptr<TrainTask> task;
+  Batch b;
+  std::string shape;
+  if (o.task == "translate") {
+    c.mixer = c.decoder_mixer = c.cross = "attention";
+    c.max_len = c.tgt_max_len = o.len;
+    c.vocab = 31;
+    c.tgt_vocab = 43;
+    auto translator = std::make_unique<Translator>(c);
+    translator->train();
+    task = std::make_unique<TranslationTask>(*translator, Device::cpu(), 0.1);
+    model = std::move(translator);
+    b = synthetic_batch(o.batch, o.len, c.vocab, c.tgt_vocab);
+    shape = "len=" + std::to_string(o.len);
+  } else {
+    if (o.patch < 1 || kImageSide % o.patch != 0)
+      return usage_error("--patch must divide 28, got " + std::to_string(o.patch));
+    c.mixer = o.mixer;
+    c.input = "image";
+    c.classes = kClasses;
+    c.image_channels = 1;
+    c.image_height = c.image_width = kImageSide;
+    c.patch = o.patch;
+    c.max_len = (kImageSide / o.patch) * (kImageSide / o.patch);  // ℓ = the patch count
+    auto classifier = std::make_unique<Classifier>(c);
+    classifier->train();
+    task = std::make_unique<ClassificationTask>(*classifier, Device::cpu(), 0.1);
+    b = image_batch(o.images, o.batch);
+    if (!o.dump.empty()) {
+      NoGradGuard no_grad;
+      Tensor pixels = Tensor::from_data(b.features, {o.batch, kImageSide * kImageSide});
+      dump_model(o.dump, *classifier, classifier->forward(pixels));
+    }
+    model = std::move(classifier);
+    shape = "patch=" + std::to_string(o.patch) + " tokens=" + std::to_string(c.max_len);
+  }
+  AdamW optimizer(param_groups(*model, 0.01), AdamOptions{1e-3});
   std::vector<double> times;
-  for (int64_t s = 0; s < steps + 3; ++s) {  // 3 warm-up steps
+  for (int64_t s = 0; s < o.steps + 3; ++s) {  // 3 warm-up steps
     auto t0 = std::chrono::steady_clock::now();
-    Tensor loss = task.loss(b);
+    Tensor loss = task->loss(b);
     loss.backward();
-    std::vector<Tensor> params = model.parameters();
+    std::vector<Tensor> params = model->parameters();
     clip_grad_norm(params, 1.0);
     optimizer.step();
     optimizer.zero_grad();
@@ -100,11 +251,17 @@ int main(int argc, char** argv) {
   }
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2];
+  long long params = model->parameter_count();
+  std::string label = o.task == "translate" ? "translator" : "classifier " + o.mixer;
   std::printf(
-      "mixlab d=%lld layers=%lld batch=%lld len=%lld threads=%d params=%lld: "
-      "median step %.2f ms, %.1f examples/s\n",
-      static_cast<long long>(dim), static_cast<long long>(layers), static_cast<long long>(batch),
-      static_cast<long long>(len), num_threads(), static_cast<long long>(model.parameter_count()),
-      median * 1e3, batch / median);
+      "mixlab %s d=%lld layers=%lld batch=%lld %s dropout=%g threads=%d params=%lld: "
+      "median step %.2f ms, %.1f examples/s, peak RSS %.1f MiB\n",
+      label.c_str(), static_cast<long long>(o.dim), static_cast<long long>(o.layers),
+      static_cast<long long>(o.batch), shape.c_str(), c.dropout, num_threads(), params,
+      median * 1e3, o.batch / median, peak_rss_kib() / 1024.0);
+  std::printf(
+      "json: {\"median_ms\": %.6f, \"examples_per_s\": %.6f, \"params\": %lld, "
+      "\"peak_rss_kib\": %ld, \"threads\": %d}\n",
+      median * 1e3, o.batch / median, params, peak_rss_kib(), num_threads());
   return 0;
 }

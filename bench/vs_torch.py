@@ -1,116 +1,311 @@
 #!/usr/bin/env python3
-"""mixlab against PyTorch on one training step of the same translator, same threads.
+"""mixlab against PyTorch eager on one training step of the same model, same threads.
 
-The model is the one bench_train_step builds: a pre-LN attention encoder-decoder (GELU FFN of
-width 4d, learned positions, final LayerNorms), label-smoothed cross-entropy (0.1), gradient
-clipping at 1 and AdamW, on the same synthetic batch (lengths vary like CMUdict words). Both run
-in turn from this script; it prints each one's median step and the ratio mixlab / PyTorch in
-examples per second (above 1: mixlab is faster).
+One comparison: the translator (bench_train_step's pre-LN attention encoder-decoder on
+synthetic batches whose lengths vary like CMUdict words) or the image classifier with any mixer
+(Fashion-MNIST-shaped random images this script writes once, so both sides train on the same
+bytes). Both sides take the same step: label-smoothed cross-entropy (0.1), gradient clipping at
+1, AdamW, the same batch, dropout and thread count; each side runs in its own process, so each
+peak RSS is that training's alone. It prints both sides' median step, the ratio mixlab / PyTorch
+in examples per second (above 1: mixlab is faster), the share of mixlab's kernel time spent in
+matrix products (from a second, shorter mixlab run under MIXLAB_DEBUG=1) and both parameter
+counts, which must agree.
 
-    python3 bench/vs_torch.py [--threads N] [--dim D] [--layers L] [--batch B] [--len T]
+    python3 bench/vs_torch.py [--task translate|classify] [--mixer NAME] [--threads N]
+        [--dim D] [--layers L] [--batch B] [--len T] [--patch P] [--dropout R] [--steps K]
 
-PyTorch is only a baseline here (Debian's python3-torch: `apt-get install python3-torch`),
-never a dependency of the engine.
+bench/speed_table.py runs this for every mixer and both translator sizes and prints the table
+(scripts/bench-speed.sh sets up PyTorch and runs it). PyTorch is only a baseline here, never a
+dependency of the engine; bench/torch_models.py holds its models.
 """
 import argparse
+import json
+import math
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
-try:
+HERE = os.path.dirname(os.path.abspath(__file__))
+MIXLAB_DEBUG_STEPS = 3  # steps of the MIXLAB_DEBUG run (after bench_train_step's 3 warm-ups)
+
+
+def parse_json_line(out, who):
+    for line in out.splitlines():
+        if line.startswith("json: "):
+            return json.loads(line[len("json: "):])
+    raise RuntimeError(f"{who} printed no 'json:' line:\n{out}")
+
+
+def write_images(path, batch, seed=0):
+    """Fashion-MNIST-shaped random data: float32 pixels in [0, 1) [B,1,28,28], then int32
+    labels in [0, 10), little-endian; bench_train_step --images reads the same bytes."""
+    import random
+    import struct
+    rng = random.Random(seed)
+    with open(path, "wb") as f:
+        f.write(struct.pack(f"<{batch * 784}f", *(rng.random() for _ in range(batch * 784))))
+        f.write(struct.pack(f"<{batch}i", *(rng.randrange(10) for _ in range(batch))))
+
+
+def read_images(path, batch):
     import torch
+    with open(path, "rb") as f:
+        data = f.read()
+    pixels = torch.frombuffer(bytearray(data[:batch * 784 * 4]), dtype=torch.float32)
+    labels = torch.frombuffer(bytearray(data[batch * 784 * 4:]), dtype=torch.int32)
+    return pixels.view(batch, 1, 28, 28), labels.long()
+
+
+# ---- the PyTorch side: runs in a worker process of its own (--worker) ----
+
+def current_rss_kib():
+    with open("/proc/self/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1))
+
+
+def torch_worker(args):
+    import warnings
+    warnings.filterwarnings("ignore", category=UserWarning)  # nested-tensor and numpy notices
+    import torch
+    rss_after_import = current_rss_kib()  # the library's own footprint, before any model
     from torch import nn
-except ImportError:
-    # Debian's python3-torch lives in the system Python, which a pyenv or venv python3 hides.
-    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != os.path.realpath(
-            "/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    sys.exit("vs_torch.py needs PyTorch: apt-get install python3-torch (or pip install torch)")
+    sys.path.insert(0, HERE)
+    import torch_models
 
-
-def synthetic_batch(batch, length, src_vocab=31, tgt_vocab=43):
-    """The batch of bench_train_step.cpp: example i has len - i % (len // 2) tokens."""
-    src = torch.zeros(batch, length, dtype=torch.long)
-    tgt = torch.zeros(batch, length, dtype=torch.long)
-    for i in range(batch):
-        n = length - i % (length // 2)
-        for t in range(n):
-            src[i, t] = 3 + (i * 7 + t * 3) % (src_vocab - 3)
-            tgt[i, t] = 3 + (i * 5 + t * 11) % (tgt_vocab - 3)
-        tgt[i, 0] = 1
-        tgt[i, n - 1] = 2
-    return src, tgt
-
-
-class Translator(nn.Module):
-    def __init__(self, dim, layers, length, src_vocab=31, tgt_vocab=43):
-        super().__init__()
-        self.src_embed = nn.Embedding(src_vocab, dim)
-        self.tgt_embed = nn.Embedding(tgt_vocab, dim)
-        self.src_pos = nn.Parameter(torch.randn(length, dim) * 0.02)
-        self.tgt_pos = nn.Parameter(torch.randn(length, dim) * 0.02)
-        self.core = nn.Transformer(d_model=dim, nhead=4, num_encoder_layers=layers,
-                                   num_decoder_layers=layers, dim_feedforward=4 * dim,
-                                   dropout=0.1, activation="gelu", batch_first=True,
-                                   norm_first=True)
-        self.head = nn.Linear(dim, tgt_vocab)
-
-    def forward(self, src, tgt_in):
-        s, t = src.size(1), tgt_in.size(1)
-        causal = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
-        h = self.core(self.src_embed(src) + self.src_pos[:s], self.tgt_embed(tgt_in) + self.tgt_pos[:t],
-                      tgt_mask=causal, src_key_padding_mask=src.eq(0),
-                      tgt_key_padding_mask=tgt_in.eq(0), memory_key_padding_mask=src.eq(0))
-        return self.head(h)
-
-
-def torch_step_seconds(args):
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    model = Translator(args.dim, args.layers, args.len).train()
+    if args.task == "translate":
+        model = torch_models.Translator(args.dim, args.layers, args.len, args.dropout)
+        src, tgt = torch_models.synthetic_translation_batch(args.batch, args.len)
+        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+        loss_fn = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1)
+
+        def loss():
+            logits = model(src, tgt_in)
+            return loss_fn(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1))
+    else:
+        model = torch_models.Classifier(args.mixer, args.dim, args.layers, args.patch, args.dropout)
+        images, labels = read_images(args.images, args.batch)
+        loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+
+        def loss():
+            return loss_fn(model(images), labels)
+    model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    loss_fn = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1)
-    src, tgt = synthetic_batch(args.batch, args.len)
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
     times = []
-    for step in range(args.steps + 3):  # 3 warm-up steps
+    for step in range(args.steps + 3):  # 3 warm-up steps, like bench_train_step
         t0 = time.perf_counter()
-        logits = model(src, tgt_in)
-        loss = loss_fn(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1))
-        loss.backward()
+        loss().backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad()
         if step >= 3:
             times.append(time.perf_counter() - t0)
-    params = sum(p.numel() for p in model.parameters())
-    return statistics.median(times), params
+    median = statistics.median(times)
+    print("json: " + json.dumps({
+        "median_ms": median * 1e3, "examples_per_s": args.batch / median,
+        "params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "rss_after_import_kib": rss_after_import,
+        "threads": torch.get_num_threads(), "version": torch.__version__}))
+
+
+# ---- the same function: mixlab's initial weights loaded into the PyTorch model ----
+
+NAME_REWRITES = [  # mixlab's parameter paths -> bench/torch_models.py's
+    (r"^encoder\.layers\.(\d+)\.", r"blocks.\1."), (r"^encoder\.final_norm\.(ln|affine)\.", "final_norm."),
+    (r"\.(norm\d)\.(ln|affine)\.", r".\1."), (r"\.ffn\.fc1\.", ".ffn.0."), (r"\.ffn\.fc2\.", ".ffn.2."),
+    (r"\.(scale\d)\.gamma$", r".\1"), (r"^embed\.proj\.", "embed."), (r"^positions\.weight$", "positions")]
+
+
+def torch_name(mixlab_name):
+    for pattern, replacement in NAME_REWRITES:
+        mixlab_name = re.sub(pattern, replacement, mixlab_name)
+    return mixlab_name
+
+
+def read_dump(path):
+    """bench_train_step --dump-model: {torch name: tensor}, and mixlab's logits."""
+    import torch
+    with open(path, "rb") as f:
+        header = json.loads(f.readline())
+        data = f.read()
+    values = torch.frombuffer(bytearray(data), dtype=torch.float32)
+    tensors, offset = {}, 0
+    for t in header["tensors"] + [{"name": "logits", "shape": header["logits_shape"]}]:
+        n = math.prod(t["shape"])
+        tensors[t["name"]] = values[offset:offset + n].view(t["shape"]).clone()
+        offset += n
+    logits = tensors.pop("logits")
+    return {torch_name(k): v for k, v in tensors.items()}, logits
+
+
+def check_same_models(args):
+    """For each MIXER=DUMP pair: load mixlab's weights into the PyTorch classifier (every tensor
+    must find its place, and every PyTorch tensor must be given), run the batch, and report the
+    largest logit difference. Prints one json line: {mixer: {"params", "max_diff", "error"}}."""
+    import warnings
+    warnings.filterwarnings("ignore", category=UserWarning)
+    import torch
+    sys.path.insert(0, HERE)
+    import torch_models
+    images, _ = read_images(args.images, args.batch)
+    report = {}
+    for pair in args.check_models:
+        mixer, path = pair.split("=", 1)
+        try:
+            model = torch_models.Classifier(mixer, args.dim, args.layers, args.patch, 0.0)
+            weights, mixlab_logits = read_dump(path)
+            model.load_state_dict(weights, strict=True)
+            with torch.no_grad():
+                diff = (model.eval()(images) - mixlab_logits).abs().max().item()
+            report[mixer] = {"params": sum(p.numel() for p in model.parameters()),
+                             "max_diff": diff, "scale": mixlab_logits.abs().max().item()}
+        except (KeyError, RuntimeError, ValueError) as error:
+            report[mixer] = {"error": str(error).splitlines()[0][:300]}
+    print("json: " + json.dumps(report))
+
+
+# ---- both sides, from the calling process ----
+
+def common_flags(args):
+    flags = ["--task", args.task, "--threads", args.threads, "--dim", args.dim,
+             "--layers", args.layers, "--batch", args.batch, "--dropout", args.dropout,
+             "--steps", args.steps]
+    if args.task == "translate":
+        flags += ["--len", args.len]
+    else:
+        flags += ["--mixer", args.mixer, "--patch", args.patch, "--images", args.images]
+    return [str(f) for f in flags]
+
+
+def run_mixlab(args, debug):
+    exe = os.path.join(args.build, "bench_train_step")
+    flags = common_flags(args)
+    env = dict(os.environ)
+    env.pop("MIXLAB_DEBUG", None)
+    if debug:
+        env["MIXLAB_DEBUG"] = "1"
+        flags[flags.index("--steps") + 1] = str(MIXLAB_DEBUG_STEPS)
+    done = subprocess.run([exe] + flags, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{exe} {' '.join(flags)} failed ({done.returncode}):\n{done.stderr}")
+    return done
+
+
+def kernel_shares(stderr):
+    """{kernel: ms} from the table MIXLAB_DEBUG=1 prints at exit (backends/tracing_backend.cpp)."""
+    times, in_table = {}, False
+    for line in stderr.splitlines():
+        if "kernel time by kernel" in line:
+            in_table = True
+            continue
+        m = re.match(r"^(\S+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)%$", line.strip())
+        if in_table and m:
+            times[m.group(1)] = times.get(m.group(1), 0.0) + float(m.group(3))
+    if not times:
+        raise RuntimeError("MIXLAB_DEBUG=1 printed no kernel table:\n" + stderr)
+    return times
+
+
+def is_matrix_product(kernel):
+    """gemm and any batched or fused variant of it (the kernel list may grow)."""
+    return "gemm" in kernel or "matmul" in kernel
+
+
+def run_torch(args):
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(args.threads)
+    cmd = [args.python, os.path.abspath(__file__), "--worker"] + common_flags(args)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode != 0 and "No module named 'torch'" in done.stderr:
+        raise RuntimeError(f"{args.python} has no PyTorch: scripts/bench-speed.sh installs it in "
+                           ".venv/ (then use .venv/bin/python), or name one with --python")
+    if done.returncode != 0:
+        raise RuntimeError(f"the PyTorch side failed ({done.returncode}):\n{done.stderr}")
+    return parse_json_line(done.stdout, "the PyTorch worker")
+
+
+def compare(args):
+    """One row of the speed table: a dict with both sides' numbers."""
+    mixlab = parse_json_line(run_mixlab(args, debug=False).stdout, "bench_train_step")
+    kernels = kernel_shares(run_mixlab(args, debug=True).stderr)
+    total = sum(kernels.values())
+    products = sum(ms for k, ms in kernels.items() if is_matrix_product(k))
+    others = sorted(((ms, k) for k, ms in kernels.items() if not is_matrix_product(k)), reverse=True)
+    top_other = f"{others[0][1]} {100 * others[0][0] / total:.0f}%" if others else "-"
+    torch_side = run_torch(args)
+    return {"mixlab": mixlab, "torch": torch_side,
+            "ratio": mixlab["examples_per_s"] / torch_side["examples_per_s"],
+            "matmul_share": products / total if total > 0 else 0.0, "top_other": top_other,
+            "params_match": mixlab["params"] == torch_side["params"]}
+
+
+def add_model_flags(p, dim=128, layers=3, batch=128):
+    p.add_argument("--task", choices=["translate", "classify"], default="translate")
+    p.add_argument("--mixer", default="attention", help="classifier mixer (mixlab's name)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--dim", type=int, default=dim)
+    p.add_argument("--layers", type=int, default=layers)
+    p.add_argument("--batch", type=int, default=batch)
+    p.add_argument("--len", type=int, default=12, help="translator sequence length")
+    p.add_argument("--patch", type=int, default=4, help="classifier patch side (4: 49 tokens)")
+    p.add_argument("--dropout", type=float, default=None,
+                   help="default: 0.1 for the translator, 0 for the classifier")
+    p.add_argument("--steps", type=int, default=20, help="timed steps (after 3 warm-up steps)")
+    p.add_argument("--images", default=None, help=argparse.SUPPRESS)
+
+
+def add_run_flags(p):
+    p.add_argument("--build", default=os.environ.get("MIXLAB_BUILD_DIR", "build"),
+                   help="the build folder holding bench_train_step")
+    p.add_argument("--python", default=sys.executable,
+                   help="the Python (with torch) that runs the PyTorch side")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--dim", type=int, default=128)
-    p.add_argument("--layers", type=int, default=3)
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--len", type=int, default=12)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--build", default=os.environ.get("MIXLAB_BUILD_DIR", "build"))
+    add_model_flags(p)
+    add_run_flags(p)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--check-models", nargs="+", metavar="MIXER=DUMP", help=argparse.SUPPRESS)
     args = p.parse_args()
-    flags = ["--threads", args.threads, "--dim", args.dim, "--layers", args.layers,
-             "--batch", args.batch, "--len", args.len, "--steps", args.steps]
-    out = subprocess.run([os.path.join(args.build, "bench_train_step")] + [str(f) for f in flags],
-                         check=True, capture_output=True, text=True).stdout
-    print(out.strip())
-    mixlab_ms = float(re.search(r"median step ([0-9.]+) ms", out).group(1))
-    secs, params = torch_step_seconds(args)
-    print(f"torch  {torch.__version__} threads={torch.get_num_threads()} params={params}: "
-          f"median step {secs * 1e3:.2f} ms, {args.batch / secs:.1f} examples/s")
-    print(f"ratio mixlab/torch (examples/s): {secs * 1e3 / mixlab_ms:.2f}")
+    if args.check_models:
+        check_same_models(args)
+        return 0
+    if args.dropout is None:
+        args.dropout = 0.1 if args.task == "translate" else 0.0
+    if args.worker:
+        torch_worker(args)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.task == "classify" and args.images is None:
+            args.images = os.path.join(tmp, "images.bin")
+            write_images(args.images, args.batch)
+        row = compare(args)
+    m, t = row["mixlab"], row["torch"]
+    print(f"mixlab: median step {m['median_ms']:.2f} ms, {m['examples_per_s']:.1f} examples/s, "
+          f"params {m['params']}, peak RSS {m['peak_rss_kib'] / 1024:.1f} MiB, matrix products "
+          f"{100 * row['matmul_share']:.0f}% of kernel time (next: {row['top_other']})")
+    print(f"torch {t['version']} threads={t['threads']}: median step {t['median_ms']:.2f} ms, "
+          f"{t['examples_per_s']:.1f} examples/s, params {t['params']}, "
+          f"peak RSS {t['peak_rss_kib'] / 1024:.1f} MiB ({t['rss_after_import_kib'] / 1024:.1f} MiB "
+          f"of it right after `import torch`)")
+    print(f"ratio mixlab/torch (examples/s): {row['ratio']:.2f}")
+    if not row["params_match"]:
+        print("parameter counts differ: the two models are not the same", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        sys.exit(main())
+    except RuntimeError as error:  # a side failed: say which and why, without a traceback
+        sys.exit(f"vs_torch.py: {error}")

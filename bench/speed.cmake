@@ -1,0 +1,10 @@
+# The speed table's quick mode in the suite (bench/speed_table.py through scripts/bench-speed.sh):
+# it checks that every mixer's PyTorch classifier is mixlab's (equal parameter counts, and
+# mixlab's weights loaded into it give mixlab's logits) and that the comparison runs end to end. Without PyTorch 2 (in .venv/ or python3) it reports itself skipped (exit 77).
+if(MIXLAB_TESTS AND MIXLAB_BENCH)
+  set(MIXLAB_SPEED_TEST "bench: speed table --quick against PyTorch (skipped without torch)")
+  add_test(NAME "${MIXLAB_SPEED_TEST}"
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/scripts/bench-speed.sh --skip-without-torch --quick
+            --threads 1 --build ${CMAKE_BINARY_DIR})
+  set_tests_properties("${MIXLAB_SPEED_TEST}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+endif()
