@@ -3,7 +3,9 @@
 // evaluation on the validation set every epoch; the best and the last checkpoints; metrics as
 // CSV and a PNG of the curves; exact resume; Ctrl-C saves before exiting.
 #pragma once
+#include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "train/checkpoint.h"
@@ -42,11 +44,26 @@ struct TrainResult {
   bool interrupted = false;
 };
 
+class DataLoader;
+class LrSchedule;
+class MetricsLog;
+class Optimizer;
+class ProgressBar;
+
+// run() reads like llm.c's main loop:
+//
+//   start();                                  optimizer, schedule, resume, metrics log
+//   for each epoch:
+//     begin_epoch(epoch)
+//     while (step(epoch)) { report; maybe evaluate_and_save() }   one optimizer update each
+//     end_epoch(epoch)                        evaluate, save last (and epoch-E) checkpoints
+//   finish()                                  throughput, curves
 class Trainer {
  public:
   // `metadata` (model config JSON, vocabularies) is stored in every checkpoint.
   Trainer(TrainTask& task, const Dataset& train, const Dataset* valid, TrainerOptions options,
           TrainingState metadata);
+  ~Trainer();
   TrainResult run();
 
   static std::string last_checkpoint(const std::string& dir) { return dir + "/last.safetensors"; }
@@ -56,11 +73,46 @@ class Trainer {
   }
 
  private:
+  void start();
+  void begin_epoch(int64_t epoch);
+  // One optimizer update over `accumulate` micro-batches; false (and no update) when the
+  // epoch's batches are used up.
+  bool step(int64_t epoch);
+  void report_progress();
+  // Validation metrics into the log; a new best is saved as best.safetensors.
+  void evaluate_and_save(int64_t epoch, int64_t position);
+  // The last (and kept epoch-E) checkpoints at the end of an epoch or of the step budget.
+  void end_epoch(int64_t epoch);
+  TrainResult finish();
+  void save(const std::string& path, int64_t epoch, int64_t position);
+  double seconds_since_start() const;
+
   TrainTask& task_;
   const Dataset& train_;
   const Dataset* valid_;
   TrainerOptions options_;
   TrainingState metadata_;
+
+  // The state of one run() call.
+  std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<MetricsLog> log_;
+  std::unique_ptr<ProgressBar> bar_;
+  TrainingState state_;
+  TrainResult result_;
+  bool files_ = false;
+  int64_t steps_per_epoch_ = 0, start_epoch_ = 0, skip_ = 0;
+  int64_t epoch_step_ = 0;   // optimizer updates of the current epoch
+  bool epoch_done_ = false;  // the loader ran out of batches (vs. a stop mid-epoch)
+  bool stop_ = false;
+  double best_ = -1e300;     // the best primary metric so far
+  double running_loss_ = 0;  // the epoch's train loss sum, for the mean shown
+  int64_t running_n_ = 0;
+  double last_lr_ = 0;
+  double eval_seconds_ = 0;  // excluded from the training throughput
+  int64_t examples_ = 0, tokens_ = 0;
+  std::chrono::steady_clock::time_point t0_;
 };
 
 }  // namespace mixlab
