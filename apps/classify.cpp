@@ -14,6 +14,7 @@
 
 #include "apps/commands.h"
 #include "apps/common.h"
+#include "apps/run_folder.h"
 #include "autograd/grad_mode.h"
 #include "train/data/idx.h"
 #include "train/data/listops.h"
@@ -211,6 +212,7 @@ void add_classify_commands(CLI::App& root) {
       ->capture_default_str();
   train->callback([a, train] {
     Device device = setup_runtime(a->common);
+    check_before_training(*train, a->common, a->train);
     if (a->pool != "mean" && a->pool != "cls") throw UsageError("--pool must be mean or cls");
     ClassificationData d = load_data(a->common.data, a->listops, a->common.seed);
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
@@ -222,7 +224,7 @@ void add_classify_commands(CLI::App& root) {
               << " valid, " << d.test.size() << " test\n"
               << "model: " << config.mixer << " classifier, " << model.parameter_count()
               << " parameters, max_len " << config.max_len << "\n";
-    save_run_config(*train, config, a->common.out);
+    open_run_folder(*train, a->common, a->train, config);
     ClassificationTask task(model, device, a->train.label_smoothing);
     Trainer trainer(task, d.train, &d.valid, trainer_options(a->train, a->common),
                     metadata_for(config, d, d.description));

@@ -14,7 +14,8 @@ namespace mixlab::app {
 
 void add_common_flags(CLI::App* cmd, CommonFlags& f) {
   cmd->add_option("--data", f.data, "data set name or path (default: the command's built-in set)");
-  cmd->add_option("--out", f.out, "output directory for checkpoints, metrics, plots and config");
+  cmd->add_option("--out", f.out, "output directory for checkpoints, metrics, plots and config")
+      ->capture_default_str();
   cmd->add_option("--seed", f.seed, "seed for initialisation, data order and dropout")
       ->capture_default_str();
   cmd->add_option("--threads", f.threads,
@@ -67,7 +68,12 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f) {
       ->capture_default_str();
   cmd->add_option("--train-limit", f.train_limit, "use only the first N training examples")
       ->capture_default_str();
-  cmd->add_flag("--resume", t.resume, "continue from OUT/last.safetensors");
+  // Neither is written to config.ini: replaying a run's settings must not resume or empty it.
+  cmd->add_flag("--resume", t.resume,
+                "continue the run in --out from its last.safetensors, with its stored settings")
+      ->configurable(false);
+  cmd->add_flag("--overwrite", f.overwrite, "empty a --out that already holds a run")
+      ->configurable(false);
   cmd->add_flag("--quiet", t.quiet, "no progress output");
 }
 
@@ -88,6 +94,7 @@ std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
                                                        const std::vector<std::string>& items) {
   std::map<std::string, std::string> out;
   for (const auto& item : items) {
+    if (item.empty()) continue;  // config.ini writes an empty list as mixer-opt=""
     auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
       throw UsageError("--mixer-opt '" + item + "': expected key=value");
@@ -164,13 +171,6 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
     for (const auto& [k, v] : parsed.as_object()) info.extra[k] = v.as_string();
   }
   return info;
-}
-
-void save_run_config(const CLI::App& cmd, const ModelConfig& config, const std::string& dir) {
-  if (dir.empty()) return;
-  std::filesystem::create_directories(dir);
-  write_file_atomically(dir + "/config.ini", std::string_view(cmd.config_to_str(true, true)));
-  write_file_atomically(dir + "/model.json", std::string_view(config.to_json().dump() + "\n"));
 }
 
 void print_summary(const std::string& title, int64_t parameters, const TrainResult& r,

@@ -45,6 +45,7 @@ struct TrainFlags {
   int64_t steps = 0;
   double label_smoothing = 0.0;
   int64_t train_limit = 0;  // use only the first N training examples (0 = all)
+  bool overwrite = false;   // empty a --out that holds a run (apps/run_folder.h)
 };
 
 void add_common_flags(CLI::App* cmd, CommonFlags& f);
@@ -67,9 +68,6 @@ struct CheckpointInfo {
   std::map<std::string, std::string> extra;
 };
 CheckpointInfo read_checkpoint_info(const std::string& path);
-
-// Writes the exact command-line configuration (INI, readable by --config) and the model JSON.
-void save_run_config(const CLI::App& cmd, const ModelConfig& config, const std::string& dir);
 
 // The end-of-run table: parameters, wall time, throughput and final metrics.
 void print_summary(const std::string& title, int64_t parameters, const TrainResult& result,

@@ -7,15 +7,19 @@
 //
 // Exit codes: 0 success, 1 runtime failure (data, files), 2 usage errors (bad flags, unknown
 // mixer names), 130 interrupted (after saving a checkpoint).
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "apps/commands.h"
 #include "apps/common.h"
+#include "apps/run_folder.h"
 #include "backends/cpu/openblas_kernels.h"
 
 int main(int argc, char** argv) {
   mixlab::reexec_with_better_openblas_kernels(argv);
-  CLI::App app{"mixlab: a from-scratch engine for studying token mixers"};
+  CLI::App app{"mixlab: a from-scratch engine for studying token mixers", "mixlab"};
   app.set_config("--config", "", "read options from a TOML/INI file (as saved in OUT/config.ini)");
   app.require_subcommand(1);
   // A flag given twice takes its last value, so scripts can append overrides to defaults.
@@ -26,7 +30,10 @@ int main(int argc, char** argv) {
   mixlab::app::add_translate_commands(app);
   mixlab::app::add_average_command(app);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args(argv + 1, argv + argc);
+    args = mixlab::app::resume_config_args(app, std::move(args));
+    std::reverse(args.begin(), args.end());  // CLI11 takes the vector form last-first
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

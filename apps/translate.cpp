@@ -16,6 +16,7 @@
 
 #include "apps/commands.h"
 #include "apps/common.h"
+#include "apps/run_folder.h"
 #include "autograd/grad_mode.h"
 #include "core/random.h"
 #include "nn/mixer_registry.h"
@@ -258,6 +259,7 @@ void add_translate_commands(CLI::App& root) {
   train->add_flag("--tie-output", a->tie, "tie the output layer to the target embedding");
   train->callback([a, train] {
     Device device = setup_runtime(a->common);
+    check_before_training(*train, a->common, a->train);
     ModelConfig config;
     config.task = "translate";
     apply_model_flags(a->model, a->common.seed, config);
@@ -299,7 +301,7 @@ void add_translate_commands(CLI::App& root) {
               << tgt.size() << "\n"
               << "model: " << config.mixer << " encoder, " << config.decoder_mixer << " decoder, "
               << model.parameter_count() << " parameters\n";
-    save_run_config(*train, config, a->common.out);
+    open_run_folder(*train, a->common, a->train, config);
     InMemoryDataset train_set = encode_seq2seq(d.train, src, tgt);
     InMemoryDataset valid_set = encode_seq2seq(d.valid, src, tgt);
     TranslationTask task(model, device, a->train.label_smoothing,

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <fcntl.h>
@@ -54,6 +55,35 @@ fs::path fresh_dir(const std::string& name) {
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every file of a folder with its bytes.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    files[e.path().filename().string()] = read_bytes(e.path());
+  return files;
+}
+
+// A tiny reversal task: "a b c" -> "c b a".
+void write_pairs(const fs::path& file, int n = 200) {
+  std::ofstream f(file);
+  const char* words[] = {"a", "b", "c", "d"};
+  for (int i = 0; i < n; ++i) {
+    std::string src, tgt;
+    int len = 1 + i % 3;
+    for (int t = 0; t < len; ++t) src += std::string(t ? " " : "") + words[(i + t) % 4];
+    for (int t = len - 1; t >= 0; --t)
+      tgt += std::string(t != len - 1 ? " " : "") + words[(i + t) % 4];
+    f << src << "\t" << tgt << "\n";
+  }
 }
 
 // First and last training loss logged in a run's metrics.csv.
@@ -333,11 +363,101 @@ TEST_CASE("apps: MIXLAB_DEBUG traces kernels and reports their time") {
   ::setenv("MIXLAB_DEBUG", "2", 1);
   Run traced = run_mixlab(
       "classify train --data listops --listops-train 100 --listops-len 30"
-      " --dim 16 --heads 2 --layers 1 --steps 2 --quiet --out /tmp/mixlab_debug_" +
+      " --dim 16 --heads 2 --layers 1 --steps 2 --quiet --overwrite --out /tmp/mixlab_debug_" +
       std::to_string(::getpid()));
   ::unsetenv("MIXLAB_DEBUG");
   fs::remove_all("/tmp/mixlab_debug_" + std::to_string(::getpid()));
   CHECK(traced.code == 0);
   CHECK(traced.output.find("[mixlab cpu] gemm") != std::string::npos);
   CHECK(traced.output.find("kernel time by kernel") != std::string::npos);
+}
+
+TEST_CASE("apps: a run folder is refused without --resume and left byte-identical") {
+  fs::path dir = fresh_dir("refuse");
+  write_pairs(dir / "pairs.tsv");
+  std::string out = (dir / "run").string();
+  std::string tiny = " --dim 8 --heads 2 --layers 1 --batch 16 --steps 3 --quiet --threads 1";
+  REQUIRE(
+      run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + tiny + " --out " + out)
+          .code == 0);
+  auto before = snapshot(out);
+  REQUIRE(before.count("last.safetensors"));
+  Run again = run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + tiny +
+                         " --mixer gmlp --out " + out);
+  CHECK(again.code == 2);
+  CHECK(again.output.find("already holds a run") != std::string::npos);
+  CHECK(snapshot(out) == before);
+  // --resume and --overwrite together, and --resume on an empty folder, are usage errors too.
+  CHECK(run_mixlab("translate train --resume --overwrite --out " + out).code == 2);
+  CHECK(snapshot(out) == before);
+  Run nothing = run_mixlab("translate train --resume --out " + (dir / "empty").string());
+  CHECK(nothing.code == 2);
+  CHECK(nothing.output.find("no last.safetensors") != std::string::npos);
+  // --overwrite replaces the run: the new model is the one in model.json, one run in metrics.
+  Run replaced = run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + tiny +
+                            " --mixer gmlp --log-every 1 --overwrite --out " + out);
+  INFO(replaced.output);
+  REQUIRE(replaced.code == 0);
+  CHECK(read_bytes(fs::path(out) / "model.json").find("\"mixer\":\"gmlp\"") != std::string::npos);
+  int steps_logged = 0;
+  for (const auto& row : mixlab::read_metrics_csv(out + "/metrics.csv").rows)
+    steps_logged += row.phase == "train";
+  CHECK(steps_logged == 3);
+  // A folder holding other files is never emptied.
+  std::ofstream(fs::path(out) / "notes.txt") << "mine";
+  CHECK(run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + tiny +
+                   " --overwrite --out " + out)
+            .code == 2);
+  CHECK(fs::exists(fs::path(out) / "notes.txt"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: --resume alone continues the stored run and contradicting flags are refused") {
+  fs::path dir = fresh_dir("resume");
+  write_pairs(dir / "pairs.tsv");
+  std::string out = (dir / "run").string();
+  REQUIRE(run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
+                     " --mixer gmlp --dim 12 --heads 2 --layers 1 --batch 16 --steps 4"
+                     " --log-every 1 --quiet --threads 1 --out " +
+                     out)
+              .code == 0);
+  const std::string model = read_bytes(fs::path(out) / "model.json");
+  Run resumed = run_mixlab("translate train --resume --steps 7 --out " + out);
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  CHECK(read_bytes(fs::path(out) / "model.json") == model);  // gmlp, width 12, same vocab
+  CHECK(resumed.output.find("gmlp encoder") != std::string::npos);
+  CHECK(resumed.output.find("pairs.tsv") != std::string::npos);  // the stored data
+  CHECK(resumed.output.find("steps                7") != std::string::npos);
+  Run clash =
+      run_mixlab("translate train --resume --steps 9 --mixer attention --dim 16 --out " + out);
+  CHECK(clash.code == 2);
+  CHECK(clash.output.find("--dim 16, but the run has dim=12") != std::string::npos);
+  CHECK(clash.output.find("--mixer attention, but the run has mixer=") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: --config DIR/config.ini reproduces a run bit for bit") {
+  fs::path dir = fresh_dir("config");
+  write_pairs(dir / "pairs.tsv");
+  std::string a = (dir / "a").string(), b = (dir / "b").string();
+  REQUIRE(run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
+                     " --mixer lightconv --mixer-opt kernel=3 --dim 8 --heads 2 --layers 1"
+                     " --batch 16 --steps 5 --lr 2e-3 --seed 4 --quiet --threads 1 --out " +
+                     a)
+              .code == 0);
+  CHECK(read_bytes(fs::path(a) / "config.ini").find("[translate.train]") != std::string::npos);
+  CHECK(read_bytes(fs::path(a) / "config.ini").find("out=\"" + a + "\"") != std::string::npos);
+  Run replay = run_mixlab("--config " + a + "/config.ini translate train --out " + b);
+  INFO(replay.output);
+  REQUIRE(replay.code == 0);
+  CHECK(read_bytes(fs::path(a) / "last.safetensors") ==
+        read_bytes(fs::path(b) / "last.safetensors"));
+  CHECK(read_bytes(fs::path(a) / "model.json") == read_bytes(fs::path(b) / "model.json"));
+  // A file for another command would apply nothing: refused.
+  Run wrong = run_mixlab("--config " + a + "/config.ini classify train --out " + b + "x");
+  CHECK(wrong.code == 2);
+  CHECK(wrong.output.find("no [classify.train] section") != std::string::npos);
+  CHECK_FALSE(fs::exists(b + "x"));
+  fs::remove_all(dir);
 }
