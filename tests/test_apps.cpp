@@ -167,18 +167,7 @@ TEST_CASE("apps: classify train eval and predict on a tiny labelled text file") 
 
 TEST_CASE("apps: translate train then run translates stdin") {
   fs::path dir = fresh_dir("translate");
-  {
-    std::ofstream f(dir / "pairs.tsv");
-    const char* words[] = {"a", "b", "c", "d"};
-    for (int i = 0; i < 200; ++i) {
-      std::string src, tgt;
-      int len = 1 + i % 3;
-      for (int t = 0; t < len; ++t) src += std::string(t ? " " : "") + words[(i + t) % 4];
-      for (int t = len - 1; t >= 0; --t)
-        tgt += std::string(t != len - 1 ? " " : "") + words[(i + t) % 4];
-      f << src << "\t" << tgt << "\n";
-    }
-  }
+  write_pairs(dir / "pairs.tsv");
   std::string out = (dir / "run").string();
   Run train =
       run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
