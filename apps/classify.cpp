@@ -14,6 +14,7 @@
 
 #include "apps/commands.h"
 #include "apps/common.h"
+#include "apps/data_description.h"
 #include "apps/run_folder.h"
 #include "autograd/grad_mode.h"
 #include "train/data/idx.h"
@@ -40,7 +41,8 @@ struct ClassificationData {
   std::vector<std::string> labels;
   int64_t longest = 0;
   int64_t side = 0;  // images: height = width
-  std::string description;
+  DataDescription desc;
+  std::string description;  // desc.summary()
 };
 
 InMemoryDataset take(const std::vector<Example>& all, size_t from, size_t to) {
@@ -62,60 +64,103 @@ void add_image_info(ClassificationData& d) {
   for (int i = 0; i < 10; ++i) d.labels.push_back(std::to_string(i));
 }
 
-ClassificationData load_data(const std::string& name_in, const ListOpsFlags& lf, uint64_t seed) {
+// The data the flags name (usage errors for names that are none of the kinds).
+DataDescription describe_data(const std::string& name_in, const ListOpsFlags& lf, uint64_t seed) {
   std::string name = name_in;
   if (name.empty())
     name = std::filesystem::exists(default_fashion_mnist_dir()) ? "fashion-mnist" : "listops";
-  ClassificationData d;
-  if (name == "fashion-mnist" || std::filesystem::is_directory(name)) {
-    std::string dir = name == "fashion-mnist" ? default_fashion_mnist_dir() : name;
-    InMemoryDataset train = load_fashion_mnist(dir, "train");
-    size_t n = train.size(), hold = std::min<size_t>(5000, n / 10);
-    d.train = take(train.examples(), 0, n - hold);
-    d.valid = take(train.examples(), n - hold, n);
-    d.test = load_fashion_mnist(dir, "test");
-    add_image_info(d);
-    if (name == "fashion-mnist")
-      d.labels = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                  "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
-    d.description = "Fashion-MNIST (" + dir + ")";
+  DataDescription d;
+  d.seed = seed;
+  if (name == "fashion-mnist") {
+    d.kind = "fashion-mnist";
+    d.path = default_fashion_mnist_dir();
+    d.held_out = "the last 5,000 training images";
+  } else if (std::filesystem::is_directory(name)) {
+    d.kind = "idx";
+    d.path = absolute_path(name);
+    d.held_out = "the last 10% of training images, at most 5,000";
   } else if (name == "listops") {
-    ListOpsConfig c;
-    c.max_depth = lf.depth;
-    c.max_args = lf.args;
-    c.min_len = lf.min_len;
-    c.max_len = lf.max_len;
-    c.count = lf.train + lf.valid + lf.test;
-    c.seed = seed;
-    InMemoryDataset all = listops_dataset(c);
-    d.train = take(all.examples(), 0, lf.train);
-    d.valid = take(all.examples(), lf.train, lf.train + lf.valid);
-    d.test = take(all.examples(), lf.train + lf.valid, all.size());
-    d.vocab = listops_vocab();
-    for (int i = 0; i < 10; ++i) d.labels.push_back(std::to_string(i));
-    d.description = "ListOps (generated: length " + std::to_string(lf.min_len) + "-" +
-                    std::to_string(lf.max_len) + ", depth " + std::to_string(lf.depth) + ", args " +
-                    std::to_string(lf.args) + ", seed " + std::to_string(seed) + ")";
+    d.kind = "listops";
+    d.generator = {{"min_len", lf.min_len}, {"max_len", lf.max_len}, {"depth", lf.depth},
+                   {"args", lf.args},       {"train", lf.train},     {"valid", lf.valid},
+                   {"test", lf.test}};
+    d.held_out = "generated valid and test sets";
   } else if (std::filesystem::is_regular_file(name)) {
-    auto texts = read_labelled_text(name);
-    d.labels = label_names(texts);
-    auto numbered = number_labels(texts, d.labels);
-    std::vector<std::vector<std::string>> tokens;
-    size_t hold = std::max<size_t>(1, numbered.size() / 10);
-    check(numbered.size() > hold, name, ": too few examples to hold out a validation set");
-    for (size_t i = 0; i + hold < numbered.size(); ++i) tokens.push_back(numbered[i].tokens);
-    d.vocab = Vocab::build(tokens);
-    InMemoryDataset all = encode_labelled(numbered, d.vocab);
-    d.train = take(all.examples(), 0, all.size() - hold);
-    d.valid = take(all.examples(), all.size() - hold, all.size());
-    d.test = d.valid;
-    d.description = "labelled text " + name + " (last " + std::to_string(hold) +
-                    " lines held out for validation and test)";
+    d.kind = "labelled-text";
+    d.path = absolute_path(name);
+    d.held_out = "the last 10% of lines (validation and test)";
   } else {
     throw UsageError("--data '" + name +
                      "': expected fashion-mnist, listops, a directory of IDX files or a "
                      "label<TAB>text file");
   }
+  return d;
+}
+
+// Loads the described data. `model` (eval): the checkpoint's vocabulary, which labelled text is
+// encoded with instead of one built from the file (unknown tokens counted into `unknown`); the
+// labels are then desc.labels.
+ClassificationData load_data(const DataDescription& desc, const Vocab* model = nullptr,
+                             UnknownTokens* unknown = nullptr) {
+  ClassificationData d;
+  if (desc.kind == "fashion-mnist" || desc.kind == "idx") {
+    InMemoryDataset train = load_fashion_mnist(desc.path, "train");
+    size_t n = train.size(), hold = std::min<size_t>(5000, n / 10);
+    d.train = take(train.examples(), 0, n - hold);
+    d.valid = take(train.examples(), n - hold, n);
+    d.test = load_fashion_mnist(desc.path, "test");
+    add_image_info(d);
+    if (desc.kind == "fashion-mnist")
+      d.labels = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                  "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  } else if (desc.kind == "listops") {
+    auto g = [&](const char* key) {
+      auto it = desc.generator.find(key);
+      check(it != desc.generator.end(), "the ListOps description has no '", key, "'");
+      return it->second;
+    };
+    ListOpsConfig c;
+    c.max_depth = g("depth");
+    c.max_args = g("args");
+    c.min_len = g("min_len");
+    c.max_len = g("max_len");
+    c.count = g("train") + g("valid") + g("test");
+    c.seed = desc.seed;
+    InMemoryDataset all = listops_dataset(c);
+    d.train = take(all.examples(), 0, g("train"));
+    d.valid = take(all.examples(), g("train"), g("train") + g("valid"));
+    d.test = take(all.examples(), g("train") + g("valid"), all.size());
+    d.vocab = listops_vocab();
+    for (int i = 0; i < 10; ++i) d.labels.push_back(std::to_string(i));
+  } else if (desc.kind == "labelled-text") {
+    auto texts = read_labelled_text(desc.path);
+    size_t hold = std::max<size_t>(1, texts.size() / 10);
+    check(texts.size() > hold, desc.path, ": too few examples to hold out a validation set");
+    if (model) {
+      // Only the held-out lines are scored: the training lines (their words, their labels)
+      // cannot change the result.
+      texts.erase(texts.begin(), texts.end() - hold);
+      d.labels = desc.labels;
+      d.vocab = *model;
+      for (const auto& t : texts) unknown->add(t.tokens, d.vocab);
+      d.valid = encode_labelled(number_labels(texts, d.labels), d.vocab);
+    } else {
+      d.labels = label_names(texts);
+      auto numbered = number_labels(texts, d.labels);
+      std::vector<std::vector<std::string>> tokens;
+      for (size_t i = 0; i + hold < numbered.size(); ++i) tokens.push_back(numbered[i].tokens);
+      d.vocab = Vocab::build(tokens);
+      InMemoryDataset all = encode_labelled(numbered, d.vocab);
+      d.train = take(all.examples(), 0, all.size() - hold);
+      d.valid = take(all.examples(), all.size() - hold, all.size());
+    }
+    d.test = d.valid;
+  } else {
+    fail("the data of kind '", desc.kind, "' is not classification data");
+  }
+  d.desc = desc;
+  if (!model) d.desc.labels = d.labels;
+  d.description = d.desc.summary();
   if (d.input == "tokens") d.longest = longest_tokens({&d.train, &d.valid, &d.test});
   return d;
 }
@@ -146,16 +191,25 @@ ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf,
   return c;
 }
 
-TrainingState metadata_for(const ModelConfig& c, const ClassificationData& d,
-                           const std::string& data) {
+TrainingState metadata_for(const ModelConfig& c, const ClassificationData& d) {
   TrainingState s;
   s.config_json = c.to_json().dump();
   s.vocab_src = d.input == "tokens" ? d.vocab.to_string() : "";
   std::string labels;
   for (const auto& l : d.labels) labels += (labels.empty() ? "" : "\n") + l;
   s.extra["labels"] = labels;
-  s.extra["data"] = data;
+  s.extra["data"] = d.desc.to_json().dump();
   return s;
+}
+
+// The class names in id order, as the checkpoint stores them (one per line).
+std::vector<std::string> checkpoint_labels(const CheckpointInfo& info) {
+  std::vector<std::string> labels;
+  auto it = info.extra.find("labels");
+  if (it == info.extra.end()) return labels;
+  std::istringstream in(it->second);
+  for (std::string s; std::getline(in, s);) labels.push_back(s);
+  return labels;
 }
 
 // The model and its data, rebuilt from a checkpoint for eval and predict.
@@ -214,7 +268,7 @@ void add_classify_commands(CLI::App& root) {
     Device device = setup_runtime(a->common);
     check_before_training(*train, a->common, a->train);
     if (a->pool != "mean" && a->pool != "cls") throw UsageError("--pool must be mean or cls");
-    ClassificationData d = load_data(a->common.data, a->listops, a->common.seed);
+    ClassificationData d = load_data(describe_data(a->common.data, a->listops, a->common.seed));
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.examples().resize(a->train.train_limit);
     ModelConfig config = model_config_for(a->model, a->common, d, a->patch, a->pool);
@@ -224,10 +278,10 @@ void add_classify_commands(CLI::App& root) {
               << " valid, " << d.test.size() << " test\n"
               << "model: " << config.mixer << " classifier, " << model.parameter_count()
               << " parameters, max_len " << config.max_len << "\n";
-    open_run_folder(*train, a->common, a->train, config);
+    open_run_folder(*train, a->common, a->train, config, d.desc.to_json().dump());
     ClassificationTask task(model, device, a->train.label_smoothing);
     Trainer trainer(task, d.train, &d.valid, trainer_options(a->train, a->common),
-                    metadata_for(config, d, d.description));
+                    metadata_for(config, d));
     TrainResult r = trainer.run();
     if (r.interrupted) throw Interrupted();
     std::map<std::string, double> test;
@@ -248,13 +302,30 @@ void add_classify_commands(CLI::App& root) {
   CLI::App* eval = classify->add_subcommand("eval", "accuracy of a checkpoint on a test set");
   add_common_flags(eval, e->common);
   eval->add_option("--checkpoint", e->checkpoint, "a .safetensors checkpoint")->required();
-  eval->callback([e] {
+  eval->callback([e, eval] {
     Device device = setup_runtime(e->common);
     Loaded l = load_model(e->checkpoint, device);
-    std::string data = e->common.data.empty() ? l.info.extra["data"] : e->common.data;
-    if (data.rfind("ListOps", 0) == 0) data = "listops";
-    if (data.rfind("Fashion-MNIST", 0) == 0) data = "fashion-mnist";
-    ClassificationData d = load_data(data, e->listops, e->common.seed);
+    // The checkpoint's data unless --data names other data; always the checkpoint's
+    // vocabulary and labels, so a file is scored with the numbers the model was trained with.
+    DataDescription stored = read_data_description(l.info.extra["data"]);
+    DataDescription desc = stored;
+    if (!e->common.data.empty()) {
+      desc = describe_data(e->common.data, e->listops,
+                           eval->get_option("--seed")->count() ? e->common.seed : stored.seed);
+      if (desc.kind == "listops" && stored.kind == "listops") desc.generator = stored.generator;
+    }
+    if (desc.kind == "listops" && desc.generator.empty())  // an older checkpoint
+      desc = describe_data("listops", e->listops, desc.seed);
+    desc.labels = checkpoint_labels(l.info);
+    const bool images = desc.kind == "fashion-mnist" || desc.kind == "idx";
+    if (images != (l.info.config.input == "image"))
+      throw UsageError("--data: " + desc.summary() + " holds " + (images ? "images" : "tokens") +
+                       ", but the checkpoint classifies " + l.info.config.input + "s");
+    std::cerr << "data: " << desc.summary() << (desc == stored ? ", the checkpoint's" : "") << "\n";
+    Vocab vocab = l.info.vocab_src.empty() ? Vocab() : Vocab::from_string(l.info.vocab_src);
+    UnknownTokens unknown;
+    ClassificationData d = load_data(desc, &vocab, &unknown);
+    unknown.report(std::cerr);
     ClassificationTask task(*l.model, device);
     for (const auto& [k, v] : task.evaluate(d.test)) std::cout << "test " << k << " " << v << "\n";
   });
@@ -273,6 +344,7 @@ void add_classify_commands(CLI::App& root) {
   predict->callback([p] {
     Device device = setup_runtime(p->common);
     Loaded l = load_model(p->checkpoint, device);
+    std::cerr << "data: " << read_data_description(l.info.extra["data"]).summary() << "\n";
     std::vector<std::string> labels;
     std::istringstream ls(l.info.extra["labels"]);
     for (std::string s; std::getline(ls, s);) labels.push_back(s);

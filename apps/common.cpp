@@ -1,5 +1,6 @@
 #include "apps/common.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -150,6 +151,24 @@ TrainerOptions trainer_options(const TrainFlags& f, const CommonFlags& c) {
   t.seed = c.seed;
   if (f.steps > 0 && f.steps < t.warmup) t.warmup = std::max<int64_t>(1, f.steps / 10);
   return t;
+}
+
+void UnknownTokens::add(const std::vector<std::string>& tokens, const Vocab& vocab) {
+  for (const auto& t : tokens) {
+    if (vocab.contains(t)) continue;
+    ++total_;
+    if (std::find(names_.begin(), names_.end(), t) == names_.end()) names_.push_back(t);
+  }
+}
+
+void UnknownTokens::report(std::ostream& out) const {
+  if (total_ == 0) return;
+  std::string list;
+  const size_t shown = std::min<size_t>(names_.size(), 8);
+  for (size_t i = 0; i < shown; ++i) list += (i ? ", " : "") + names_[i];
+  if (shown < names_.size()) list += ", ... " + std::to_string(names_.size() - shown) + " more";
+  out << "warning: " << total_ << " unknown token" << (total_ == 1 ? "" : "s") << " (" << list
+      << ") mapped to <unk>\n";
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& path) {

@@ -9,6 +9,7 @@
 
 #include "nn/model_config.h"
 #include "train/trainer.h"
+#include "train/vocab.h"
 
 namespace mixlab::app {
 
@@ -60,6 +61,19 @@ std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
 // Fills the shared part of a ModelConfig from the flags (mixer name checked).
 void apply_model_flags(const ModelFlags& f, uint64_t seed, ModelConfig& config);
 TrainerOptions trainer_options(const TrainFlags& f, const CommonFlags& c);
+
+// Input tokens outside a vocabulary (they become <unk>), counted for one warning.
+class UnknownTokens {
+ public:
+  void add(const std::vector<std::string>& tokens, const Vocab& vocab);
+  int64_t total() const { return total_; }
+  // "warning: 2 unknown tokens (fly, Walk) mapped to <unk>"; nothing when there were none.
+  void report(std::ostream& out) const;
+
+ private:
+  int64_t total_ = 0;
+  std::vector<std::string> names_;  // distinct, in order of appearance
+};
 
 // The configuration a checkpoint was trained with.
 struct CheckpointInfo {

@@ -221,10 +221,15 @@ void check_before_training(const CLI::App& cmd, const CommonFlags& common,
 }
 
 void open_run_folder(const CLI::App& cmd, const CommonFlags& common, const TrainFlags& train,
-                     const ModelConfig& built) {
+                     const ModelConfig& built, const std::string& data_json) {
   if (train.trainer.resume) {
     const std::string last = Trainer::last_checkpoint(common.out);
-    check_resume_model(built, read_checkpoint_info(last).config, last);
+    CheckpointInfo stored = read_checkpoint_info(last);
+    check_resume_model(built, stored.config, last);
+    const std::string& data = stored.extra["data"];
+    if (!data.empty() && data[0] == '{' && data != data_json)
+      throw UsageError("--resume: the data these flags name, " + data_json +
+                       ", is not the run's, " + data + " (" + last + ")");
   }
   if (train.overwrite) empty_run_folder(common.out);
   save_run_config(cmd, built, common.out);

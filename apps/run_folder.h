@@ -58,10 +58,11 @@ struct TrainFlags;
 void check_before_training(const CLI::App& cmd, const CommonFlags& common, const TrainFlags& train);
 
 // What it does once the model and data are built and checked, before training: on --resume
-// check_resume_model against OUT/last.safetensors; with --overwrite empty the folder; then
+// check_resume_model against OUT/last.safetensors, and the data description (JSON) must be the
+// checkpoint's; with --overwrite empty the folder; then
 // save_run_config.
 void open_run_folder(const CLI::App& cmd, const CommonFlags& common, const TrainFlags& train,
-                     const ModelConfig& built);
+                     const ModelConfig& built, const std::string& data_json);
 
 // Writes DIR/config.ini (sectioned, every option with its value) and DIR/model.json.
 void save_run_config(const CLI::App& cmd, const ModelConfig& config, const std::string& dir);

@@ -16,6 +16,7 @@
 
 #include "apps/commands.h"
 #include "apps/common.h"
+#include "apps/data_description.h"
 #include "apps/run_folder.h"
 #include "autograd/grad_mode.h"
 #include "core/random.h"
@@ -37,7 +38,8 @@ struct TranslationData {
   std::vector<std::vector<std::vector<std::string>>> valid_refs, test_refs;
   std::string tgt_join = " ";  // how output tokens are joined when printed
   std::string src_tokens = "words";
-  std::string description;
+  DataDescription desc;
+  std::string description;  // desc.summary()
 };
 
 // Moves a seeded `fraction` of `pool` into `held` (order otherwise kept).
@@ -62,22 +64,45 @@ void g2p_side(const std::vector<G2PEntry>& entries, std::vector<Seq2SeqText>& pa
   }
 }
 
-TranslationData load_data(const std::string& name_in, const std::string& split,
-                          const std::string& tokens, uint64_t seed) {
+// The data the flags name (usage errors for values outside the closed sets).
+DataDescription describe_data(const std::string& name_in, const std::string& split,
+                              const std::string& tokens, uint64_t seed) {
   std::string name = name_in.empty() ? "scan" : name_in;
-  TranslationData d;
+  DataDescription d;
+  d.seed = seed;
   if (name == "scan") {
+    d.kind = "scan";
+    d.split = split;
+    d.held_out = "5% of train, chosen by the seed";
+  } else if (name == "g2p") {
+    d.kind = "g2p";
+    d.held_out = "2,670 training words, the same for every seed";
+  } else if (std::filesystem::is_regular_file(name)) {
+    if (tokens != "words" && tokens != "chars")
+      throw UsageError("--tokens " + tokens + ": expected words or chars");
+    d.kind = "tsv";
+    d.path = absolute_path(name);
+    d.tokens = tokens;
+    d.held_out = "the last 10% of lines (also the test set)";
+  } else {
+    throw UsageError("--data '" + name + "': expected scan, g2p or a source<TAB>target file");
+  }
+  return d;
+}
+
+TranslationData load_data(const DataDescription& desc) {
+  TranslationData d;
+  if (desc.kind == "scan") {
     ScanSplit s;
     try {
-      s = scan_split(split, seed);
+      s = scan_split(desc.split, desc.seed);
     } catch (const Error& e) {
       throw UsageError(std::string("--split: ") + e.what());
     }
     d.train = std::move(s.train);
     d.test = std::move(s.test);
-    hold_out(d.train, d.valid, 0.05, seed);
-    d.description = "SCAN " + split + " split";
-  } else if (name == "g2p") {
+    hold_out(d.train, d.valid, 0.05, desc.seed);
+  } else if (desc.kind == "g2p") {
     // The dev words do not follow --seed: runs with other seeds are chosen on (and can be
     // ensembled over) the same 2,670 held-out words. Seed 0 gives the split earlier runs used.
     G2PData g = load_g2p(default_g2p_dir(), 2670, /*seed=*/0);
@@ -85,22 +110,21 @@ TranslationData load_data(const std::string& name_in, const std::string& split,
     g2p_side(g.dev, d.valid, d.valid_refs);
     g2p_side(g.test, d.test, d.test_refs);
     d.src_tokens = "chars";
-    d.description = "CMUdict g014b2b (" + default_g2p_dir() + ")";
-  } else if (std::filesystem::is_regular_file(name)) {
-    bool chars = tokens == "chars";
-    if (!chars && tokens != "words") throw UsageError("--tokens must be words or chars");
-    d.train = read_parallel_tsv(name, chars ? Tokenization::kChars : Tokenization::kWords);
+  } else if (desc.kind == "tsv") {
+    bool chars = desc.tokens == "chars";
+    d.train = read_parallel_tsv(desc.path, chars ? Tokenization::kChars : Tokenization::kWords);
     size_t hold = std::max<size_t>(1, d.train.size() / 10);
-    check(d.train.size() > hold, name, ": too few pairs to hold out a validation set");
+    check(d.train.size() > hold, desc.path, ": too few pairs to hold out a validation set");
     d.valid.assign(d.train.end() - hold, d.train.end());
     d.train.resize(d.train.size() - hold);
     d.test = d.valid;
-    d.src_tokens = tokens;
+    d.src_tokens = desc.tokens;
     if (chars) d.tgt_join = "";
-    d.description = "parallel text " + name;
   } else {
-    throw UsageError("--data '" + name + "': expected scan, g2p or a source<TAB>target file");
+    fail("the data of kind '", desc.kind, "' is not translation data");
   }
+  d.desc = desc;
+  d.description = desc.summary();
   return d;
 }
 
@@ -279,7 +303,8 @@ void add_translate_commands(CLI::App& root) {
                        "encoder (the synthetic mixers cannot replace cross-attention)");
     config.cross = a->cross;
     config.tie_output = a->tie;
-    TranslationData d = load_data(a->common.data, a->split, a->tokens, a->common.seed);
+    TranslationData d =
+        load_data(describe_data(a->common.data, a->split, a->tokens, a->common.seed));
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.resize(a->train.train_limit);
     Vocab src = build_src_vocab(d.train), tgt = build_tgt_vocab(d.train);
@@ -301,7 +326,7 @@ void add_translate_commands(CLI::App& root) {
               << tgt.size() << "\n"
               << "model: " << config.mixer << " encoder, " << config.decoder_mixer << " decoder, "
               << model.parameter_count() << " parameters\n";
-    open_run_folder(*train, a->common, a->train, config);
+    open_run_folder(*train, a->common, a->train, config, d.desc.to_json().dump());
     InMemoryDataset train_set = encode_seq2seq(d.train, src, tgt);
     InMemoryDataset valid_set = encode_seq2seq(d.valid, src, tgt);
     TranslationTask task(model, device, a->train.label_smoothing,
@@ -311,7 +336,7 @@ void add_translate_commands(CLI::App& root) {
     meta.config_json = config.to_json().dump();
     meta.vocab_src = src.to_string();
     meta.vocab_tgt = tgt.to_string();
-    meta.extra["data"] = d.description;
+    meta.extra["data"] = d.desc.to_json().dump();
     meta.extra["src_tokens"] = d.src_tokens;
     meta.extra["tgt_join"] = d.tgt_join;
     Trainer trainer(task, train_set, &valid_set, trainer_options(a->train, a->common), meta);
@@ -329,7 +354,7 @@ void add_translate_commands(CLI::App& root) {
     CommonFlags common;
     DecodeFlags decode;
     std::vector<std::string> checkpoints;
-    std::string split = "simple", tokens = "words", on = "test";
+    std::string split, tokens, on = "test";
   };
   auto e = std::make_shared<EvalArgs>();
   CLI::App* eval = translate->add_subcommand(
@@ -340,27 +365,46 @@ void add_translate_commands(CLI::App& root) {
                    "a .safetensors checkpoint; several decode as an ensemble (the mean of their "
                    "next-token probabilities)")
       ->required();
-  eval->add_option("--split", e->split, "SCAN split")->capture_default_str();
-  eval->add_option("--tokens", e->tokens, "TSV data: words or chars")->capture_default_str();
+  eval->add_option("--split", e->split, "SCAN split (default: the checkpoint's)");
+  eval->add_option("--tokens", e->tokens, "TSV data: words or chars (default: the checkpoint's)");
   eval->add_option("--on", e->on,
                    "score the test set, or the validation set held out from train (for choosing "
                    "a checkpoint; g2p's dev set is fixed, scan's and a file's follow --seed)")
       ->check(CLI::IsMember({"test", "valid"}))
       ->capture_default_str();
-  eval->callback([e] {
+  eval->callback([e, eval] {
     Device device = setup_runtime(e->common);
     std::vector<Loaded> models = load_models(e->checkpoints, device);
     Loaded& l = models[0];
-    std::string data = e->common.data;
-    if (data.empty()) {
-      const std::string& saved = l.info.extra["data"];
-      data = saved.rfind("CMUdict", 0) == 0 ? "g2p" : "scan";
+    // The checkpoint's data unless --data names other data; its split, tokens and seed unless
+    // given.
+    DataDescription stored = read_data_description(l.info.extra["data"]);
+    uint64_t seed = eval->get_option("--seed")->count() ? e->common.seed : stored.seed;
+    DataDescription desc = stored;
+    if (!e->common.data.empty() || !e->split.empty() || !e->tokens.empty() ||
+        eval->get_option("--seed")->count()) {
+      std::string data = e->common.data.empty() ? (stored.path.empty() ? stored.kind : stored.path)
+                                                : e->common.data;
+      std::string split = !e->split.empty()       ? e->split
+                          : !stored.split.empty() ? stored.split
+                                                  : "simple";
+      std::string tokens = !e->tokens.empty()       ? e->tokens
+                           : !stored.tokens.empty() ? stored.tokens
+                                                    : "words";
+      desc = describe_data(data, split, tokens, seed);
     }
-    TranslationData d = load_data(data, e->split, e->tokens, e->common.seed);
+    std::cerr << "data: " << desc.summary() << (desc == stored ? ", the checkpoint's" : "") << "\n";
+    TranslationData d = load_data(desc);
     if (e->on == "valid") {  // score the held-out set through the same path as the test set
       d.test = std::move(d.valid);
       d.test_refs = std::move(d.valid_refs);
     }
+    UnknownTokens unknown;
+    for (const auto& p : d.test) {
+      unknown.add(p.src, l.src);
+      unknown.add(p.tgt, l.tgt);
+    }
+    unknown.report(std::cerr);
     TranslationTask task(*l.model, device, 0.0, decode_options(e->decode, l.info.config));
     task.set_ensemble(others(models));
     for (const auto& [k, v] : test_and_show(task, d, l.src, l.tgt, 5))
@@ -390,8 +434,14 @@ void add_translate_commands(CLI::App& root) {
     std::string kind = l.info.extra.count("src_tokens") ? l.info.extra["src_tokens"] : "words";
     std::string sep = l.info.extra.count("tgt_join") ? l.info.extra["tgt_join"] : " ";
     DecodeOptions o = decode_options(r->decode, l.info.config);
+    std::cerr << "data: " << read_data_description(l.info.extra["data"]).summary() << "; "
+              << l.src.size() << " source tokens\n";
     for (std::string line; std::getline(std::cin, line);) {
-      std::vector<int32_t> ids = l.src.encode(tokenize(line, kind), false, true);
+      std::vector<std::string> tokens = tokenize(line, kind);
+      UnknownTokens unknown;
+      unknown.add(tokens, l.src);
+      unknown.report(std::cerr);
+      std::vector<int32_t> ids = l.src.encode(tokens, false, true);
       if (static_cast<int64_t>(ids.size()) > max_len) {
         std::cerr << "warning: input of " << ids.size() << " tokens is longer than max_len "
                   << max_len << "; skipped\n";

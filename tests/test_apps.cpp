@@ -182,9 +182,22 @@ TEST_CASE("apps: translate train then run translates stdin") {
   Run run = run_mixlab("translate run --checkpoint " + out + "/last.safetensors", "a b c\nd\n");
   INFO(run.output);
   CHECK(run.code == 0);
+  // One `data:` line (stderr) names the checkpoint's data, then one output line per input line.
+  CHECK(run.output.rfind("data: parallel text ", 0) == 0);
   int lines = 0;
   for (char c : run.output) lines += c == '\n';
-  CHECK(lines == 2);
+  CHECK(lines == 3);
+  // Without --data, eval scores the checkpoint's own data: the same numbers as naming it.
+  Run own = run_mixlab("translate eval --checkpoint " + out + "/best.safetensors");
+  Run named = run_mixlab("translate eval --checkpoint " + out + "/best.safetensors --data " +
+                         (dir / "pairs.tsv").string());
+  INFO(own.output);
+  CHECK(own.code == 0);
+  CHECK(own.output.find("data: parallel text " + fs::absolute(dir / "pairs.tsv").string()) !=
+        std::string::npos);
+  CHECK(own.output.find("test exact_match") != std::string::npos);
+  CHECK(own.output.substr(own.output.find("test ")) ==
+        named.output.substr(named.output.find("test ")));
   Run beam = run_mixlab("translate eval --beam 3 --data " + (dir / "pairs.tsv").string() +
                         " --checkpoint " + out + "/best.safetensors");
   INFO(beam.output);
@@ -291,7 +304,7 @@ TEST_CASE("apps: g2p holds out the same dev words whatever the seed") {
                        " --checkpoint " + out + "/last.safetensors");
     INFO(r.output);
     CHECK(r.code == 0);
-    return r.output;
+    return r.output.substr(std::min(r.output.size(), r.output.find("valid ")));  // past data:
   };
   std::string a = valid("0");
   CHECK(a.find("valid wer") != std::string::npos);
@@ -448,5 +461,45 @@ TEST_CASE("apps: --config DIR/config.ini reproduces a run bit for bit") {
   CHECK(wrong.code == 2);
   CHECK(wrong.output.find("no [classify.train] section") != std::string::npos);
   CHECK_FALSE(fs::exists(b + "x"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: classify eval scores a file with the checkpoint's vocabulary and labels") {
+  fs::path dir = fresh_dir("classify-vocab");
+  const char* pos[] = {"good great fine", "great good", "fine good nice", "nice great"};
+  const char* neg[] = {"bad awful poor", "poor bad", "awful poor sad", "sad bad"};
+  // Two files with the same held-out lines (the last 10%) but other training lines: new words,
+  // which would renumber a vocabulary built from the file, and a new label.
+  auto write = [&](const fs::path& file, bool other) {
+    std::ofstream f(file);
+    for (int i = 0; i < 36; ++i) {
+      if (other)
+        f << (i % 2 ? "meh\tzebra aardvark " : "neg\tabacus ") << neg[i % 4] << "\n";
+      else
+        f << "pos\t" << pos[i % 4] << "\nneg\t" << neg[i % 4] << "\n";
+    }
+    if (other)
+      for (int i = 0; i < 36; ++i) f << "pos\t" << pos[i % 4] << "\n";
+    for (int i = 0; i < 4; ++i) f << "pos\t" << pos[i] << " bad\nneg\t" << neg[i] << " fine\n";
+  };
+  write(dir / "a.tsv", false);
+  write(dir / "b.tsv", true);
+  std::string out = (dir / "run").string();
+  Run train = run_mixlab("classify train --data " + (dir / "a.tsv").string() +
+                         " --dim 16 --heads 2 --layers 1 --batch 8 --steps 6 --quiet --threads 1"
+                         " --out " +
+                         out);
+  INFO(train.output);
+  REQUIRE(train.code == 0);
+  auto scores = [&](const std::string& data) {
+    Run r = run_mixlab("classify eval --checkpoint " + out + "/last.safetensors" + data);
+    INFO(r.output);
+    CHECK(r.code == 0);
+    REQUIRE(r.output.find("test loss") != std::string::npos);
+    return r.output.substr(r.output.find("test "));
+  };
+  std::string own = scores("");
+  CHECK(scores(" --data " + (dir / "a.tsv").string()) == own);
+  CHECK(scores(" --data " + (dir / "b.tsv").string()) == own);
   fs::remove_all(dir);
 }
