@@ -251,28 +251,32 @@ void add_classify_commands(CLI::App& root) {
   add_model_flags(train, a->model);
   add_train_flags(train, a->train);
   train->add_option("--patch", a->patch, "image patch size p (p x p pixels per token)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024))
+      ->group(kModelGroup);
   train->add_option("--pool", a->pool, "mean (over valid tokens) or cls (a class token)")
-      ->capture_default_str();
-  train->add_option("--listops-min-len", a->listops.min_len, "ListOps: shortest expression")
-      ->capture_default_str();
-  train->add_option("--listops-len", a->listops.max_len, "ListOps: longest expression")
-      ->capture_default_str();
-  train->add_option("--listops-depth", a->listops.depth, "ListOps: maximum depth")
-      ->capture_default_str();
-  train->add_option("--listops-args", a->listops.args, "ListOps: maximum arguments")
-      ->capture_default_str();
-  train->add_option("--listops-train", a->listops.train, "ListOps: training examples")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mean", "cls"}))
+      ->group(kModelGroup);
+  auto listops = [&](const char* name, int64_t& value, const char* help) {
+    train->add_option(name, value, help)
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+        ->group(kDataGroup);
+  };
+  listops("--listops-min-len", a->listops.min_len, "ListOps: shortest expression");
+  listops("--listops-len", a->listops.max_len, "ListOps: longest expression");
+  listops("--listops-depth", a->listops.depth, "ListOps: maximum depth");
+  listops("--listops-args", a->listops.args, "ListOps: maximum arguments");
+  listops("--listops-train", a->listops.train, "ListOps: training examples");
   train->callback([a, train] {
     Device device = setup_runtime(a->common);
     check_before_training(*train, a->common, a->train);
-    if (a->pool != "mean" && a->pool != "cls") throw UsageError("--pool must be mean or cls");
     ClassificationData d = load_data(describe_data(a->common.data, a->listops, a->common.seed));
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.examples().resize(a->train.train_limit);
     ModelConfig config = model_config_for(a->model, a->common, d, a->patch, a->pool);
-    Classifier model(config);
+    Classifier model = build_model<Classifier>(config);
     model.to(device);
     std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
               << " valid, " << d.test.size() << " test\n"
@@ -300,8 +304,13 @@ void add_classify_commands(CLI::App& root) {
   };
   auto e = std::make_shared<EvalArgs>();
   CLI::App* eval = classify->add_subcommand("eval", "accuracy of a checkpoint on a test set");
-  add_common_flags(eval, e->common);
-  eval->add_option("--checkpoint", e->checkpoint, "a .safetensors checkpoint")->required();
+  add_data_flags(eval, e->common,
+                 "fashion-mnist, listops, an IDX folder or a label<TAB>text file (default: the "
+                 "checkpoint's)");
+  add_runtime_flags(eval, e->common);
+  eval->add_option("--checkpoint", e->checkpoint, "a .safetensors checkpoint")
+      ->required()
+      ->group(kModelGroup);
   eval->callback([e, eval] {
     Device device = setup_runtime(e->common);
     Loaded l = load_model(e->checkpoint, device);
@@ -338,8 +347,10 @@ void add_classify_commands(CLI::App& root) {
   auto p = std::make_shared<PredictArgs>();
   CLI::App* predict = classify->add_subcommand(
       "predict", "class and probability for each input: token lines on stdin, or --images IDX");
-  add_common_flags(predict, p->common);
-  predict->add_option("--checkpoint", p->checkpoint, "a .safetensors checkpoint")->required();
+  add_runtime_flags(predict, p->common);
+  predict->add_option("--checkpoint", p->checkpoint, "a .safetensors checkpoint")
+      ->required()
+      ->group(kModelGroup);
   predict->add_option("--images", p->images, "an IDX image file (else: token lines on stdin)");
   predict->callback([p] {
     Device device = setup_runtime(p->common);

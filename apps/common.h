@@ -49,7 +49,20 @@ struct TrainFlags {
   bool overwrite = false;   // empty a --out that holds a run (apps/run_folder.h)
 };
 
+// --help groups: Data, Model, Optimisation, Decoding, Output, Run.
+extern const char* const kDataGroup;
+extern const char* const kModelGroup;
+extern const char* const kOptimisationGroup;
+extern const char* const kDecodingGroup;
+extern const char* const kOutputGroup;
+extern const char* const kRunGroup;
+
+// Training commands: --data, --seed, --out, --threads, --device.
 void add_common_flags(CLI::App* cmd, CommonFlags& f);
+// Inference commands take only what they use: --threads and --device ...
+void add_runtime_flags(CLI::App* cmd, CommonFlags& f);
+// ... and, when they read a data set, --data and --seed.
+void add_data_flags(CLI::App* cmd, CommonFlags& f, const std::string& data_help);
 void add_model_flags(CLI::App* cmd, ModelFlags& f);
 void add_train_flags(CLI::App* cmd, TrainFlags& f);
 
@@ -61,6 +74,17 @@ std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
 // Fills the shared part of a ModelConfig from the flags (mixer name checked).
 void apply_model_flags(const ModelFlags& f, uint64_t seed, ModelConfig& config);
 TrainerOptions trainer_options(const TrainFlags& f, const CommonFlags& c);
+
+// Builds a model from flags: its errors (a mixer refusing an option value or a component name)
+// are usage errors.
+template <typename Model>
+Model build_model(const ModelConfig& config) {
+  try {
+    return Model(config);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
 
 // Input tokens outside a vocabulary (they become <unk>), counted for one warning.
 class UnknownTokens {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/cli_style.h"
 #include "apps/common.h"
 #include "apps/run_folder.h"
 #include "backends/cpu/openblas_kernels.h"
@@ -20,6 +21,9 @@
 int main(int argc, char** argv) {
   mixlab::reexec_with_better_openblas_kernels(argv);
   CLI::App app{"mixlab: a from-scratch engine for studying token mixers", "mixlab"};
+  app.formatter(std::make_shared<mixlab::app::GroupedFormatter>());
+  app.set_version_flag("--version", mixlab::app::version_string(),
+                       "print the version, git revision, build type and CUDA support");
   app.set_config("--config", "", "read options from a TOML/INI file (as saved in OUT/config.ini)");
   app.require_subcommand(1);
   // A flag given twice takes its last value, so scripts can append overrides to defaults.
@@ -29,9 +33,9 @@ int main(int argc, char** argv) {
   mixlab::app::add_classify_commands(app);
   mixlab::app::add_translate_commands(app);
   mixlab::app::add_average_command(app);
+  const std::vector<std::string> given(argv + 1, argv + argc);
   try {
-    std::vector<std::string> args(argv + 1, argv + argc);
-    args = mixlab::app::resume_config_args(app, std::move(args));
+    std::vector<std::string> args = mixlab::app::resume_config_args(app, given);
     std::reverse(args.begin(), args.end());  // CLI11 takes the vector form last-first
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
@@ -42,6 +46,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    std::cerr << mixlab::app::suggest_corrections(app, given);
     return 2;
   } catch (const mixlab::app::UsageError& e) {
     std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";

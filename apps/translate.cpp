@@ -166,11 +166,18 @@ struct DecodeFlags {
 };
 
 void add_decode_flags(CLI::App* cmd, DecodeFlags& f) {
-  cmd->add_option("--beam", f.beam, "beam width (1: greedy)")->capture_default_str();
+  cmd->add_option("--beam", f.beam, "beam width (1: greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024))
+      ->group(kDecodingGroup);
   cmd->add_option("--length-penalty", f.length_penalty, "beam length penalty alpha (0: off)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6))
+      ->group(kDecodingGroup);
   cmd->add_option("--max-output", f.max_output, "longest output (0: the model's limit)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20))
+      ->group(kDecodingGroup);
 }
 
 DecodeOptions decode_options(const DecodeFlags& f, const ModelConfig& c) {
@@ -272,15 +279,24 @@ void add_translate_commands(CLI::App& root) {
   add_model_flags(train, a->model);
   add_train_flags(train, a->train);
   add_decode_flags(train, a->decode);
-  train->add_option("--split", a->split, "SCAN split: simple, length or addprim_jump")
-      ->capture_default_str();
-  train->add_option("--tokens", a->tokens, "TSV data: words or chars")->capture_default_str();
+  train->add_option("--split", a->split, "SCAN split")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"simple", "length", "addprim_jump"}))
+      ->group(kDataGroup);
+  train->add_option("--tokens", a->tokens, "TSV data: tokens are words or chars")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"words", "chars"}))
+      ->group(kDataGroup);
   train->add_option("--decoder-mixer", a->decoder_mixer, "the decoder's causal self-mixer")
-      ->capture_default_str();
-  train->add_option("--decoder-mixer-opt", a->decoder_options, "a decoder mixer option key=value");
+      ->capture_default_str()
+      ->group(kModelGroup);
+  train->add_option("--decoder-mixer-opt", a->decoder_options, "a decoder mixer option key=value")
+      ->group(kModelGroup);
   train->add_option("--cross", a->cross, "the cross-mixer (dot-product attention)")
-      ->capture_default_str();
-  train->add_flag("--tie-output", a->tie, "tie the output layer to the target embedding");
+      ->capture_default_str()
+      ->group(kModelGroup);
+  train->add_flag("--tie-output", a->tie, "tie the output layer to the target embedding")
+      ->group(kModelGroup);
   train->callback([a, train] {
     Device device = setup_runtime(a->common);
     check_before_training(*train, a->common, a->train);
@@ -319,7 +335,7 @@ void add_translate_commands(CLI::App& root) {
     }
     config.vocab = static_cast<int64_t>(src.size());
     config.tgt_vocab = static_cast<int64_t>(tgt.size());
-    Translator model(config);
+    Translator model = build_model<Translator>(config);
     model.to(device);
     std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
               << " valid, " << d.test.size() << " test; vocab " << src.size() << " -> "
@@ -359,19 +375,27 @@ void add_translate_commands(CLI::App& root) {
   auto e = std::make_shared<EvalArgs>();
   CLI::App* eval = translate->add_subcommand(
       "eval", "score a checkpoint (or an ensemble) on the test or validation set");
-  add_common_flags(eval, e->common);
+  add_data_flags(eval, e->common,
+                 "scan, g2p or a source<TAB>target file (default: the checkpoint's)");
+  add_runtime_flags(eval, e->common);
   add_decode_flags(eval, e->decode);
   eval->add_option("--checkpoint", e->checkpoints,
                    "a .safetensors checkpoint; several decode as an ensemble (the mean of their "
                    "next-token probabilities)")
-      ->required();
-  eval->add_option("--split", e->split, "SCAN split (default: the checkpoint's)");
-  eval->add_option("--tokens", e->tokens, "TSV data: words or chars (default: the checkpoint's)");
+      ->required()
+      ->group(kModelGroup);
+  eval->add_option("--split", e->split, "SCAN split (default: the checkpoint's)")
+      ->check(CLI::IsMember({"simple", "length", "addprim_jump"}))
+      ->group(kDataGroup);
+  eval->add_option("--tokens", e->tokens, "TSV data: words or chars (default: the checkpoint's)")
+      ->check(CLI::IsMember({"words", "chars"}))
+      ->group(kDataGroup);
   eval->add_option("--on", e->on,
                    "score the test set, or the validation set held out from train (for choosing "
                    "a checkpoint; g2p's dev set is fixed, scan's and a file's follow --seed)")
       ->check(CLI::IsMember({"test", "valid"}))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(kDataGroup);
   eval->callback([e, eval] {
     Device device = setup_runtime(e->common);
     std::vector<Loaded> models = load_models(e->checkpoints, device);
@@ -418,11 +442,12 @@ void add_translate_commands(CLI::App& root) {
   };
   auto r = std::make_shared<RunArgs>();
   CLI::App* run = translate->add_subcommand("run", "translate lines from stdin to stdout");
-  add_common_flags(run, r->common);
+  add_runtime_flags(run, r->common);
   add_decode_flags(run, r->decode);
   run->add_option("--checkpoint", r->checkpoints,
                   "a .safetensors checkpoint; several decode as an ensemble")
-      ->required();
+      ->required()
+      ->group(kModelGroup);
   run->callback([r] {
     Device device = setup_runtime(r->common);
     std::vector<Loaded> loaded = load_models(r->checkpoints, device);

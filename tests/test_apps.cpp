@@ -503,3 +503,66 @@ TEST_CASE("apps: classify eval scores a file with the checkpoint's vocabulary an
   CHECK(scores(" --data " + (dir / "b.tsv").string()) == own);
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: each usage error exits 2 with its message before anything is written") {
+  fs::path dir = fresh_dir("usage");
+  write_pairs(dir / "pairs.tsv", 40);
+  const std::string out = (dir / "run").string();
+  const std::string base = "translate train --data " + (dir / "pairs.tsv").string() +
+                           " --dim 8 --heads 2 --layers 1 --steps 1 --quiet --out " + out + " ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--mixer synth-frandom --mixer-opt rank=abc", "rank takes a whole number"},
+      {"--mixer synth-mix:R+X", "unknown synthesizer component 'X'"},
+      {"--mixer lightconv --mixer-opt kernel=100001", "kernel must be from 0 to 4096"},
+      {"--optimizer adamx", "--optimizer: adamx not in"},
+      {"--schedule foo", "--schedule: foo not in"},
+      {"--pos abs", "--pos: abs not in"},
+      {"--split nope", "--split: nope not in"},
+      {"--tokens bytes", "--tokens: bytes not in"},
+      {"--device tpu", "--device"},
+      {"--layers -1", "--layers: Value -1 not in range"},
+      {"--steps -5", "--steps: -5 is negative"},
+      {"--threads -3", "--threads: Value -3 not in range"},
+      {"--threads 1000", "--threads: Value 1000 not in range"},
+      {"--epochs 0", "--epochs: Value 0 not in range"},
+      {"--mixr gmlp", "did you mean '--mixer'?"},
+  };
+  for (const auto& [flags, message] : cases) {
+    Run r = run_mixlab(base + flags);
+    INFO(flags << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find(message) != std::string::npos);
+    CHECK_FALSE(fs::exists(out));  // refused before any file was written
+  }
+  Run pool = run_mixlab("classify train --pool max --out " + out);
+  CHECK(pool.code == 2);
+  CHECK(pool.output.find("--pool: max not in") != std::string::npos);
+  Run command = run_mixlab("tranlate train");
+  CHECK(command.code == 2);
+  CHECK(command.output.find("did you mean 'translate'?") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: --version, option groups, and inference commands without training flags") {
+  Run version = run_mixlab("--version");
+  CHECK(version.code == 0);
+  CHECK(version.output.rfind("mixlab ", 0) == 0);
+  CHECK(version.output.find("git ") != std::string::npos);
+  CHECK(version.output.find(" build, CUDA o") != std::string::npos);
+  Run help = run_mixlab("translate train --help");
+  size_t last = 0;
+  for (const char* group : {"Data:", "Model:", "Optimisation:", "Decoding:", "Output:", "Run:"}) {
+    size_t at = help.output.find(std::string("\n") + group);
+    INFO(group);
+    REQUIRE(at != std::string::npos);
+    CHECK(at > last);  // in this order
+    last = at;
+  }
+  CHECK(help.output.find("--out TEXT=runs/translate") != std::string::npos);  // defaults shown
+  for (const char* command : {"translate run", "classify predict", "translate eval"}) {
+    Run r = run_mixlab(std::string(command) + " --help");
+    INFO(command);
+    for (const char* training : {"--lr", "--epochs", "--out", "--resume", "--mixer "})
+      CHECK(r.output.find(training) == std::string::npos);
+  }
+}
