@@ -1,7 +1,9 @@
 #include "apps/common.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -146,6 +148,15 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f) {
       ->configurable(false)
       ->group(kOutputGroup);
   cmd->add_flag("--quiet", t.quiet, "no progress output")->group(kOutputGroup);
+}
+
+void check_stdout() {
+  std::cout.flush();
+  if (!std::cout.good()) {
+    int err = errno;
+    std::cout.clear();  // report once
+    fail("cannot write to standard output: ", err ? std::strerror(err) : "write error");
+  }
 }
 
 Device setup_runtime(const CommonFlags& f) {

@@ -66,6 +66,10 @@ void add_data_flags(CLI::App* cmd, CommonFlags& f, const std::string& data_help)
 void add_model_flags(CLI::App* cmd, ModelFlags& f);
 void add_train_flags(CLI::App* cmd, TrainFlags& f);
 
+// Throws Error when a write to stdout failed (a full disk, a closed pipe): output that cannot be
+// written must not end in exit code 0.
+void check_stdout();
+
 // Applies --threads and --device; returns the device (a clear error when CUDA is absent).
 Device setup_runtime(const CommonFlags& f);
 // key=value list -> map, validated against the mixer's registry entry (UsageError otherwise).

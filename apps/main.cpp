@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> args = mixlab::app::resume_config_args(app, given);
     std::reverse(args.begin(), args.end());  // CLI11 takes the vector form last-first
     app.parse(args);
+    mixlab::app::check_stdout();
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -477,6 +477,7 @@ void add_translate_commands(CLI::App& root) {
       Tensor src = Tensor::from_data(ids, {1, n}, device);
       auto out = generate_ensemble(models, src, {static_cast<int32_t>(n)}, o);
       std::cout << join(l.tgt.decode(out[0]), sep) << "\n" << std::flush;
+      check_stdout();
     }
   });
 }

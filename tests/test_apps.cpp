@@ -29,8 +29,11 @@ struct Run {
 };
 
 // Runs `mixlab ARGS` (stdout and stderr together), optionally feeding `input` on stdin.
-Run run_mixlab(const std::string& args, const std::string& input = "") {
-  std::string cmd = std::string(MIXLAB_BINARY_DIR) + "/mixlab " + args + " 2>&1";
+// With `stdout_to`, stdout goes to that file instead and only stderr is captured.
+Run run_mixlab(const std::string& args, const std::string& input = "",
+               const std::string& stdout_to = "") {
+  std::string cmd = std::string(MIXLAB_BINARY_DIR) + "/mixlab " + args + " 2>&1" +
+                    (stdout_to.empty() ? std::string() : " >" + stdout_to);
   fs::path in_file;
   if (!input.empty()) {
     in_file = fs::temp_directory_path() / ("mixlab_app_stdin_" + std::to_string(::getpid()));
@@ -565,4 +568,41 @@ TEST_CASE("apps: --version, option groups, and inference commands without traini
     for (const char* training : {"--lr", "--epochs", "--out", "--resume", "--mixer "})
       CHECK(r.output.find(training) == std::string::npos);
   }
+}
+
+TEST_CASE("apps: output that cannot be written, and a finite loss explosion, fail loudly") {
+  fs::path dir = fresh_dir("fail-loudly");
+  write_pairs(dir / "pairs.tsv", 60);
+  std::string out = (dir / "run").string();
+  REQUIRE(run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
+                     " --dim 8 --heads 2 --layers 1 --steps 2 --quiet --out " + out)
+              .code == 0);
+  Run full = run_mixlab("translate run --checkpoint " + out + "/last.safetensors", "a b\nc\n",
+                        "/dev/full");
+  INFO(full.output);
+  CHECK(full.code == 1);
+  CHECK(full.output.find("cannot write to standard output") != std::string::npos);
+  CHECK(run_mixlab("mixers", "", "/dev/full").code == 1);
+
+  // SGD at lr 1000 without clipping: the loss grows by orders of magnitude within a few steps
+  // while staying finite. Training stops before that update; best.safetensors stays loadable.
+  std::ofstream(dir / "cls.tsv") << "pos\tgood great\nneg\tbad poor\npos\tfine good\n"
+                                    "neg\tsad bad\npos\tnice\nneg\tawful\npos\tgreat\n"
+                                    "neg\tpoor\npos\tgood\nneg\tbad\npos\tfine\nneg\tsad\n";
+  std::string boom = (dir / "boom").string();
+  Run exploded = run_mixlab("classify train --data " + (dir / "cls.tsv").string() +
+                            " --dim 16 --heads 2 --layers 1 --batch 4 --steps 40 --optimizer sgd"
+                            " --lr 1000 --clip 0 --warmup 1 --schedule constant --eval-every 1"
+                            " --quiet --out " +
+                            boom);
+  INFO(exploded.output);
+  CHECK(exploded.code == 1);
+  CHECK(exploded.output.find("times its first value") != std::string::npos);
+  if (fs::exists(boom + "/best.safetensors")) {
+    Run eval = run_mixlab("classify eval --checkpoint " + boom + "/best.safetensors");
+    INFO(eval.output);
+    CHECK(eval.code == 0);
+    CHECK(eval.output.find("test loss inf") == std::string::npos);
+  }
+  fs::remove_all(dir);
 }

@@ -131,6 +131,7 @@ void Trainer::start() {
   }
   best_ = state_.extra.count("best_metric") ? std::stod(state_.extra["best_metric"]) : -1e300;
   eval_seconds_ = 0;
+  first_loss_ = 0;
   examples_ = tokens_ = 0;
   install_interrupt_handler();
   t0_ = std::chrono::steady_clock::now();
@@ -164,6 +165,12 @@ bool Trainer::step(int64_t epoch) {
     if (!std::isfinite(v))
       fail("training diverged: the loss is ", v, " at step ", state_.step + 1,
            "; lower --lr or raise --warmup");
+    if (first_loss_ == 0) first_loss_ = v;
+    if (o.max_loss_growth > 0 && first_loss_ > 0 && v > o.max_loss_growth * first_loss_)
+      fail("training diverged: the loss is ", v, " at step ", state_.step + 1, ", ",
+           fmt(v / first_loss_, "%.3g"), " times its first value ", fmt(first_loss_),
+           "; stopped before the update (", best_checkpoint(o.out_dir),
+           " is kept as it was); lower --lr or raise --warmup");
     if (o.accumulate > 1) loss = mul(loss, 1.0 / static_cast<double>(o.accumulate));
     loss.backward();
     loss_value += v;

@@ -33,6 +33,10 @@ struct TrainerOptions {
   int64_t keep_epochs = 0;  // also keep the last N end-of-epoch checkpoints (for averaging)
   int64_t prefetch = 2;     // batches prepared ahead by the loader's thread
   bool quiet = false;       // no progress output
+  // Training stops (Error) when a step's loss exceeds this many times the first loss of the
+  // run: a loss that explodes while staying finite is divergence too, and the checkpoints
+  // already written (best.safetensors above all) are kept as they are.
+  double max_loss_growth = 1e6;
 };
 
 struct TrainResult {
@@ -110,6 +114,7 @@ class Trainer {
   double running_loss_ = 0;  // the epoch's train loss sum, for the mean shown
   int64_t running_n_ = 0;
   double last_lr_ = 0;
+  double first_loss_ = 0;    // the first micro-batch loss of this run() (for max_loss_growth)
   double eval_seconds_ = 0;  // excluded from the training throughput
   int64_t examples_ = 0, tokens_ = 0;
   std::chrono::steady_clock::time_point t0_;
