@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "apps/commands.h"
+#include "apps/cli_style.h"
 #include "apps/common.h"
 #include "apps/data_description.h"
 #include "apps/run_folder.h"
@@ -287,13 +288,33 @@ void add_classify_commands(CLI::App& root) {
     Trainer trainer(task, d.train, &d.valid, trainer_options(a->train, a->common),
                     metadata_for(config, d));
     TrainResult r = trainer.run();
-    if (r.interrupted) throw Interrupted();
+    const std::string& out = a->common.out;
+    const std::string mixlab = shell_quote(program_path());
+    const std::string resume = mixlab + " classify train --resume --out " + shell_quote(out);
+    if (r.interrupted) {
+      print_where_and_next(std::cerr, out, {resume});
+      throw Interrupted();
+    }
     std::map<std::string, double> test;
-    if (!a->common.out.empty() && std::filesystem::exists(Trainer::best_checkpoint(a->common.out)))
-      load_weights(Trainer::best_checkpoint(a->common.out), model);
+    if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out)))
+      load_weights(Trainer::best_checkpoint(out), model);
     test = task.evaluate(d.test);
     print_summary("classify: " + config.mixer + " on " + d.description, model.parameter_count(), r,
                   test);
+    if (out.empty()) return;
+    const std::string best = shell_quote(Trainer::best_checkpoint(out));
+    std::string predict = mixlab + " classify predict --checkpoint " + best;
+    if (d.input == "image")
+      predict += " --images IDX_IMAGE_FILE";
+    else
+      predict =
+          "echo " +
+          shell_quote(d.desc.kind == "listops" ? "[MAX 3 [MIN 4 7 ] 2 ]" : "A LINE OF TOKENS") +
+          " | " + predict;
+    print_where_and_next(std::cout, out,
+                         {predict, mixlab + " classify eval --checkpoint " + best,
+                          resume + " --epochs " + std::to_string(a->train.trainer.epochs * 2) +
+                              "   # continue, to twice the epochs"});
   });
 
   // ---- eval ----

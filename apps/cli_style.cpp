@@ -1,6 +1,9 @@
 #include "apps/cli_style.h"
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <ostream>
 #include <sstream>
 
 #include "apps/common.h"
@@ -34,6 +37,50 @@ std::string GroupedFormatter::ordered_groups(const CLI::App* app, CLI::AppFormat
     if (!group.empty() && !opts.empty()) out << make_group(group, false, opts) << "\n";
   }
   return out.str();
+}
+
+namespace {
+std::string& program_storage() {
+  static std::string path = "mixlab";
+  return path;
+}
+}  // namespace
+
+void set_program_path(const std::string& path) { program_storage() = path; }
+const std::string& program_path() { return program_storage(); }
+
+std::string shell_quote(const std::string& text) {
+  bool plain = !text.empty();
+  for (char c : text)
+    plain = plain && (std::isalnum(static_cast<unsigned char>(c)) ||
+                      std::string("_./:=+,-").find(c) != std::string::npos);
+  if (plain) return text;
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+void print_where_and_next(std::ostream& out, const std::string& dir,
+                          const std::vector<std::string>& next) {
+  if (!dir.empty() && std::filesystem::is_directory(dir)) {
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.is_regular_file()) files.push_back(e.path().filename().string());
+    std::sort(files.begin(), files.end());
+    out << "\nrun folder: " << dir << "\n";
+    std::string line;
+    for (const auto& f : files) {
+      if (!line.empty() && line.size() + 2 + f.size() > 78) {
+        out << line << "\n";
+        line.clear();
+      }
+      line += (line.empty() ? "  " : "  ") + f;
+    }
+    if (!line.empty()) out << line << "\n";
+  }
+  if (next.empty()) return;
+  out << "next:\n";
+  for (const auto& command : next) out << "  " << command << "\n";
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {

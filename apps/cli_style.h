@@ -28,6 +28,18 @@ std::string version_string();
 // `args` are the arguments without the program name, in order.
 std::string suggest_corrections(const CLI::App& root, const std::vector<std::string>& args);
 
+// The program as invoked (argv[0]), for commands printed to be pasted back; "mixlab" until set.
+void set_program_path(const std::string& path);
+const std::string& program_path();
+
+// `text` quoted for a POSIX shell when it holds anything but [A-Za-z0-9_./:=+,-].
+std::string shell_quote(const std::string& text);
+
+// The end of a command that wrote files: the folder, the files in it, and ready-to-paste next
+// commands (each a full command line).
+void print_where_and_next(std::ostream& out, const std::string& dir,
+                          const std::vector<std::string>& next);
+
 // Levenshtein distance (for suggestions; public for tests).
 size_t edit_distance(const std::string& a, const std::string& b);
 

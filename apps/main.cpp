@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   mixlab::app::add_translate_commands(app);
   mixlab::app::add_average_command(app);
   const std::vector<std::string> given(argv + 1, argv + argc);
+  mixlab::app::set_program_path(argv[0]);
   try {
     std::vector<std::string> args = mixlab::app::resume_config_args(app, given);
     std::reverse(args.begin(), args.end());  // CLI11 takes the vector form last-first

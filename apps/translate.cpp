@@ -15,6 +15,7 @@
 #include <iostream>
 
 #include "apps/commands.h"
+#include "apps/cli_style.h"
 #include "apps/common.h"
 #include "apps/data_description.h"
 #include "apps/run_folder.h"
@@ -357,13 +358,29 @@ void add_translate_commands(CLI::App& root) {
     meta.extra["tgt_join"] = d.tgt_join;
     Trainer trainer(task, train_set, &valid_set, trainer_options(a->train, a->common), meta);
     TrainResult r = trainer.run();
-    if (r.interrupted) throw Interrupted();
-    if (!a->common.out.empty() && std::filesystem::exists(Trainer::best_checkpoint(a->common.out)))
-      load_weights(Trainer::best_checkpoint(a->common.out), model);
+    const std::string& out = a->common.out;
+    const std::string mixlab = shell_quote(program_path());
+    const std::string resume = mixlab + " translate train --resume --out " + shell_quote(out);
+    if (r.interrupted) {
+      print_where_and_next(std::cerr, out, {resume});
+      throw Interrupted();
+    }
+    if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out)))
+      load_weights(Trainer::best_checkpoint(out), model);
     auto test = test_and_show(task, d, src, tgt, 5);
     print_summary(
         "translate: " + config.mixer + " / " + config.decoder_mixer + " on " + d.description,
         model.parameter_count(), r, test);
+    if (out.empty()) return;
+    const std::string best = shell_quote(Trainer::best_checkpoint(out));
+    const std::string sample =
+        d.test.empty() ? "..." : join(d.test[0].src, d.src_tokens == "chars" ? "" : " ");
+    print_where_and_next(
+        std::cout, out,
+        {"echo " + shell_quote(sample) + " | " + mixlab + " translate run --checkpoint " + best,
+         mixlab + " translate eval --checkpoint " + best + " --beam 4",
+         resume + " --epochs " + std::to_string(a->train.trainer.epochs * 2) +
+             "   # continue, to twice the epochs"});
   });
 
   struct EvalArgs {

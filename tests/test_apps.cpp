@@ -180,6 +180,12 @@ TEST_CASE("apps: translate train then run translates stdin") {
   INFO(train.output);
   REQUIRE(train.code == 0);
   CHECK(train.output.find("test exact_match") != std::string::npos);
+  // The run ends with its folder, its files and commands to paste.
+  CHECK(train.output.find("run folder: " + out) != std::string::npos);
+  CHECK(train.output.find("best.safetensors  config.ini") != std::string::npos);
+  CHECK(train.output.find("translate run --checkpoint " + out + "/best.safetensors") !=
+        std::string::npos);
+  CHECK(train.output.find("translate train --resume --out " + out) != std::string::npos);
   auto [first, last] = loss_trend(fs::path(out) / "metrics.csv");
   CHECK(last < first);
   Run run = run_mixlab("translate run --checkpoint " + out + "/last.safetensors", "a b c\nd\n");
