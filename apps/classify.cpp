@@ -299,6 +299,7 @@ void add_classify_commands(CLI::App& root) {
     if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out)))
       load_weights(Trainer::best_checkpoint(out), model);
     test = task.evaluate(d.test);
+    trainer.log_test(test);
     print_summary("classify: " + config.mixer + " on " + d.description, model.parameter_count(), r,
                   test);
     if (out.empty()) return;

@@ -368,6 +368,7 @@ void add_translate_commands(CLI::App& root) {
     if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out)))
       load_weights(Trainer::best_checkpoint(out), model);
     auto test = test_and_show(task, d, src, tgt, 5);
+    trainer.log_test(test);
     print_summary(
         "translate: " + config.mixer + " / " + config.decoder_mixer + " on " + d.description,
         model.parameter_count(), r, test);

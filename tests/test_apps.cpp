@@ -3,6 +3,7 @@
 // stdin), and usage errors exit with code 2 and a message.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -610,5 +611,46 @@ TEST_CASE("apps: output that cannot be written, and a finite loss explosion, fai
     CHECK(eval.code == 0);
     CHECK(eval.output.find("test loss inf") == std::string::npos);
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: metrics.csv has one epoch numbering, test rows last, time and throughput") {
+  fs::path dir = fresh_dir("metrics");
+  write_pairs(dir / "pairs.tsv", 80);
+  std::string out = (dir / "run").string();
+  const std::string train = "translate train --data " + (dir / "pairs.tsv").string() +
+                            " --dim 8 --heads 2 --layers 1 --batch 16 --epochs 2 --log-every 1"
+                            " --quiet --threads 1 --out " +
+                            out;
+  REQUIRE(run_mixlab(train + " --steps 3").code == 0);
+  const std::string at_step_3 = read_bytes(fs::path(out) / "last.safetensors");
+  REQUIRE(run_mixlab("translate train --resume --out " + out + " --steps 8").code == 0);
+  // As if the run had been killed after its step-3 checkpoint: resume from it again.
+  std::ofstream(fs::path(out) / "last.safetensors", std::ios::binary) << at_step_3;
+  Run resumed = run_mixlab("translate train --resume --out " + out + " --steps 8");
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  mixlab::MetricsTable t = mixlab::read_metrics_csv(out + "/metrics.csv");
+  CHECK(std::find(t.columns.begin(), t.columns.end(), "time_s") != t.columns.end());
+  CHECK(std::find(t.columns.begin(), t.columns.end(), "examples/s") != t.columns.end());
+  std::vector<int64_t> train_steps;
+  int64_t last_train_epoch = 0;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& row = t.rows[i];
+    if (row.phase == "train") {
+      train_steps.push_back(row.step);
+      last_train_epoch = row.epoch;
+      CHECK(row.values.count("examples/s"));
+    }
+    if (row.phase == "valid") CHECK(row.epoch == last_train_epoch);  // same numbering
+    if (row.phase == "test") CHECK(i + 1 == t.rows.size());          // one test row, last
+    CHECK(row.epoch >= 1);
+  }
+  CHECK(train_steps == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8});  // none repeated
+  // metrics.jsonl holds the same records.
+  std::istringstream jsonl(read_bytes(fs::path(out) / "metrics.jsonl"));
+  size_t records = 0;
+  for (std::string line; std::getline(jsonl, line);) ++records;
+  CHECK(records == t.rows.size());
   fs::remove_all(dir);
 }

@@ -123,12 +123,11 @@ void Trainer::start() {
     if (!o.quiet)
       std::cerr << "resumed from " << path << " at step " << saved.step << ", epoch "
                 << saved.epoch + 1 << "\n";
+    // Rows logged after that checkpoint (a run killed later) would be logged again.
+    drop_metrics_after(metrics_csv(o.out_dir), saved.step);
+    drop_metrics_after(metrics_jsonl(o.out_dir), saved.step);
   }
-  if (files_) {
-    std::vector<std::string> columns = task_.metric_names();
-    if (std::find(columns.begin(), columns.end(), "lr") == columns.end()) columns.push_back("lr");
-    log_ = std::make_unique<MetricsLog>(o.out_dir + "/metrics.csv", columns);
-  }
+  if (files_) log_ = open_metrics_log();
   best_ = state_.extra.count("best_metric") ? std::stod(state_.extra["best_metric"]) : -1e300;
   eval_seconds_ = 0;
   first_loss_ = 0;
@@ -140,6 +139,7 @@ void Trainer::start() {
 }
 
 void Trainer::begin_epoch(int64_t epoch) {
+  epoch_ = epoch;
   loader_->start_epoch(epoch, skip_);
   skip_ = 0;
   bar_ = std::make_unique<ProgressBar>(
@@ -196,9 +196,14 @@ bool Trainer::step(int64_t epoch) {
   result_.last_train_loss = loss_value;
   running_loss_ += loss_value;
   ++running_n_;
-  if (log_ && (state_.step % std::max<int64_t>(1, o.log_every) == 0))
-    log_->log("train", state_.step, epoch,
-              {{"loss", running_loss_ / running_n_}, {"lr", last_lr_}});
+  if (log_ && (state_.step % std::max<int64_t>(1, o.log_every) == 0)) {
+    const double seconds = seconds_since_start();
+    log_->log("train", state_.step, epoch + 1,
+              {{"loss", running_loss_ / running_n_},
+               {"lr", last_lr_},
+               {"time_s", seconds},
+               {"examples/s", examples_ / std::max(seconds - eval_seconds_, 1e-9)}});
+  }
   // Why the run stops here, if it does: the step budget or Ctrl-C.
   if (o.max_steps > 0 && state_.step >= o.max_steps) stop_ = true;
   if (interrupted()) {
@@ -224,7 +229,13 @@ void Trainer::evaluate_and_save(int64_t epoch, int64_t position) {
   auto metrics = task_.evaluate(*valid_);
   eval_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
   result_.last_valid = metrics;
-  if (log_) log_->log("valid", state_.step, epoch, metrics);
+  if (log_) {
+    // Logged under the epoch in progress, as the train rows are (1-based): the validation at the
+    // end of epoch 3 is a row of epoch 3 whatever the checkpoint's resume point says.
+    std::map<std::string, double> row = metrics;
+    row["time_s"] = seconds_since_start();
+    log_->log("valid", state_.step, epoch_ + 1, row);
+  }
   double primary =
       metrics.count(task_.primary_metric()) ? metrics[task_.primary_metric()] : -metrics["loss"];
   if (!options_.quiet) {
@@ -281,13 +292,34 @@ TrainResult Trainer::finish() {
   if (files_ && log_) {
     log_.reset();
     try {
-      plot_training_curves(options_.out_dir + "/metrics.csv", options_.out_dir + "/curves.png");
+      plot_training_curves(metrics_csv(options_.out_dir), options_.out_dir + "/curves.png");
     } catch (const Error& e) {
       std::cerr << "warning: could not plot the curves: " << e.what() << "\n";
     }
   }
   loader_.reset();
   return result_;
+}
+
+void Trainer::log_test(const std::map<std::string, double>& metrics) {
+  if (!files_) return;
+  {
+    std::unique_ptr<MetricsLog> log = open_metrics_log();
+    log->log("test", state_.step, epoch_ + 1, metrics);
+  }
+  try {
+    plot_training_curves(metrics_csv(options_.out_dir), options_.out_dir + "/curves.png");
+  } catch (const Error& e) {
+    std::cerr << "warning: could not plot the curves: " << e.what() << "\n";
+  }
+}
+
+std::unique_ptr<MetricsLog> Trainer::open_metrics_log() const {
+  std::vector<std::string> columns = task_.metric_names();
+  for (const char* extra : {"lr", "time_s", "examples/s"})
+    if (std::find(columns.begin(), columns.end(), extra) == columns.end()) columns.push_back(extra);
+  return std::make_unique<MetricsLog>(metrics_csv(options_.out_dir), columns,
+                                      metrics_jsonl(options_.out_dir));
 }
 
 void Trainer::save(const std::string& path, int64_t epoch, int64_t position) {

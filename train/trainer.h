@@ -69,9 +69,14 @@ class Trainer {
           TrainingState metadata);
   ~Trainer();
   TrainResult run();
+  // After run(): the test set's metrics as the last rows of metrics.csv/.jsonl (phase "test"),
+  // and the curves redrawn with them.
+  void log_test(const std::map<std::string, double>& metrics);
 
   static std::string last_checkpoint(const std::string& dir) { return dir + "/last.safetensors"; }
   static std::string best_checkpoint(const std::string& dir) { return dir + "/best.safetensors"; }
+  static std::string metrics_csv(const std::string& dir) { return dir + "/metrics.csv"; }
+  static std::string metrics_jsonl(const std::string& dir) { return dir + "/metrics.jsonl"; }
   static std::string epoch_checkpoint(const std::string& dir, int64_t epoch) {
     return dir + "/epoch-" + std::to_string(epoch) + ".safetensors";
   }
@@ -89,6 +94,8 @@ class Trainer {
   void end_epoch(int64_t epoch);
   TrainResult finish();
   void save(const std::string& path, int64_t epoch, int64_t position);
+  // metrics.csv (appending under its header) with metrics.jsonl beside it.
+  std::unique_ptr<MetricsLog> open_metrics_log() const;
   double seconds_since_start() const;
 
   TrainTask& task_;
@@ -107,6 +114,7 @@ class Trainer {
   TrainResult result_;
   bool files_ = false;
   int64_t steps_per_epoch_ = 0, start_epoch_ = 0, skip_ = 0;
+  int64_t epoch_ = 0;        // the epoch in progress (0-based; logged 1-based)
   int64_t epoch_step_ = 0;   // optimizer updates of the current epoch
   bool epoch_done_ = false;  // the loader ran out of batches (vs. a stop mid-epoch)
   bool stop_ = false;
