@@ -56,6 +56,14 @@ std::vector<std::string> parse_header(const std::string& line, const std::string
   return std::vector<std::string>(cells.begin() + kFixedColumns.size(), cells.end());
 }
 
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), path, ": cannot open: ", std::strerror(errno));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
 std::string strip_cr(std::string line) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
   return line;
@@ -73,14 +81,7 @@ MetricsLog::MetricsLog(std::string path, std::vector<std::string> columns, std::
   std::error_code ec;
   const auto size = std::filesystem::file_size(path_, ec);
   if (!ec && size > 0) {
-    std::string content;
-    {
-      std::ifstream in(path_, std::ios::binary);
-      check(in.good(), path_, ": cannot open: ", std::strerror(errno));
-      std::ostringstream buffer;
-      buffer << in.rdbuf();
-      content = buffer.str();
-    }
+    std::string content = read_whole_file(path_);
     // Drop a torn last line so that the next row starts on a line of its own.
     if (content.back() != '\n') {
       const size_t keep = content.rfind('\n') == std::string::npos ? 0 : content.rfind('\n') + 1;
@@ -158,14 +159,7 @@ void MetricsLog::log(const std::string& phase, int64_t step, int64_t epoch,
 
 void drop_metrics_after(const std::string& path, int64_t step) {
   if (!std::filesystem::exists(path)) return;
-  std::string content;
-  {
-    std::ifstream in(path, std::ios::binary);
-    check(in.good(), path, ": cannot open: ", std::strerror(errno));
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    content = buffer.str();
-  }
+  const std::string content = read_whole_file(path);
   const bool jsonl = path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
   std::string kept;
   size_t begin = 0;
