@@ -358,6 +358,7 @@ void add_classify_commands(CLI::App& root) {
     ClassificationData d = load_data(desc, &vocab, &unknown);
     unknown.report(std::cerr);
     ClassificationTask task(*l.model, device);
+    task.set_progress(&std::cerr);
     for (const auto& [k, v] : task.evaluate(d.test)) std::cout << "test " << k << " " << v << "\n";
   });
 

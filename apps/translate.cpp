@@ -449,6 +449,7 @@ void add_translate_commands(CLI::App& root) {
     unknown.report(std::cerr);
     TranslationTask task(*l.model, device, 0.0, decode_options(e->decode, l.info.config));
     task.set_ensemble(others(models));
+    task.set_progress(&std::cerr);
     for (const auto& [k, v] : test_and_show(task, d, l.src, l.tgt, 5))
       std::cout << e->on << " " << k << " " << v << "\n";
   });

@@ -135,6 +135,10 @@ void Trainer::start() {
   install_interrupt_handler();
   t0_ = std::chrono::steady_clock::now();
   stop_ = o.max_steps > 0 && state_.step >= o.max_steps;
+  total_steps_ = o.max_steps > 0 ? std::min(o.max_steps, steps_per_epoch_ * o.epochs)
+                                 : steps_per_epoch_ * o.epochs;
+  start_step_ = state_.step;
+  if (!o.quiet) task_.set_progress(&std::cerr);  // validation and decoding show progress too
   model.train();
 }
 
@@ -217,7 +221,14 @@ bool Trainer::step(int64_t epoch) {
 void Trainer::report_progress() {
   if (options_.quiet) return;
   double secs = seconds_since_start() - eval_seconds_;
+  // The whole run's remaining time at this run's training pace (evaluations not included).
+  const int64_t done = state_.step - start_step_;
+  const double run_eta =
+      done > 0 ? secs / done * static_cast<double>(std::max<int64_t>(0, total_steps_ - state_.step))
+               : -1.0;
+  // Fields are dropped from the end when the line is too wide: most useful first.
   bar_->update(epoch_step_, {{"loss", fmt(running_loss_ / running_n_, "%.4f")},
+                             {"run ETA", format_duration(run_eta)},
                              {"lr", fmt(last_lr_, "%.2e")},
                              {"ex/s", fmt(examples_ / std::max(secs, 1e-9), "%.0f")},
                              {"tok/s", fmt(tokens_ / std::max(secs, 1e-9), "%.0f")}});

@@ -114,8 +114,9 @@ class Trainer {
   TrainResult result_;
   bool files_ = false;
   int64_t steps_per_epoch_ = 0, start_epoch_ = 0, skip_ = 0;
-  int64_t epoch_ = 0;        // the epoch in progress (0-based; logged 1-based)
-  int64_t epoch_step_ = 0;   // optimizer updates of the current epoch
+  int64_t total_steps_ = 0, start_step_ = 0;  // for the whole run's ETA
+  int64_t epoch_ = 0;                         // the epoch in progress (0-based; logged 1-based)
+  int64_t epoch_step_ = 0;                    // optimizer updates of the current epoch
   bool epoch_done_ = false;  // the loader ran out of batches (vs. a stop mid-epoch)
   bool stop_ = false;
   double best_ = -1e300;     // the best primary metric so far
