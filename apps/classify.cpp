@@ -10,6 +10,9 @@
 // last.safetensors, metrics.csv, curves.png, config.ini, model.json.
 #include <cmath>
 #include <filesystem>
+#include <sstream>
+
+#include <unistd.h>
 #include <iostream>
 
 #include "apps/commands.h"
@@ -383,21 +386,34 @@ void add_classify_commands(CLI::App& root) {
     std::istringstream ls(l.info.extra["labels"]);
     for (std::string s; std::getline(ls, s);) labels.push_back(s);
     ClassificationTask task(*l.model, device);
-    auto print = [&](const Batch& b) {
-      std::vector<float> probs = task.probabilities(b).to_float_vector();
-      int64_t c = static_cast<int64_t>(probs.size()) / b.size;
-      for (int64_t i = 0; i < b.size; ++i) {
-        const float* row = probs.data() + i * c;
-        int64_t k = std::max_element(row, row + c) - row;
-        std::cout << (k < static_cast<int64_t>(labels.size()) ? labels[k] : std::to_string(k))
-                  << "\t" << row[k] << "\n";
+    // "label<TAB>probability" for each example, in order.
+    auto predict_all = [&](std::vector<Example> examples) {
+      InMemoryDataset data(std::move(examples));
+      DataLoaderOptions o;
+      o.batch_size = 256;
+      o.shuffle = false;
+      DataLoader loader(data, o);
+      loader.start_epoch(0);
+      std::vector<std::string> out;
+      for (Batch b; loader.next(b);) {
+        std::vector<float> probs = task.probabilities(b).to_float_vector();
+        int64_t c = static_cast<int64_t>(probs.size()) / b.size;
+        for (int64_t i = 0; i < b.size; ++i) {
+          const float* row = probs.data() + i * c;
+          int64_t k = std::max_element(row, row + c) - row;
+          std::ostringstream line;
+          line << (k < static_cast<int64_t>(labels.size()) ? labels[k] : std::to_string(k)) << "\t"
+               << row[k];
+          out.push_back(line.str());
+        }
       }
+      return out;
     };
-    std::vector<Example> examples;
     if (!p->images.empty()) {
       IdxArray idx = read_idx(p->images);
       check(idx.dims.size() == 3, p->images, ": expected an image file [n, rows, cols]");
       int64_t n = idx.dims[0], px = idx.dims[1] * idx.dims[2];
+      std::vector<Example> examples;
       for (int64_t i = 0; i < n; ++i) {
         Example ex;
         for (int64_t j = 0; j < px; ++j)
@@ -405,26 +421,50 @@ void add_classify_commands(CLI::App& root) {
                                 kFashionMnistStd);
         examples.push_back(std::move(ex));
       }
-    } else {
-      check(!l.info.vocab_src.empty(), "this checkpoint classifies images: pass --images FILE");
-      Vocab vocab = Vocab::from_string(l.info.vocab_src);
-      for (std::string line; std::getline(std::cin, line);) {
+      for (const auto& line : predict_all(std::move(examples))) std::cout << line << "\n";
+      return;
+    }
+    check(!l.info.vocab_src.empty(), "this checkpoint classifies images: pass --images FILE");
+    Vocab vocab = Vocab::from_string(l.info.vocab_src);
+    // On a terminal each line is answered as it is typed; otherwise all lines go through in
+    // batches. A line that cannot be classified is reported and answered with an empty line,
+    // so output line N still belongs to input line N.
+    const bool terminal = ::isatty(STDIN_FILENO) && ::isatty(STDERR_FILENO);
+    if (terminal) std::cerr << "one line of tokens per prediction (Ctrl-D ends)\n> " << std::flush;
+    std::vector<Example> examples;
+    std::vector<int64_t> slot;  // per input line: its example, or -1 when skipped
+    int64_t line_number = 0;
+    for (std::string line; std::getline(std::cin, line);) {
+      ++line_number;
+      std::vector<std::string> tokens = tokenize_words(line);
+      UnknownTokens unknown;
+      unknown.add(tokens, vocab);
+      unknown.report(std::cerr);
+      std::string problem;
+      if (tokens.empty()) problem = "the line is empty";
+      if (static_cast<int64_t>(tokens.size()) > l.info.config.max_len)
+        problem = std::to_string(tokens.size()) + " tokens, longer than the model's max_len " +
+                  std::to_string(l.info.config.max_len);
+      if (!problem.empty()) {
+        std::cerr << "warning: line " << line_number << ": " << problem << "; skipped\n";
+        slot.push_back(-1);
+      } else {
         Example ex;
-        ex.src = vocab.encode(tokenize_words(line));
-        check(!ex.src.empty(), "predict: an empty input line");
-        check(static_cast<int64_t>(ex.src.size()) <= l.info.config.max_len, "predict: a line of ",
-              ex.src.size(), " tokens is longer than the model's max_len ", l.info.config.max_len);
+        ex.src = vocab.encode(tokens);
+        slot.push_back(static_cast<int64_t>(examples.size()));
         examples.push_back(std::move(ex));
       }
+      if (terminal) {
+        std::vector<std::string> answer =
+            slot.back() < 0 ? std::vector<std::string>{""} : predict_all({examples.back()});
+        std::cout << answer[0] << "\n" << std::flush;
+        check_stdout();
+        std::cerr << "> " << std::flush;
+      }
     }
-    InMemoryDataset data(std::move(examples));
-    DataLoaderOptions o;
-    o.batch_size = 256;
-    o.shuffle = false;
-    DataLoader loader(data, o);
-    loader.start_epoch(0);
-    Batch b;
-    while (loader.next(b)) print(b);
+    if (terminal) return;
+    std::vector<std::string> answers = predict_all(std::move(examples));
+    for (int64_t s : slot) std::cout << (s < 0 ? std::string() : answers[s]) << "\n";
   });
 }
 

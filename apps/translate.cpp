@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include <unistd.h>
+
 #include "apps/commands.h"
 #include "apps/cli_style.h"
 #include "apps/common.h"
@@ -480,7 +482,14 @@ void add_translate_commands(CLI::App& root) {
     DecodeOptions o = decode_options(r->decode, l.info.config);
     std::cerr << "data: " << read_data_description(l.info.extra["data"]).summary() << "; "
               << l.src.size() << " source tokens\n";
-    for (std::string line; std::getline(std::cin, line);) {
+    // On a terminal, a prompt before each line.
+    const bool terminal = ::isatty(STDIN_FILENO) && ::isatty(STDERR_FILENO);
+    auto prompt = [&] {
+      if (terminal) std::cerr << "> " << std::flush;
+    };
+    if (terminal) std::cerr << "one line to translate at a time (Ctrl-D ends)\n";
+    prompt();
+    for (std::string line; std::getline(std::cin, line); prompt()) {
       std::vector<std::string> tokens = tokenize(line, kind);
       UnknownTokens unknown;
       unknown.add(tokens, l.src);

@@ -161,6 +161,15 @@ TEST_CASE("apps: classify train eval and predict on a tiny labelled text file") 
   CHECK(predict.code == 0);
   CHECK(predict.output.find("pos\t") != std::string::npos);
   CHECK(predict.output.find("neg\t") != std::string::npos);
+  // A line it cannot classify is reported and answered with an empty line; the rest go on.
+  Run mixed = run_mixlab("classify predict --checkpoint " + out + "/best.safetensors",
+                         "good great\n\nbad poor zebra\n");
+  INFO(mixed.output);
+  CHECK(mixed.code == 0);
+  CHECK(mixed.output.find("warning: line 2: the line is empty; skipped") != std::string::npos);
+  CHECK(mixed.output.find("warning: 1 unknown token (zebra) mapped to <unk>") != std::string::npos);
+  CHECK(mixed.output.find("pos\t") != std::string::npos);
+  CHECK(mixed.output.find("\n\nneg\t") != std::string::npos);
   // The saved configuration reads back through --config.
   Run again =
       run_mixlab("--config " + out + "/config.ini classify train --steps 2 --out " + out + "2");
