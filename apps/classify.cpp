@@ -276,6 +276,8 @@ void add_classify_commands(CLI::App& root) {
   train->callback([a, train] {
     Device device = setup_runtime(a->common);
     check_before_training(*train, a->common, a->train);
+    // The mixer's name and options before any data is generated (ListOps takes a while).
+    parse_mixer_options(a->model.mixer, a->model.mixer_options);
     ClassificationData d = load_data(describe_data(a->common.data, a->listops, a->common.seed));
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.examples().resize(a->train.train_limit);
