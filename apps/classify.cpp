@@ -10,10 +10,16 @@
 // last.safetensors, metrics.csv, curves.png, config.ini, model.json.
 #include <cmath>
 #include <filesystem>
+#include <sstream>
+
+#include <unistd.h>
 #include <iostream>
 
 #include "apps/commands.h"
+#include "apps/cli_style.h"
 #include "apps/common.h"
+#include "apps/data_description.h"
+#include "apps/run_folder.h"
 #include "autograd/grad_mode.h"
 #include "train/data/idx.h"
 #include "train/data/listops.h"
@@ -39,7 +45,8 @@ struct ClassificationData {
   std::vector<std::string> labels;
   int64_t longest = 0;
   int64_t side = 0;  // images: height = width
-  std::string description;
+  DataDescription desc;
+  std::string description;  // desc.summary()
 };
 
 InMemoryDataset take(const std::vector<Example>& all, size_t from, size_t to) {
@@ -61,60 +68,103 @@ void add_image_info(ClassificationData& d) {
   for (int i = 0; i < 10; ++i) d.labels.push_back(std::to_string(i));
 }
 
-ClassificationData load_data(const std::string& name_in, const ListOpsFlags& lf, uint64_t seed) {
+// The data the flags name (usage errors for names that are none of the kinds).
+DataDescription describe_data(const std::string& name_in, const ListOpsFlags& lf, uint64_t seed) {
   std::string name = name_in;
   if (name.empty())
     name = std::filesystem::exists(default_fashion_mnist_dir()) ? "fashion-mnist" : "listops";
-  ClassificationData d;
-  if (name == "fashion-mnist" || std::filesystem::is_directory(name)) {
-    std::string dir = name == "fashion-mnist" ? default_fashion_mnist_dir() : name;
-    InMemoryDataset train = load_fashion_mnist(dir, "train");
-    size_t n = train.size(), hold = std::min<size_t>(5000, n / 10);
-    d.train = take(train.examples(), 0, n - hold);
-    d.valid = take(train.examples(), n - hold, n);
-    d.test = load_fashion_mnist(dir, "test");
-    add_image_info(d);
-    if (name == "fashion-mnist")
-      d.labels = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                  "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
-    d.description = "Fashion-MNIST (" + dir + ")";
+  DataDescription d;
+  d.seed = seed;
+  if (name == "fashion-mnist") {
+    d.kind = "fashion-mnist";
+    d.path = default_fashion_mnist_dir();
+    d.held_out = "the last 5,000 training images";
+  } else if (std::filesystem::is_directory(name)) {
+    d.kind = "idx";
+    d.path = absolute_path(name);
+    d.held_out = "the last 10% of training images, at most 5,000";
   } else if (name == "listops") {
-    ListOpsConfig c;
-    c.max_depth = lf.depth;
-    c.max_args = lf.args;
-    c.min_len = lf.min_len;
-    c.max_len = lf.max_len;
-    c.count = lf.train + lf.valid + lf.test;
-    c.seed = seed;
-    InMemoryDataset all = listops_dataset(c);
-    d.train = take(all.examples(), 0, lf.train);
-    d.valid = take(all.examples(), lf.train, lf.train + lf.valid);
-    d.test = take(all.examples(), lf.train + lf.valid, all.size());
-    d.vocab = listops_vocab();
-    for (int i = 0; i < 10; ++i) d.labels.push_back(std::to_string(i));
-    d.description = "ListOps (generated: length " + std::to_string(lf.min_len) + "-" +
-                    std::to_string(lf.max_len) + ", depth " + std::to_string(lf.depth) + ", args " +
-                    std::to_string(lf.args) + ", seed " + std::to_string(seed) + ")";
+    d.kind = "listops";
+    d.generator = {{"min_len", lf.min_len}, {"max_len", lf.max_len}, {"depth", lf.depth},
+                   {"args", lf.args},       {"train", lf.train},     {"valid", lf.valid},
+                   {"test", lf.test}};
+    d.held_out = "generated valid and test sets";
   } else if (std::filesystem::is_regular_file(name)) {
-    auto texts = read_labelled_text(name);
-    d.labels = label_names(texts);
-    auto numbered = number_labels(texts, d.labels);
-    std::vector<std::vector<std::string>> tokens;
-    size_t hold = std::max<size_t>(1, numbered.size() / 10);
-    check(numbered.size() > hold, name, ": too few examples to hold out a validation set");
-    for (size_t i = 0; i + hold < numbered.size(); ++i) tokens.push_back(numbered[i].tokens);
-    d.vocab = Vocab::build(tokens);
-    InMemoryDataset all = encode_labelled(numbered, d.vocab);
-    d.train = take(all.examples(), 0, all.size() - hold);
-    d.valid = take(all.examples(), all.size() - hold, all.size());
-    d.test = d.valid;
-    d.description = "labelled text " + name + " (last " + std::to_string(hold) +
-                    " lines held out for validation and test)";
+    d.kind = "labelled-text";
+    d.path = absolute_path(name);
+    d.held_out = "the last 10% of lines (validation and test)";
   } else {
     throw UsageError("--data '" + name +
                      "': expected fashion-mnist, listops, a directory of IDX files or a "
                      "label<TAB>text file");
   }
+  return d;
+}
+
+// Loads the described data. `model` (eval): the checkpoint's vocabulary, which labelled text is
+// encoded with instead of one built from the file (unknown tokens counted into `unknown`); the
+// labels are then desc.labels.
+ClassificationData load_data(const DataDescription& desc, const Vocab* model = nullptr,
+                             UnknownTokens* unknown = nullptr) {
+  ClassificationData d;
+  if (desc.kind == "fashion-mnist" || desc.kind == "idx") {
+    InMemoryDataset train = load_fashion_mnist(desc.path, "train");
+    size_t n = train.size(), hold = std::min<size_t>(5000, n / 10);
+    d.train = take(train.examples(), 0, n - hold);
+    d.valid = take(train.examples(), n - hold, n);
+    d.test = load_fashion_mnist(desc.path, "test");
+    add_image_info(d);
+    if (desc.kind == "fashion-mnist")
+      d.labels = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                  "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  } else if (desc.kind == "listops") {
+    auto g = [&](const char* key) {
+      auto it = desc.generator.find(key);
+      check(it != desc.generator.end(), "the ListOps description has no '", key, "'");
+      return it->second;
+    };
+    ListOpsConfig c;
+    c.max_depth = g("depth");
+    c.max_args = g("args");
+    c.min_len = g("min_len");
+    c.max_len = g("max_len");
+    c.count = g("train") + g("valid") + g("test");
+    c.seed = desc.seed;
+    InMemoryDataset all = listops_dataset(c);
+    d.train = take(all.examples(), 0, g("train"));
+    d.valid = take(all.examples(), g("train"), g("train") + g("valid"));
+    d.test = take(all.examples(), g("train") + g("valid"), all.size());
+    d.vocab = listops_vocab();
+    for (int i = 0; i < 10; ++i) d.labels.push_back(std::to_string(i));
+  } else if (desc.kind == "labelled-text") {
+    auto texts = read_labelled_text(desc.path);
+    size_t hold = std::max<size_t>(1, texts.size() / 10);
+    check(texts.size() > hold, desc.path, ": too few examples to hold out a validation set");
+    if (model) {
+      // Only the held-out lines are scored: the training lines (their words, their labels)
+      // cannot change the result.
+      texts.erase(texts.begin(), texts.end() - hold);
+      d.labels = desc.labels;
+      d.vocab = *model;
+      for (const auto& t : texts) unknown->add(t.tokens, d.vocab);
+      d.valid = encode_labelled(number_labels(texts, d.labels), d.vocab);
+    } else {
+      d.labels = label_names(texts);
+      auto numbered = number_labels(texts, d.labels);
+      std::vector<std::vector<std::string>> tokens;
+      for (size_t i = 0; i + hold < numbered.size(); ++i) tokens.push_back(numbered[i].tokens);
+      d.vocab = Vocab::build(tokens);
+      InMemoryDataset all = encode_labelled(numbered, d.vocab);
+      d.train = take(all.examples(), 0, all.size() - hold);
+      d.valid = take(all.examples(), all.size() - hold, all.size());
+    }
+    d.test = d.valid;
+  } else {
+    fail("the data of kind '", desc.kind, "' is not classification data");
+  }
+  d.desc = desc;
+  if (!model) d.desc.labels = d.labels;
+  d.description = d.desc.summary();
   if (d.input == "tokens") d.longest = longest_tokens({&d.train, &d.valid, &d.test});
   return d;
 }
@@ -145,16 +195,25 @@ ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf,
   return c;
 }
 
-TrainingState metadata_for(const ModelConfig& c, const ClassificationData& d,
-                           const std::string& data) {
+TrainingState metadata_for(const ModelConfig& c, const ClassificationData& d) {
   TrainingState s;
   s.config_json = c.to_json().dump();
   s.vocab_src = d.input == "tokens" ? d.vocab.to_string() : "";
   std::string labels;
   for (const auto& l : d.labels) labels += (labels.empty() ? "" : "\n") + l;
   s.extra["labels"] = labels;
-  s.extra["data"] = data;
+  s.extra["data"] = d.desc.to_json().dump();
   return s;
+}
+
+// The class names in id order, as the checkpoint stores them (one per line).
+std::vector<std::string> checkpoint_labels(const CheckpointInfo& info) {
+  std::vector<std::string> labels;
+  auto it = info.extra.find("labels");
+  if (it == info.extra.end()) return labels;
+  std::istringstream in(it->second);
+  for (std::string s; std::getline(in, s);) labels.push_back(s);
+  return labels;
 }
 
 // The model and its data, rebuilt from a checkpoint for eval and predict.
@@ -196,44 +255,72 @@ void add_classify_commands(CLI::App& root) {
   add_model_flags(train, a->model);
   add_train_flags(train, a->train);
   train->add_option("--patch", a->patch, "image patch size p (p x p pixels per token)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024))
+      ->group(kModelGroup);
   train->add_option("--pool", a->pool, "mean (over valid tokens) or cls (a class token)")
-      ->capture_default_str();
-  train->add_option("--listops-min-len", a->listops.min_len, "ListOps: shortest expression")
-      ->capture_default_str();
-  train->add_option("--listops-len", a->listops.max_len, "ListOps: longest expression")
-      ->capture_default_str();
-  train->add_option("--listops-depth", a->listops.depth, "ListOps: maximum depth")
-      ->capture_default_str();
-  train->add_option("--listops-args", a->listops.args, "ListOps: maximum arguments")
-      ->capture_default_str();
-  train->add_option("--listops-train", a->listops.train, "ListOps: training examples")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mean", "cls"}))
+      ->group(kModelGroup);
+  auto listops = [&](const char* name, int64_t& value, const char* help) {
+    train->add_option(name, value, help)
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+        ->group(kDataGroup);
+  };
+  listops("--listops-min-len", a->listops.min_len, "ListOps: shortest expression");
+  listops("--listops-len", a->listops.max_len, "ListOps: longest expression");
+  listops("--listops-depth", a->listops.depth, "ListOps: maximum depth");
+  listops("--listops-args", a->listops.args, "ListOps: maximum arguments");
+  listops("--listops-train", a->listops.train, "ListOps: training examples");
   train->callback([a, train] {
     Device device = setup_runtime(a->common);
-    if (a->pool != "mean" && a->pool != "cls") throw UsageError("--pool must be mean or cls");
-    ClassificationData d = load_data(a->common.data, a->listops, a->common.seed);
+    check_before_training(*train, a->common, a->train);
+    // The mixer's name and options before any data is generated (ListOps takes a while).
+    parse_mixer_options(a->model.mixer, a->model.mixer_options);
+    ClassificationData d = load_data(describe_data(a->common.data, a->listops, a->common.seed));
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.examples().resize(a->train.train_limit);
     ModelConfig config = model_config_for(a->model, a->common, d, a->patch, a->pool);
-    Classifier model(config);
+    Classifier model = build_model<Classifier>(config);
     model.to(device);
     std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
               << " valid, " << d.test.size() << " test\n"
               << "model: " << config.mixer << " classifier, " << model.parameter_count()
               << " parameters, max_len " << config.max_len << "\n";
-    save_run_config(*train, config, a->common.out);
+    open_run_folder(*train, a->common, a->train, config, d.desc.to_json().dump());
     ClassificationTask task(model, device, a->train.label_smoothing);
     Trainer trainer(task, d.train, &d.valid, trainer_options(a->train, a->common),
-                    metadata_for(config, d, d.description));
+                    metadata_for(config, d));
     TrainResult r = trainer.run();
-    if (r.interrupted) throw Interrupted();
+    const std::string& out = a->common.out;
+    const std::string mixlab = shell_quote(program_path());
+    const std::string resume = mixlab + " classify train --resume --out " + shell_quote(out);
+    if (r.interrupted) {
+      print_where_and_next(std::cerr, out, {resume});
+      throw Interrupted();
+    }
     std::map<std::string, double> test;
-    if (!a->common.out.empty() && std::filesystem::exists(Trainer::best_checkpoint(a->common.out)))
-      load_weights(Trainer::best_checkpoint(a->common.out), model);
+    if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out)))
+      load_weights(Trainer::best_checkpoint(out), model);
     test = task.evaluate(d.test);
+    trainer.log_test(test);
     print_summary("classify: " + config.mixer + " on " + d.description, model.parameter_count(), r,
                   test);
+    if (out.empty()) return;
+    const std::string best = shell_quote(Trainer::best_checkpoint(out));
+    std::string predict = mixlab + " classify predict --checkpoint " + best;
+    if (d.input == "image")
+      predict += " --images IDX_IMAGE_FILE";
+    else
+      predict =
+          "echo " +
+          shell_quote(d.desc.kind == "listops" ? "[MAX 3 [MIN 4 7 ] 2 ]" : "A LINE OF TOKENS") +
+          " | " + predict;
+    print_where_and_next(std::cout, out,
+                         {predict, mixlab + " classify eval --checkpoint " + best,
+                          resume + " --epochs " + std::to_string(a->train.trainer.epochs * 2) +
+                              "   # continue, to twice the epochs"});
   });
 
   // ---- eval ----
@@ -244,16 +331,39 @@ void add_classify_commands(CLI::App& root) {
   };
   auto e = std::make_shared<EvalArgs>();
   CLI::App* eval = classify->add_subcommand("eval", "accuracy of a checkpoint on a test set");
-  add_common_flags(eval, e->common);
-  eval->add_option("--checkpoint", e->checkpoint, "a .safetensors checkpoint")->required();
-  eval->callback([e] {
+  add_data_flags(eval, e->common,
+                 "fashion-mnist, listops, an IDX folder or a label<TAB>text file (default: the "
+                 "checkpoint's)");
+  add_runtime_flags(eval, e->common);
+  eval->add_option("--checkpoint", e->checkpoint, "a .safetensors checkpoint")
+      ->required()
+      ->group(kModelGroup);
+  eval->callback([e, eval] {
     Device device = setup_runtime(e->common);
     Loaded l = load_model(e->checkpoint, device);
-    std::string data = e->common.data.empty() ? l.info.extra["data"] : e->common.data;
-    if (data.rfind("ListOps", 0) == 0) data = "listops";
-    if (data.rfind("Fashion-MNIST", 0) == 0) data = "fashion-mnist";
-    ClassificationData d = load_data(data, e->listops, e->common.seed);
+    // The checkpoint's data unless --data names other data; always the checkpoint's
+    // vocabulary and labels, so a file is scored with the numbers the model was trained with.
+    DataDescription stored = read_data_description(l.info.extra["data"]);
+    DataDescription desc = stored;
+    if (!e->common.data.empty()) {
+      desc = describe_data(e->common.data, e->listops,
+                           eval->get_option("--seed")->count() ? e->common.seed : stored.seed);
+      if (desc.kind == "listops" && stored.kind == "listops") desc.generator = stored.generator;
+    }
+    if (desc.kind == "listops" && desc.generator.empty())  // an older checkpoint
+      desc = describe_data("listops", e->listops, desc.seed);
+    desc.labels = checkpoint_labels(l.info);
+    const bool images = desc.kind == "fashion-mnist" || desc.kind == "idx";
+    if (images != (l.info.config.input == "image"))
+      throw UsageError("--data: " + desc.summary() + " holds " + (images ? "images" : "tokens") +
+                       ", but the checkpoint classifies " + l.info.config.input + "s");
+    std::cerr << "data: " << desc.summary() << (desc == stored ? ", the checkpoint's" : "") << "\n";
+    Vocab vocab = l.info.vocab_src.empty() ? Vocab() : Vocab::from_string(l.info.vocab_src);
+    UnknownTokens unknown;
+    ClassificationData d = load_data(desc, &vocab, &unknown);
+    unknown.report(std::cerr);
     ClassificationTask task(*l.model, device);
+    task.set_progress(&std::cerr);
     for (const auto& [k, v] : task.evaluate(d.test)) std::cout << "test " << k << " " << v << "\n";
   });
 
@@ -265,31 +375,47 @@ void add_classify_commands(CLI::App& root) {
   auto p = std::make_shared<PredictArgs>();
   CLI::App* predict = classify->add_subcommand(
       "predict", "class and probability for each input: token lines on stdin, or --images IDX");
-  add_common_flags(predict, p->common);
-  predict->add_option("--checkpoint", p->checkpoint, "a .safetensors checkpoint")->required();
+  add_runtime_flags(predict, p->common);
+  predict->add_option("--checkpoint", p->checkpoint, "a .safetensors checkpoint")
+      ->required()
+      ->group(kModelGroup);
   predict->add_option("--images", p->images, "an IDX image file (else: token lines on stdin)");
   predict->callback([p] {
     Device device = setup_runtime(p->common);
     Loaded l = load_model(p->checkpoint, device);
+    std::cerr << "data: " << read_data_description(l.info.extra["data"]).summary() << "\n";
     std::vector<std::string> labels;
     std::istringstream ls(l.info.extra["labels"]);
     for (std::string s; std::getline(ls, s);) labels.push_back(s);
     ClassificationTask task(*l.model, device);
-    auto print = [&](const Batch& b) {
-      std::vector<float> probs = task.probabilities(b).to_float_vector();
-      int64_t c = static_cast<int64_t>(probs.size()) / b.size;
-      for (int64_t i = 0; i < b.size; ++i) {
-        const float* row = probs.data() + i * c;
-        int64_t k = std::max_element(row, row + c) - row;
-        std::cout << (k < static_cast<int64_t>(labels.size()) ? labels[k] : std::to_string(k))
-                  << "\t" << row[k] << "\n";
+    // "label<TAB>probability" for each example, in order.
+    auto predict_all = [&](std::vector<Example> examples) {
+      InMemoryDataset data(std::move(examples));
+      DataLoaderOptions o;
+      o.batch_size = 256;
+      o.shuffle = false;
+      DataLoader loader(data, o);
+      loader.start_epoch(0);
+      std::vector<std::string> out;
+      for (Batch b; loader.next(b);) {
+        std::vector<float> probs = task.probabilities(b).to_float_vector();
+        int64_t c = static_cast<int64_t>(probs.size()) / b.size;
+        for (int64_t i = 0; i < b.size; ++i) {
+          const float* row = probs.data() + i * c;
+          int64_t k = std::max_element(row, row + c) - row;
+          std::ostringstream line;
+          line << (k < static_cast<int64_t>(labels.size()) ? labels[k] : std::to_string(k)) << "\t"
+               << row[k];
+          out.push_back(line.str());
+        }
       }
+      return out;
     };
-    std::vector<Example> examples;
     if (!p->images.empty()) {
       IdxArray idx = read_idx(p->images);
       check(idx.dims.size() == 3, p->images, ": expected an image file [n, rows, cols]");
       int64_t n = idx.dims[0], px = idx.dims[1] * idx.dims[2];
+      std::vector<Example> examples;
       for (int64_t i = 0; i < n; ++i) {
         Example ex;
         for (int64_t j = 0; j < px; ++j)
@@ -297,26 +423,50 @@ void add_classify_commands(CLI::App& root) {
                                 kFashionMnistStd);
         examples.push_back(std::move(ex));
       }
-    } else {
-      check(!l.info.vocab_src.empty(), "this checkpoint classifies images: pass --images FILE");
-      Vocab vocab = Vocab::from_string(l.info.vocab_src);
-      for (std::string line; std::getline(std::cin, line);) {
+      for (const auto& line : predict_all(std::move(examples))) std::cout << line << "\n";
+      return;
+    }
+    check(!l.info.vocab_src.empty(), "this checkpoint classifies images: pass --images FILE");
+    Vocab vocab = Vocab::from_string(l.info.vocab_src);
+    // On a terminal each line is answered as it is typed; otherwise all lines go through in
+    // batches. A line that cannot be classified is reported and answered with an empty line,
+    // so output line N still belongs to input line N.
+    const bool terminal = ::isatty(STDIN_FILENO) && ::isatty(STDERR_FILENO);
+    if (terminal) std::cerr << "one line of tokens per prediction (Ctrl-D ends)\n> " << std::flush;
+    std::vector<Example> examples;
+    std::vector<int64_t> slot;  // per input line: its example, or -1 when skipped
+    int64_t line_number = 0;
+    for (std::string line; std::getline(std::cin, line);) {
+      ++line_number;
+      std::vector<std::string> tokens = tokenize_words(line);
+      UnknownTokens unknown;
+      unknown.add(tokens, vocab);
+      unknown.report(std::cerr);
+      std::string problem;
+      if (tokens.empty()) problem = "the line is empty";
+      if (static_cast<int64_t>(tokens.size()) > l.info.config.max_len)
+        problem = std::to_string(tokens.size()) + " tokens, longer than the model's max_len " +
+                  std::to_string(l.info.config.max_len);
+      if (!problem.empty()) {
+        std::cerr << "warning: line " << line_number << ": " << problem << "; skipped\n";
+        slot.push_back(-1);
+      } else {
         Example ex;
-        ex.src = vocab.encode(tokenize_words(line));
-        check(!ex.src.empty(), "predict: an empty input line");
-        check(static_cast<int64_t>(ex.src.size()) <= l.info.config.max_len, "predict: a line of ",
-              ex.src.size(), " tokens is longer than the model's max_len ", l.info.config.max_len);
+        ex.src = vocab.encode(tokens);
+        slot.push_back(static_cast<int64_t>(examples.size()));
         examples.push_back(std::move(ex));
       }
+      if (terminal) {
+        std::vector<std::string> answer =
+            slot.back() < 0 ? std::vector<std::string>{""} : predict_all({examples.back()});
+        std::cout << answer[0] << "\n" << std::flush;
+        check_stdout();
+        std::cerr << "> " << std::flush;
+      }
     }
-    InMemoryDataset data(std::move(examples));
-    DataLoaderOptions o;
-    o.batch_size = 256;
-    o.shuffle = false;
-    DataLoader loader(data, o);
-    loader.start_epoch(0);
-    Batch b;
-    while (loader.next(b)) print(b);
+    if (terminal) return;
+    std::vector<std::string> answers = predict_all(std::move(examples));
+    for (int64_t s : slot) std::cout << (s < 0 ? std::string() : answers[s]) << "\n";
   });
 }
 

@@ -1,5 +1,9 @@
 #include "apps/common.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -12,63 +16,147 @@
 
 namespace mixlab::app {
 
-void add_common_flags(CLI::App* cmd, CommonFlags& f) {
-  cmd->add_option("--data", f.data, "data set name or path (default: the command's built-in set)");
-  cmd->add_option("--out", f.out, "output directory for checkpoints, metrics, plots and config");
-  cmd->add_option("--seed", f.seed, "seed for initialisation, data order and dropout")
-      ->capture_default_str();
+// The groups of --help (and of config.ini), in the order a reader looks for them.
+const char* const kDataGroup = "Data";
+const char* const kModelGroup = "Model";
+const char* const kOptimisationGroup = "Optimisation";
+const char* const kDecodingGroup = "Decoding";
+const char* const kOutputGroup = "Output";
+const char* const kRunGroup = "Run";
+
+namespace {
+
+// A sane ceiling for --threads: more workers than this only add scheduling overhead on any
+// machine the project targets, and a typo (1000 for 100) should not start a thousand threads.
+constexpr int kMaxThreads = 256;
+
+CLI::Validator device_name() {
+  return CLI::Validator(
+      [](std::string& name) {
+        try {
+          parse_device(name);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      },
+      "cpu|cuda|cuda:N");
+}
+
+// CLI11's NonNegativeNumber prints DBL_MAX in its message; this one says what is wrong.
+CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& text) {
+        double v = 0;
+        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || p != text.data() + text.size())
+          return "'" + text + "' is not a number";
+        return v < 0 ? text + " is negative; expected 0 or more" : std::string();
+      },
+      "NONNEGATIVE");
+}
+
+}  // namespace
+
+void add_runtime_flags(CLI::App* cmd, CommonFlags& f) {
   cmd->add_option("--threads", f.threads,
                   "CPU threads for kernels and matrix products (0: all cores)")
-      ->capture_default_str();
-  cmd->add_option("--device", f.device, "cpu or cuda")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxThreads))
+      ->group(kRunGroup);
+  cmd->add_option("--device", f.device, "cpu, cuda or cuda:N")
+      ->capture_default_str()
+      ->check(device_name())
+      ->group(kRunGroup);
+}
+
+void add_data_flags(CLI::App* cmd, CommonFlags& f, const std::string& data_help) {
+  cmd->add_option("--data", f.data, data_help)->group(kDataGroup);
+  cmd->add_option("--seed", f.seed, "seed for initialisation, data order, held-out sets, dropout")
+      ->capture_default_str()
+      ->group(kRunGroup);
+}
+
+void add_common_flags(CLI::App* cmd, CommonFlags& f) {
+  add_data_flags(cmd, f, "data set name or path (default: the command's built-in set)");
+  cmd->add_option("--out", f.out, "the run folder: checkpoints, metrics, plots and config")
+      ->capture_default_str()
+      ->group(kOutputGroup);
+  add_runtime_flags(cmd, f);
 }
 
 void add_model_flags(CLI::App* cmd, ModelFlags& f) {
-  cmd->add_option("--mixer", f.mixer, "token mixer (see `mixlab mixers`)")->capture_default_str();
+  auto model = [&](CLI::Option* o) { return o->capture_default_str()->group(kModelGroup); };
+  model(cmd->add_option("--mixer", f.mixer, "token mixer (see `mixlab mixers`)"));
   cmd->add_option("--mixer-opt", f.mixer_options,
-                  "a mixer option key=value (repeatable), e.g. --mixer-opt rank=4");
-  cmd->add_option("--dim", f.dim, "model width d")->capture_default_str();
-  cmd->add_option("--heads", f.heads, "heads h")->capture_default_str();
-  cmd->add_option("--layers", f.layers, "encoder (and decoder) blocks")->capture_default_str();
-  cmd->add_option("--ffn-dim", f.ffn_dim, "FFN hidden width f (0: 4d)")->capture_default_str();
-  cmd->add_option("--max-len", f.max_len, "max length ℓ (0: the longest sequence in the data)")
-      ->capture_default_str();
-  cmd->add_option("--dropout", f.dropout, "residual dropout rate")->capture_default_str();
-  cmd->add_option("--pos", f.positions, "positional embedding: learned, sinusoidal or none")
-      ->capture_default_str();
+                  "a mixer option key=value (repeatable), e.g. --mixer-opt rank=4")
+      ->group(kModelGroup);
+  model(cmd->add_option("--dim", f.dim, "model width d"))->check(CLI::Range(1, 65536));
+  model(cmd->add_option("--heads", f.heads, "heads h"))->check(CLI::Range(1, 1024));
+  model(cmd->add_option("--layers", f.layers, "encoder (and decoder) blocks"))
+      ->check(CLI::Range(1, 256));
+  model(cmd->add_option("--ffn-dim", f.ffn_dim, "FFN hidden width f (0: 4d)"))
+      ->check(CLI::Range(0, 1 << 20));
+  model(
+      cmd->add_option("--max-len", f.max_len, "max length ℓ (0: the longest sequence in the data)"))
+      ->check(CLI::Range(0, 1 << 20));
+  model(cmd->add_option("--dropout", f.dropout, "residual dropout rate"))
+      ->check(CLI::Range(0.0, 0.99));
+  model(cmd->add_option("--pos", f.positions, "positional embedding"))
+      ->check(CLI::IsMember({"learned", "sinusoidal", "none"}));
 }
 
 void add_train_flags(CLI::App* cmd, TrainFlags& f) {
   TrainerOptions& t = f.trainer;
-  cmd->add_option("--epochs", t.epochs, "training epochs")->capture_default_str();
-  cmd->add_option("--steps", f.steps, "stop after N optimizer steps (0: no limit)")
-      ->capture_default_str();
-  cmd->add_option("--batch", t.batch_size, "batch size")->capture_default_str();
-  cmd->add_option("--optimizer", t.optimizer, "adamw, adam or sgd")->capture_default_str();
-  cmd->add_option("--lr", t.lr, "peak learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", t.weight_decay, "weight decay (not on biases and norms)")
-      ->capture_default_str();
-  cmd->add_option("--schedule", t.schedule, "constant, cosine, inverse_sqrt or step")
-      ->capture_default_str();
-  cmd->add_option("--warmup", t.warmup, "warm-up steps")->capture_default_str();
-  cmd->add_option("--clip", t.clip, "gradient-norm clip (0: off)")->capture_default_str();
-  cmd->add_option("--accumulate", t.accumulate, "micro-batches per optimizer step")
-      ->capture_default_str();
-  cmd->add_option("--label-smoothing", f.label_smoothing, "label smoothing of the loss")
-      ->capture_default_str();
-  cmd->add_option("--eval-every", t.eval_every, "evaluate every N steps (0: every epoch)")
-      ->capture_default_str();
-  cmd->add_option("--keep-epochs", t.keep_epochs,
-                  "also keep the last N end-of-epoch checkpoints as OUT/epoch-E.safetensors "
-                  "(for `mixlab average`)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--log-every", t.log_every, "steps between train-loss rows in metrics.csv")
-      ->capture_default_str();
+  auto opt = [&](CLI::Option* o) { return o->capture_default_str()->group(kOptimisationGroup); };
+  auto out = [&](CLI::Option* o) { return o->capture_default_str()->group(kOutputGroup); };
+  opt(cmd->add_option("--epochs", t.epochs, "training epochs"))->check(CLI::Range(1, 1000000));
+  opt(cmd->add_option("--steps", f.steps, "stop after N optimizer steps (0: no limit)"))
+      ->check(non_negative());
+  opt(cmd->add_option("--batch", t.batch_size, "batch size"))->check(CLI::Range(1, 1 << 20));
+  opt(cmd->add_option("--optimizer", t.optimizer, "optimizer"))
+      ->check(CLI::IsMember({"adamw", "adam", "sgd"}));
+  opt(cmd->add_option("--lr", t.lr, "peak learning rate"))->check(CLI::PositiveNumber);
+  opt(cmd->add_option("--weight-decay", t.weight_decay, "weight decay (not on biases and norms)"))
+      ->check(non_negative());
+  opt(cmd->add_option("--schedule", t.schedule, "learning-rate schedule"))
+      ->check(CLI::IsMember({"constant", "cosine", "inverse_sqrt", "step"}));
+  opt(cmd->add_option("--warmup", t.warmup, "warm-up steps"))->check(non_negative());
+  opt(cmd->add_option("--clip", t.clip, "gradient-norm clip (0: off)"))->check(non_negative());
+  opt(cmd->add_option("--accumulate", t.accumulate, "micro-batches per optimizer step"))
+      ->check(CLI::Range(1, 1 << 16));
+  opt(cmd->add_option("--label-smoothing", f.label_smoothing, "label smoothing of the loss"))
+      ->check(CLI::Range(0.0, 0.99));
   cmd->add_option("--train-limit", f.train_limit, "use only the first N training examples")
-      ->capture_default_str();
-  cmd->add_flag("--resume", t.resume, "continue from OUT/last.safetensors");
-  cmd->add_flag("--quiet", t.quiet, "no progress output");
+      ->capture_default_str()
+      ->check(non_negative())
+      ->group(kDataGroup);
+  out(cmd->add_option("--eval-every", t.eval_every, "evaluate every N steps (0: every epoch)"))
+      ->check(non_negative());
+  out(cmd->add_option("--keep-epochs", t.keep_epochs,
+                      "also keep the last N end-of-epoch checkpoints as OUT/epoch-E.safetensors "
+                      "(for `mixlab average`)"))
+      ->check(non_negative());
+  out(cmd->add_option("--log-every", t.log_every, "steps between train-loss rows in metrics.csv"))
+      ->check(CLI::PositiveNumber);
+  // Neither is written to config.ini: replaying a run's settings must not resume or empty it.
+  cmd->add_flag("--resume", t.resume,
+                "continue the run in --out from its last.safetensors, with its stored settings")
+      ->configurable(false)
+      ->group(kRunGroup);
+  cmd->add_flag("--overwrite", f.overwrite, "empty a --out that already holds a run")
+      ->configurable(false)
+      ->group(kOutputGroup);
+  cmd->add_flag("--quiet", t.quiet, "no progress output")->group(kOutputGroup);
+}
+
+void check_stdout() {
+  std::cout.flush();
+  if (!std::cout.good()) {
+    int err = errno;
+    std::cout.clear();  // report once
+    fail("cannot write to standard output: ", err ? std::strerror(err) : "write error");
+  }
 }
 
 Device setup_runtime(const CommonFlags& f) {
@@ -84,10 +172,39 @@ Device setup_runtime(const CommonFlags& f) {
   return d;
 }
 
+namespace {
+
+// Whole-number options (their default is one) must be whole numbers in a sane range: a typo
+// such as kernel=100001 would otherwise allocate gigabytes before anything fails. Boolean
+// options take true or false. The mixer itself checks what depends on the model (odd kernels,
+// even widths).
+constexpr int64_t kMaxMixerOptionValue = 4096;
+
+void check_mixer_option_value(const std::string& mixer, const MixerOption& o,
+                              const std::string& value) {
+  auto is_integer = [](const std::string& s, int64_t& v) {
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return ec == std::errc() && p == s.data() + s.size();
+  };
+  int64_t default_value = 0, v = 0;
+  const std::string what = "--mixer-opt " + o.key + "=" + value + " (mixer " + mixer + "): ";
+  if (is_integer(o.default_value, default_value)) {
+    if (!is_integer(value, v)) throw UsageError(what + o.key + " takes a whole number");
+    if (v < 0 || v > kMaxMixerOptionValue)
+      throw UsageError(what + o.key + " must be from 0 to " + std::to_string(kMaxMixerOptionValue));
+  } else if ((o.default_value == "true" || o.default_value == "false") && value != "true" &&
+             value != "false") {
+    throw UsageError(what + o.key + " takes true or false");
+  }
+}
+
+}  // namespace
+
 std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
                                                        const std::vector<std::string>& items) {
   std::map<std::string, std::string> out;
   for (const auto& item : items) {
+    if (item.empty()) continue;  // config.ini writes an empty list as mixer-opt=""
     auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
       throw UsageError("--mixer-opt '" + item + "': expected key=value");
@@ -106,6 +223,8 @@ std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
             "mixer '" + mixer + "' has no option '" + key + "'" +
             (list.empty() ? std::string("; it takes none") : "; its options: " + list));
       }
+      for (const auto& o : info.options)
+        if (o.key == key) check_mixer_option_value(mixer, o, value);
     }
   } catch (const UsageError&) {
     throw;
@@ -145,6 +264,24 @@ TrainerOptions trainer_options(const TrainFlags& f, const CommonFlags& c) {
   return t;
 }
 
+void UnknownTokens::add(const std::vector<std::string>& tokens, const Vocab& vocab) {
+  for (const auto& t : tokens) {
+    if (vocab.contains(t)) continue;
+    ++total_;
+    if (std::find(names_.begin(), names_.end(), t) == names_.end()) names_.push_back(t);
+  }
+}
+
+void UnknownTokens::report(std::ostream& out) const {
+  if (total_ == 0) return;
+  std::string list;
+  const size_t shown = std::min<size_t>(names_.size(), 8);
+  for (size_t i = 0; i < shown; ++i) list += (i ? ", " : "") + names_[i];
+  if (shown < names_.size()) list += ", ... " + std::to_string(names_.size() - shown) + " more";
+  out << "warning: " << total_ << " unknown token" << (total_ == 1 ? "" : "s") << " (" << list
+      << ") mapped to <unk>\n";
+}
+
 CheckpointInfo read_checkpoint_info(const std::string& path) {
   check(std::filesystem::exists(path), "checkpoint '", path, "' does not exist");
   SafetensorsFile file = load_safetensors(path);
@@ -164,13 +301,6 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
     for (const auto& [k, v] : parsed.as_object()) info.extra[k] = v.as_string();
   }
   return info;
-}
-
-void save_run_config(const CLI::App& cmd, const ModelConfig& config, const std::string& dir) {
-  if (dir.empty()) return;
-  std::filesystem::create_directories(dir);
-  write_file_atomically(dir + "/config.ini", std::string_view(cmd.config_to_str(true, true)));
-  write_file_atomically(dir + "/model.json", std::string_view(config.to_json().dump() + "\n"));
 }
 
 void print_summary(const std::string& title, int64_t parameters, const TrainResult& r,

@@ -9,6 +9,7 @@
 
 #include "nn/model_config.h"
 #include "train/trainer.h"
+#include "train/vocab.h"
 
 namespace mixlab::app {
 
@@ -45,11 +46,29 @@ struct TrainFlags {
   int64_t steps = 0;
   double label_smoothing = 0.0;
   int64_t train_limit = 0;  // use only the first N training examples (0 = all)
+  bool overwrite = false;   // empty a --out that holds a run (apps/run_folder.h)
 };
 
+// --help groups: Data, Model, Optimisation, Decoding, Output, Run.
+extern const char* const kDataGroup;
+extern const char* const kModelGroup;
+extern const char* const kOptimisationGroup;
+extern const char* const kDecodingGroup;
+extern const char* const kOutputGroup;
+extern const char* const kRunGroup;
+
+// Training commands: --data, --seed, --out, --threads, --device.
 void add_common_flags(CLI::App* cmd, CommonFlags& f);
+// Inference commands take only what they use: --threads and --device ...
+void add_runtime_flags(CLI::App* cmd, CommonFlags& f);
+// ... and, when they read a data set, --data and --seed.
+void add_data_flags(CLI::App* cmd, CommonFlags& f, const std::string& data_help);
 void add_model_flags(CLI::App* cmd, ModelFlags& f);
 void add_train_flags(CLI::App* cmd, TrainFlags& f);
+
+// Throws Error when a write to stdout failed (a full disk, a closed pipe): output that cannot be
+// written must not end in exit code 0.
+void check_stdout();
 
 // Applies --threads and --device; returns the device (a clear error when CUDA is absent).
 Device setup_runtime(const CommonFlags& f);
@@ -60,6 +79,30 @@ std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
 void apply_model_flags(const ModelFlags& f, uint64_t seed, ModelConfig& config);
 TrainerOptions trainer_options(const TrainFlags& f, const CommonFlags& c);
 
+// Builds a model from flags: its errors (a mixer refusing an option value or a component name)
+// are usage errors.
+template <typename Model>
+Model build_model(const ModelConfig& config) {
+  try {
+    return Model(config);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// Input tokens outside a vocabulary (they become <unk>), counted for one warning.
+class UnknownTokens {
+ public:
+  void add(const std::vector<std::string>& tokens, const Vocab& vocab);
+  int64_t total() const { return total_; }
+  // "warning: 2 unknown tokens (fly, Walk) mapped to <unk>"; nothing when there were none.
+  void report(std::ostream& out) const;
+
+ private:
+  int64_t total_ = 0;
+  std::vector<std::string> names_;  // distinct, in order of appearance
+};
+
 // The configuration a checkpoint was trained with.
 struct CheckpointInfo {
   ModelConfig config;
@@ -67,9 +110,6 @@ struct CheckpointInfo {
   std::map<std::string, std::string> extra;
 };
 CheckpointInfo read_checkpoint_info(const std::string& path);
-
-// Writes the exact command-line configuration (INI, readable by --config) and the model JSON.
-void save_run_config(const CLI::App& cmd, const ModelConfig& config, const std::string& dir);
 
 // The end-of-run table: parameters, wall time, throughput and final metrics.
 void print_summary(const std::string& title, int64_t parameters, const TrainResult& result,

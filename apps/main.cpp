@@ -8,15 +8,23 @@
 //
 // Exit codes: 0 success, 1 runtime failure (data, files), 2 usage errors (bad flags, unknown
 // mixer names), 130 interrupted (after saving a checkpoint).
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "apps/commands.h"
+#include "apps/cli_style.h"
 #include "apps/common.h"
+#include "apps/run_folder.h"
 #include "backends/cpu/openblas_kernels.h"
 
 int main(int argc, char** argv) {
   mixlab::reexec_with_better_openblas_kernels(argv);
-  CLI::App app{"mixlab: a from-scratch engine for studying token mixers"};
+  CLI::App app{"mixlab: a from-scratch engine for studying token mixers", "mixlab"};
+  app.formatter(std::make_shared<mixlab::app::GroupedFormatter>());
+  app.set_version_flag("--version", mixlab::app::version_string(),
+                       "print the version, git revision, build type and CUDA support");
   app.set_config("--config", "", "read options from a TOML/INI file (as saved in OUT/config.ini)");
   app.require_subcommand(1);
   // A flag given twice takes its last value, so scripts can append overrides to defaults.
@@ -29,8 +37,13 @@ int main(int argc, char** argv) {
   mixlab::app::add_export_command(app);
   mixlab::app::add_inspect_command(app);
   mixlab::app::add_study_command(app);
+  const std::vector<std::string> given(argv + 1, argv + argc);
+  mixlab::app::set_program_path(argv[0]);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = mixlab::app::resume_config_args(app, given);
+    std::reverse(args.begin(), args.end());  // CLI11 takes the vector form last-first
+    app.parse(args);
+    mixlab::app::check_stdout();
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -39,6 +52,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    std::cerr << mixlab::app::suggest_corrections(app, given);
     return 2;
   } catch (const mixlab::app::UsageError& e) {
     std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";

@@ -14,8 +14,13 @@
 #include <filesystem>
 #include <iostream>
 
+#include <unistd.h>
+
 #include "apps/commands.h"
+#include "apps/cli_style.h"
 #include "apps/common.h"
+#include "apps/data_description.h"
+#include "apps/run_folder.h"
 #include "autograd/grad_mode.h"
 #include "core/random.h"
 #include "nn/mixer_registry.h"
@@ -36,7 +41,8 @@ struct TranslationData {
   std::vector<std::vector<std::vector<std::string>>> valid_refs, test_refs;
   std::string tgt_join = " ";  // how output tokens are joined when printed
   std::string src_tokens = "words";
-  std::string description;
+  DataDescription desc;
+  std::string description;  // desc.summary()
 };
 
 // Moves a seeded `fraction` of `pool` into `held` (order otherwise kept).
@@ -61,22 +67,45 @@ void g2p_side(const std::vector<G2PEntry>& entries, std::vector<Seq2SeqText>& pa
   }
 }
 
-TranslationData load_data(const std::string& name_in, const std::string& split,
-                          const std::string& tokens, uint64_t seed) {
+// The data the flags name (usage errors for values outside the closed sets).
+DataDescription describe_data(const std::string& name_in, const std::string& split,
+                              const std::string& tokens, uint64_t seed) {
   std::string name = name_in.empty() ? "scan" : name_in;
-  TranslationData d;
+  DataDescription d;
+  d.seed = seed;
   if (name == "scan") {
+    d.kind = "scan";
+    d.split = split;
+    d.held_out = "5% of train, chosen by the seed";
+  } else if (name == "g2p") {
+    d.kind = "g2p";
+    d.held_out = "2,670 training words, the same for every seed";
+  } else if (std::filesystem::is_regular_file(name)) {
+    if (tokens != "words" && tokens != "chars")
+      throw UsageError("--tokens " + tokens + ": expected words or chars");
+    d.kind = "tsv";
+    d.path = absolute_path(name);
+    d.tokens = tokens;
+    d.held_out = "the last 10% of lines (also the test set)";
+  } else {
+    throw UsageError("--data '" + name + "': expected scan, g2p or a source<TAB>target file");
+  }
+  return d;
+}
+
+TranslationData load_data(const DataDescription& desc) {
+  TranslationData d;
+  if (desc.kind == "scan") {
     ScanSplit s;
     try {
-      s = scan_split(split, seed);
+      s = scan_split(desc.split, desc.seed);
     } catch (const Error& e) {
       throw UsageError(std::string("--split: ") + e.what());
     }
     d.train = std::move(s.train);
     d.test = std::move(s.test);
-    hold_out(d.train, d.valid, 0.05, seed);
-    d.description = "SCAN " + split + " split";
-  } else if (name == "g2p") {
+    hold_out(d.train, d.valid, 0.05, desc.seed);
+  } else if (desc.kind == "g2p") {
     // The dev words do not follow --seed: runs with other seeds are chosen on (and can be
     // ensembled over) the same 2,670 held-out words. Seed 0 gives the split earlier runs used.
     G2PData g = load_g2p(default_g2p_dir(), 2670, /*seed=*/0);
@@ -84,22 +113,21 @@ TranslationData load_data(const std::string& name_in, const std::string& split,
     g2p_side(g.dev, d.valid, d.valid_refs);
     g2p_side(g.test, d.test, d.test_refs);
     d.src_tokens = "chars";
-    d.description = "CMUdict g014b2b (" + default_g2p_dir() + ")";
-  } else if (std::filesystem::is_regular_file(name)) {
-    bool chars = tokens == "chars";
-    if (!chars && tokens != "words") throw UsageError("--tokens must be words or chars");
-    d.train = read_parallel_tsv(name, chars ? Tokenization::kChars : Tokenization::kWords);
+  } else if (desc.kind == "tsv") {
+    bool chars = desc.tokens == "chars";
+    d.train = read_parallel_tsv(desc.path, chars ? Tokenization::kChars : Tokenization::kWords);
     size_t hold = std::max<size_t>(1, d.train.size() / 10);
-    check(d.train.size() > hold, name, ": too few pairs to hold out a validation set");
+    check(d.train.size() > hold, desc.path, ": too few pairs to hold out a validation set");
     d.valid.assign(d.train.end() - hold, d.train.end());
     d.train.resize(d.train.size() - hold);
     d.test = d.valid;
-    d.src_tokens = tokens;
+    d.src_tokens = desc.tokens;
     if (chars) d.tgt_join = "";
-    d.description = "parallel text " + name;
   } else {
-    throw UsageError("--data '" + name + "': expected scan, g2p or a source<TAB>target file");
+    fail("the data of kind '", desc.kind, "' is not translation data");
   }
+  d.desc = desc;
+  d.description = desc.summary();
   return d;
 }
 
@@ -141,11 +169,18 @@ struct DecodeFlags {
 };
 
 void add_decode_flags(CLI::App* cmd, DecodeFlags& f) {
-  cmd->add_option("--beam", f.beam, "beam width (1: greedy)")->capture_default_str();
+  cmd->add_option("--beam", f.beam, "beam width (1: greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024))
+      ->group(kDecodingGroup);
   cmd->add_option("--length-penalty", f.length_penalty, "beam length penalty alpha (0: off)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6))
+      ->group(kDecodingGroup);
   cmd->add_option("--max-output", f.max_output, "longest output (0: the model's limit)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20))
+      ->group(kDecodingGroup);
 }
 
 DecodeOptions decode_options(const DecodeFlags& f, const ModelConfig& c) {
@@ -247,17 +282,27 @@ void add_translate_commands(CLI::App& root) {
   add_model_flags(train, a->model);
   add_train_flags(train, a->train);
   add_decode_flags(train, a->decode);
-  train->add_option("--split", a->split, "SCAN split: simple, length or addprim_jump")
-      ->capture_default_str();
-  train->add_option("--tokens", a->tokens, "TSV data: words or chars")->capture_default_str();
+  train->add_option("--split", a->split, "SCAN split")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"simple", "length", "addprim_jump"}))
+      ->group(kDataGroup);
+  train->add_option("--tokens", a->tokens, "TSV data: tokens are words or chars")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"words", "chars"}))
+      ->group(kDataGroup);
   train->add_option("--decoder-mixer", a->decoder_mixer, "the decoder's causal self-mixer")
-      ->capture_default_str();
-  train->add_option("--decoder-mixer-opt", a->decoder_options, "a decoder mixer option key=value");
+      ->capture_default_str()
+      ->group(kModelGroup);
+  train->add_option("--decoder-mixer-opt", a->decoder_options, "a decoder mixer option key=value")
+      ->group(kModelGroup);
   train->add_option("--cross", a->cross, "the cross-mixer (dot-product attention)")
-      ->capture_default_str();
-  train->add_flag("--tie-output", a->tie, "tie the output layer to the target embedding");
+      ->capture_default_str()
+      ->group(kModelGroup);
+  train->add_flag("--tie-output", a->tie, "tie the output layer to the target embedding")
+      ->group(kModelGroup);
   train->callback([a, train] {
     Device device = setup_runtime(a->common);
+    check_before_training(*train, a->common, a->train);
     ModelConfig config;
     config.task = "translate";
     apply_model_flags(a->model, a->common.seed, config);
@@ -277,7 +322,8 @@ void add_translate_commands(CLI::App& root) {
                        "encoder (the synthetic mixers cannot replace cross-attention)");
     config.cross = a->cross;
     config.tie_output = a->tie;
-    TranslationData d = load_data(a->common.data, a->split, a->tokens, a->common.seed);
+    TranslationData d =
+        load_data(describe_data(a->common.data, a->split, a->tokens, a->common.seed));
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.resize(a->train.train_limit);
     Vocab src = build_src_vocab(d.train), tgt = build_tgt_vocab(d.train);
@@ -292,14 +338,14 @@ void add_translate_commands(CLI::App& root) {
     }
     config.vocab = static_cast<int64_t>(src.size());
     config.tgt_vocab = static_cast<int64_t>(tgt.size());
-    Translator model(config);
+    Translator model = build_model<Translator>(config);
     model.to(device);
     std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
               << " valid, " << d.test.size() << " test; vocab " << src.size() << " -> "
               << tgt.size() << "\n"
               << "model: " << config.mixer << " encoder, " << config.decoder_mixer << " decoder, "
               << model.parameter_count() << " parameters\n";
-    save_run_config(*train, config, a->common.out);
+    open_run_folder(*train, a->common, a->train, config, d.desc.to_json().dump());
     InMemoryDataset train_set = encode_seq2seq(d.train, src, tgt);
     InMemoryDataset valid_set = encode_seq2seq(d.valid, src, tgt);
     TranslationTask task(model, device, a->train.label_smoothing,
@@ -309,58 +355,103 @@ void add_translate_commands(CLI::App& root) {
     meta.config_json = config.to_json().dump();
     meta.vocab_src = src.to_string();
     meta.vocab_tgt = tgt.to_string();
-    meta.extra["data"] = d.description;
+    meta.extra["data"] = d.desc.to_json().dump();
     meta.extra["src_tokens"] = d.src_tokens;
     meta.extra["tgt_join"] = d.tgt_join;
     Trainer trainer(task, train_set, &valid_set, trainer_options(a->train, a->common), meta);
     TrainResult r = trainer.run();
-    if (r.interrupted) throw Interrupted();
-    if (!a->common.out.empty() && std::filesystem::exists(Trainer::best_checkpoint(a->common.out)))
-      load_weights(Trainer::best_checkpoint(a->common.out), model);
+    const std::string& out = a->common.out;
+    const std::string mixlab = shell_quote(program_path());
+    const std::string resume = mixlab + " translate train --resume --out " + shell_quote(out);
+    if (r.interrupted) {
+      print_where_and_next(std::cerr, out, {resume});
+      throw Interrupted();
+    }
+    if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out)))
+      load_weights(Trainer::best_checkpoint(out), model);
     auto test = test_and_show(task, d, src, tgt, 5);
+    trainer.log_test(test);
     print_summary(
         "translate: " + config.mixer + " / " + config.decoder_mixer + " on " + d.description,
         model.parameter_count(), r, test);
+    if (out.empty()) return;
+    const std::string best = shell_quote(Trainer::best_checkpoint(out));
+    const std::string sample =
+        d.test.empty() ? "..." : join(d.test[0].src, d.src_tokens == "chars" ? "" : " ");
+    print_where_and_next(
+        std::cout, out,
+        {"echo " + shell_quote(sample) + " | " + mixlab + " translate run --checkpoint " + best,
+         mixlab + " translate eval --checkpoint " + best + " --beam 4",
+         resume + " --epochs " + std::to_string(a->train.trainer.epochs * 2) +
+             "   # continue, to twice the epochs"});
   });
 
   struct EvalArgs {
     CommonFlags common;
     DecodeFlags decode;
     std::vector<std::string> checkpoints;
-    std::string split = "simple", tokens = "words", on = "test";
+    std::string split, tokens, on = "test";
   };
   auto e = std::make_shared<EvalArgs>();
   CLI::App* eval = translate->add_subcommand(
       "eval", "score a checkpoint (or an ensemble) on the test or validation set");
-  add_common_flags(eval, e->common);
+  add_data_flags(eval, e->common,
+                 "scan, g2p or a source<TAB>target file (default: the checkpoint's)");
+  add_runtime_flags(eval, e->common);
   add_decode_flags(eval, e->decode);
   eval->add_option("--checkpoint", e->checkpoints,
                    "a .safetensors checkpoint; several decode as an ensemble (the mean of their "
                    "next-token probabilities)")
-      ->required();
-  eval->add_option("--split", e->split, "SCAN split")->capture_default_str();
-  eval->add_option("--tokens", e->tokens, "TSV data: words or chars")->capture_default_str();
+      ->required()
+      ->group(kModelGroup);
+  eval->add_option("--split", e->split, "SCAN split (default: the checkpoint's)")
+      ->check(CLI::IsMember({"simple", "length", "addprim_jump"}))
+      ->group(kDataGroup);
+  eval->add_option("--tokens", e->tokens, "TSV data: words or chars (default: the checkpoint's)")
+      ->check(CLI::IsMember({"words", "chars"}))
+      ->group(kDataGroup);
   eval->add_option("--on", e->on,
                    "score the test set, or the validation set held out from train (for choosing "
                    "a checkpoint; g2p's dev set is fixed, scan's and a file's follow --seed)")
       ->check(CLI::IsMember({"test", "valid"}))
-      ->capture_default_str();
-  eval->callback([e] {
+      ->capture_default_str()
+      ->group(kDataGroup);
+  eval->callback([e, eval] {
     Device device = setup_runtime(e->common);
     std::vector<Loaded> models = load_models(e->checkpoints, device);
     Loaded& l = models[0];
-    std::string data = e->common.data;
-    if (data.empty()) {
-      const std::string& saved = l.info.extra["data"];
-      data = saved.rfind("CMUdict", 0) == 0 ? "g2p" : "scan";
+    // The checkpoint's data unless --data names other data; its split, tokens and seed unless
+    // given.
+    DataDescription stored = read_data_description(l.info.extra["data"]);
+    uint64_t seed = eval->get_option("--seed")->count() ? e->common.seed : stored.seed;
+    DataDescription desc = stored;
+    if (!e->common.data.empty() || !e->split.empty() || !e->tokens.empty() ||
+        eval->get_option("--seed")->count()) {
+      std::string data = e->common.data.empty() ? (stored.path.empty() ? stored.kind : stored.path)
+                                                : e->common.data;
+      std::string split = !e->split.empty()       ? e->split
+                          : !stored.split.empty() ? stored.split
+                                                  : "simple";
+      std::string tokens = !e->tokens.empty()       ? e->tokens
+                           : !stored.tokens.empty() ? stored.tokens
+                                                    : "words";
+      desc = describe_data(data, split, tokens, seed);
     }
-    TranslationData d = load_data(data, e->split, e->tokens, e->common.seed);
+    std::cerr << "data: " << desc.summary() << (desc == stored ? ", the checkpoint's" : "") << "\n";
+    TranslationData d = load_data(desc);
     if (e->on == "valid") {  // score the held-out set through the same path as the test set
       d.test = std::move(d.valid);
       d.test_refs = std::move(d.valid_refs);
     }
+    UnknownTokens unknown;
+    for (const auto& p : d.test) {
+      unknown.add(p.src, l.src);
+      unknown.add(p.tgt, l.tgt);
+    }
+    unknown.report(std::cerr);
     TranslationTask task(*l.model, device, 0.0, decode_options(e->decode, l.info.config));
     task.set_ensemble(others(models));
+    task.set_progress(&std::cerr);
     for (const auto& [k, v] : test_and_show(task, d, l.src, l.tgt, 5))
       std::cout << e->on << " " << k << " " << v << "\n";
   });
@@ -372,11 +463,12 @@ void add_translate_commands(CLI::App& root) {
   };
   auto r = std::make_shared<RunArgs>();
   CLI::App* run = translate->add_subcommand("run", "translate lines from stdin to stdout");
-  add_common_flags(run, r->common);
+  add_runtime_flags(run, r->common);
   add_decode_flags(run, r->decode);
   run->add_option("--checkpoint", r->checkpoints,
                   "a .safetensors checkpoint; several decode as an ensemble")
-      ->required();
+      ->required()
+      ->group(kModelGroup);
   run->callback([r] {
     Device device = setup_runtime(r->common);
     std::vector<Loaded> loaded = load_models(r->checkpoints, device);
@@ -388,8 +480,21 @@ void add_translate_commands(CLI::App& root) {
     std::string kind = l.info.extra.count("src_tokens") ? l.info.extra["src_tokens"] : "words";
     std::string sep = l.info.extra.count("tgt_join") ? l.info.extra["tgt_join"] : " ";
     DecodeOptions o = decode_options(r->decode, l.info.config);
-    for (std::string line; std::getline(std::cin, line);) {
-      std::vector<int32_t> ids = l.src.encode(tokenize(line, kind), false, true);
+    std::cerr << "data: " << read_data_description(l.info.extra["data"]).summary() << "; "
+              << l.src.size() << " source tokens\n";
+    // On a terminal, a prompt before each line.
+    const bool terminal = ::isatty(STDIN_FILENO) && ::isatty(STDERR_FILENO);
+    auto prompt = [&] {
+      if (terminal) std::cerr << "> " << std::flush;
+    };
+    if (terminal) std::cerr << "one line to translate at a time (Ctrl-D ends)\n";
+    prompt();
+    for (std::string line; std::getline(std::cin, line); prompt()) {
+      std::vector<std::string> tokens = tokenize(line, kind);
+      UnknownTokens unknown;
+      unknown.add(tokens, l.src);
+      unknown.report(std::cerr);
+      std::vector<int32_t> ids = l.src.encode(tokens, false, true);
       if (static_cast<int64_t>(ids.size()) > max_len) {
         std::cerr << "warning: input of " << ids.size() << " tokens is longer than max_len "
                   << max_len << "; skipped\n";
@@ -400,6 +505,7 @@ void add_translate_commands(CLI::App& root) {
       Tensor src = Tensor::from_data(ids, {1, n}, device);
       auto out = generate_ensemble(models, src, {static_cast<int32_t>(n)}, o);
       std::cout << join(l.tgt.decode(out[0]), sep) << "\n" << std::flush;
+      check_stdout();
     }
   });
 }

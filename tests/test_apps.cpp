@@ -3,10 +3,12 @@
 // stdin), and usage errors exit with code 2 and a message.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <fcntl.h>
@@ -28,8 +30,11 @@ struct Run {
 };
 
 // Runs `mixlab ARGS` (stdout and stderr together), optionally feeding `input` on stdin.
-Run run_mixlab(const std::string& args, const std::string& input = "") {
-  std::string cmd = std::string(MIXLAB_BINARY_DIR) + "/mixlab " + args + " 2>&1";
+// With `stdout_to`, stdout goes to that file instead and only stderr is captured.
+Run run_mixlab(const std::string& args, const std::string& input = "",
+               const std::string& stdout_to = "") {
+  std::string cmd = std::string(MIXLAB_BINARY_DIR) + "/mixlab " + args + " 2>&1" +
+                    (stdout_to.empty() ? std::string() : " >" + stdout_to);
   fs::path in_file;
   if (!input.empty()) {
     in_file = fs::temp_directory_path() / ("mixlab_app_stdin_" + std::to_string(::getpid()));
@@ -54,6 +59,35 @@ fs::path fresh_dir(const std::string& name) {
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every file of a folder with its bytes.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    files[e.path().filename().string()] = read_bytes(e.path());
+  return files;
+}
+
+// A tiny reversal task: "a b c" -> "c b a".
+void write_pairs(const fs::path& file, int n = 200) {
+  std::ofstream f(file);
+  const char* words[] = {"a", "b", "c", "d"};
+  for (int i = 0; i < n; ++i) {
+    std::string src, tgt;
+    int len = 1 + i % 3;
+    for (int t = 0; t < len; ++t) src += std::string(t ? " " : "") + words[(i + t) % 4];
+    for (int t = len - 1; t >= 0; --t)
+      tgt += std::string(t != len - 1 ? " " : "") + words[(i + t) % 4];
+    f << src << "\t" << tgt << "\n";
+  }
 }
 
 // First and last training loss logged in a run's metrics.csv.
@@ -127,6 +161,15 @@ TEST_CASE("apps: classify train eval and predict on a tiny labelled text file") 
   CHECK(predict.code == 0);
   CHECK(predict.output.find("pos\t") != std::string::npos);
   CHECK(predict.output.find("neg\t") != std::string::npos);
+  // A line it cannot classify is reported and answered with an empty line; the rest go on.
+  Run mixed = run_mixlab("classify predict --checkpoint " + out + "/best.safetensors",
+                         "good great\n\nbad poor zebra\n");
+  INFO(mixed.output);
+  CHECK(mixed.code == 0);
+  CHECK(mixed.output.find("warning: line 2: the line is empty; skipped") != std::string::npos);
+  CHECK(mixed.output.find("warning: 1 unknown token (zebra) mapped to <unk>") != std::string::npos);
+  CHECK(mixed.output.find("pos\t") != std::string::npos);
+  CHECK(mixed.output.find("\n\nneg\t") != std::string::npos);
   // The saved configuration reads back through --config.
   Run again =
       run_mixlab("--config " + out + "/config.ini classify train --steps 2 --out " + out + "2");
@@ -137,18 +180,7 @@ TEST_CASE("apps: classify train eval and predict on a tiny labelled text file") 
 
 TEST_CASE("apps: translate train then run translates stdin") {
   fs::path dir = fresh_dir("translate");
-  {
-    std::ofstream f(dir / "pairs.tsv");
-    const char* words[] = {"a", "b", "c", "d"};
-    for (int i = 0; i < 200; ++i) {
-      std::string src, tgt;
-      int len = 1 + i % 3;
-      for (int t = 0; t < len; ++t) src += std::string(t ? " " : "") + words[(i + t) % 4];
-      for (int t = len - 1; t >= 0; --t)
-        tgt += std::string(t != len - 1 ? " " : "") + words[(i + t) % 4];
-      f << src << "\t" << tgt << "\n";
-    }
-  }
+  write_pairs(dir / "pairs.tsv");
   std::string out = (dir / "run").string();
   Run train =
       run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
@@ -158,14 +190,33 @@ TEST_CASE("apps: translate train then run translates stdin") {
   INFO(train.output);
   REQUIRE(train.code == 0);
   CHECK(train.output.find("test exact_match") != std::string::npos);
+  // The run ends with its folder, its files and commands to paste.
+  CHECK(train.output.find("run folder: " + out) != std::string::npos);
+  CHECK(train.output.find("best.safetensors  config.ini") != std::string::npos);
+  CHECK(train.output.find("translate run --checkpoint " + out + "/best.safetensors") !=
+        std::string::npos);
+  CHECK(train.output.find("translate train --resume --out " + out) != std::string::npos);
   auto [first, last] = loss_trend(fs::path(out) / "metrics.csv");
   CHECK(last < first);
   Run run = run_mixlab("translate run --checkpoint " + out + "/last.safetensors", "a b c\nd\n");
   INFO(run.output);
   CHECK(run.code == 0);
+  // One `data:` line (stderr) names the checkpoint's data, then one output line per input line.
+  CHECK(run.output.rfind("data: parallel text ", 0) == 0);
   int lines = 0;
   for (char c : run.output) lines += c == '\n';
-  CHECK(lines == 2);
+  CHECK(lines == 3);
+  // Without --data, eval scores the checkpoint's own data: the same numbers as naming it.
+  Run own = run_mixlab("translate eval --checkpoint " + out + "/best.safetensors");
+  Run named = run_mixlab("translate eval --checkpoint " + out + "/best.safetensors --data " +
+                         (dir / "pairs.tsv").string());
+  INFO(own.output);
+  CHECK(own.code == 0);
+  CHECK(own.output.find("data: parallel text " + fs::absolute(dir / "pairs.tsv").string()) !=
+        std::string::npos);
+  CHECK(own.output.find("test exact_match") != std::string::npos);
+  CHECK(own.output.substr(own.output.find("test ")) ==
+        named.output.substr(named.output.find("test ")));
   Run beam = run_mixlab("translate eval --beam 3 --data " + (dir / "pairs.tsv").string() +
                         " --checkpoint " + out + "/best.safetensors");
   INFO(beam.output);
@@ -272,7 +323,7 @@ TEST_CASE("apps: g2p holds out the same dev words whatever the seed") {
                        " --checkpoint " + out + "/last.safetensors");
     INFO(r.output);
     CHECK(r.code == 0);
-    return r.output;
+    return r.output.substr(std::min(r.output.size(), r.output.find("valid ")));  // past data:
   };
   std::string a = valid("0");
   CHECK(a.find("valid wer") != std::string::npos);
@@ -333,11 +384,282 @@ TEST_CASE("apps: MIXLAB_DEBUG traces kernels and reports their time") {
   ::setenv("MIXLAB_DEBUG", "2", 1);
   Run traced = run_mixlab(
       "classify train --data listops --listops-train 100 --listops-len 30"
-      " --dim 16 --heads 2 --layers 1 --steps 2 --quiet --out /tmp/mixlab_debug_" +
+      " --dim 16 --heads 2 --layers 1 --steps 2 --quiet --overwrite --out /tmp/mixlab_debug_" +
       std::to_string(::getpid()));
   ::unsetenv("MIXLAB_DEBUG");
   fs::remove_all("/tmp/mixlab_debug_" + std::to_string(::getpid()));
   CHECK(traced.code == 0);
   CHECK(traced.output.find("[mixlab cpu] gemm") != std::string::npos);
   CHECK(traced.output.find("kernel time by kernel") != std::string::npos);
+}
+
+TEST_CASE("apps: a run folder is refused without --resume and left byte-identical") {
+  fs::path dir = fresh_dir("refuse");
+  write_pairs(dir / "pairs.tsv");
+  std::string out = (dir / "run").string();
+  std::string tiny = " --dim 8 --heads 2 --layers 1 --batch 16 --steps 3 --quiet --threads 1";
+  REQUIRE(
+      run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + tiny + " --out " + out)
+          .code == 0);
+  auto before = snapshot(out);
+  REQUIRE(before.count("last.safetensors"));
+  Run again = run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + tiny +
+                         " --mixer gmlp --out " + out);
+  CHECK(again.code == 2);
+  CHECK(again.output.find("already holds a run") != std::string::npos);
+  CHECK(snapshot(out) == before);
+  // --resume and --overwrite together, and --resume on an empty folder, are usage errors too.
+  CHECK(run_mixlab("translate train --resume --overwrite --out " + out).code == 2);
+  CHECK(snapshot(out) == before);
+  Run nothing = run_mixlab("translate train --resume --out " + (dir / "empty").string());
+  CHECK(nothing.code == 2);
+  CHECK(nothing.output.find("no last.safetensors") != std::string::npos);
+  // --overwrite replaces the run: the new model is the one in model.json, one run in metrics.
+  Run replaced = run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + tiny +
+                            " --mixer gmlp --log-every 1 --overwrite --out " + out);
+  INFO(replaced.output);
+  REQUIRE(replaced.code == 0);
+  CHECK(read_bytes(fs::path(out) / "model.json").find("\"mixer\":\"gmlp\"") != std::string::npos);
+  int steps_logged = 0;
+  for (const auto& row : mixlab::read_metrics_csv(out + "/metrics.csv").rows)
+    steps_logged += row.phase == "train";
+  CHECK(steps_logged == 3);
+  // A folder holding other files is never emptied.
+  std::ofstream(fs::path(out) / "notes.txt") << "mine";
+  CHECK(run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + tiny +
+                   " --overwrite --out " + out)
+            .code == 2);
+  CHECK(fs::exists(fs::path(out) / "notes.txt"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: --resume alone continues the stored run and contradicting flags are refused") {
+  fs::path dir = fresh_dir("resume");
+  write_pairs(dir / "pairs.tsv");
+  std::string out = (dir / "run").string();
+  REQUIRE(run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
+                     " --mixer gmlp --dim 12 --heads 2 --layers 1 --batch 16 --steps 4"
+                     " --log-every 1 --quiet --threads 1 --out " +
+                     out)
+              .code == 0);
+  const std::string model = read_bytes(fs::path(out) / "model.json");
+  Run resumed = run_mixlab("translate train --resume --steps 7 --out " + out);
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  CHECK(read_bytes(fs::path(out) / "model.json") == model);  // gmlp, width 12, same vocab
+  CHECK(resumed.output.find("gmlp encoder") != std::string::npos);
+  CHECK(resumed.output.find("pairs.tsv") != std::string::npos);  // the stored data
+  CHECK(resumed.output.find("steps                7") != std::string::npos);
+  Run clash =
+      run_mixlab("translate train --resume --steps 9 --mixer attention --dim 16 --out " + out);
+  CHECK(clash.code == 2);
+  CHECK(clash.output.find("--dim 16, but the run has dim=12") != std::string::npos);
+  CHECK(clash.output.find("--mixer attention, but the run has mixer=") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: --config DIR/config.ini reproduces a run bit for bit") {
+  fs::path dir = fresh_dir("config");
+  write_pairs(dir / "pairs.tsv");
+  std::string a = (dir / "a").string(), b = (dir / "b").string();
+  REQUIRE(run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
+                     " --mixer lightconv --mixer-opt kernel=3 --dim 8 --heads 2 --layers 1"
+                     " --batch 16 --steps 5 --lr 2e-3 --seed 4 --quiet --threads 1 --out " +
+                     a)
+              .code == 0);
+  CHECK(read_bytes(fs::path(a) / "config.ini").find("[translate.train]") != std::string::npos);
+  CHECK(read_bytes(fs::path(a) / "config.ini").find("out=\"" + a + "\"") != std::string::npos);
+  Run replay = run_mixlab("--config " + a + "/config.ini translate train --out " + b);
+  INFO(replay.output);
+  REQUIRE(replay.code == 0);
+  CHECK(read_bytes(fs::path(a) / "last.safetensors") ==
+        read_bytes(fs::path(b) / "last.safetensors"));
+  CHECK(read_bytes(fs::path(a) / "model.json") == read_bytes(fs::path(b) / "model.json"));
+  // A file for another command would apply nothing: refused.
+  Run wrong = run_mixlab("--config " + a + "/config.ini classify train --out " + b + "x");
+  CHECK(wrong.code == 2);
+  CHECK(wrong.output.find("no [classify.train] section") != std::string::npos);
+  CHECK_FALSE(fs::exists(b + "x"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: classify eval scores a file with the checkpoint's vocabulary and labels") {
+  fs::path dir = fresh_dir("classify-vocab");
+  const char* pos[] = {"good great fine", "great good", "fine good nice", "nice great"};
+  const char* neg[] = {"bad awful poor", "poor bad", "awful poor sad", "sad bad"};
+  // Two files with the same held-out lines (the last 10%) but other training lines: new words,
+  // which would renumber a vocabulary built from the file, and a new label.
+  auto write = [&](const fs::path& file, bool other) {
+    std::ofstream f(file);
+    for (int i = 0; i < 36; ++i) {
+      if (other)
+        f << (i % 2 ? "meh\tzebra aardvark " : "neg\tabacus ") << neg[i % 4] << "\n";
+      else
+        f << "pos\t" << pos[i % 4] << "\nneg\t" << neg[i % 4] << "\n";
+    }
+    if (other)
+      for (int i = 0; i < 36; ++i) f << "pos\t" << pos[i % 4] << "\n";
+    for (int i = 0; i < 4; ++i) f << "pos\t" << pos[i] << " bad\nneg\t" << neg[i] << " fine\n";
+  };
+  write(dir / "a.tsv", false);
+  write(dir / "b.tsv", true);
+  std::string out = (dir / "run").string();
+  Run train = run_mixlab("classify train --data " + (dir / "a.tsv").string() +
+                         " --dim 16 --heads 2 --layers 1 --batch 8 --steps 6 --quiet --threads 1"
+                         " --out " +
+                         out);
+  INFO(train.output);
+  REQUIRE(train.code == 0);
+  auto scores = [&](const std::string& data) {
+    Run r = run_mixlab("classify eval --checkpoint " + out + "/last.safetensors" + data);
+    INFO(r.output);
+    CHECK(r.code == 0);
+    REQUIRE(r.output.find("test loss") != std::string::npos);
+    return r.output.substr(r.output.find("test "));
+  };
+  std::string own = scores("");
+  CHECK(scores(" --data " + (dir / "a.tsv").string()) == own);
+  CHECK(scores(" --data " + (dir / "b.tsv").string()) == own);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: each usage error exits 2 with its message before anything is written") {
+  fs::path dir = fresh_dir("usage");
+  write_pairs(dir / "pairs.tsv", 40);
+  const std::string out = (dir / "run").string();
+  const std::string base = "translate train --data " + (dir / "pairs.tsv").string() +
+                           " --dim 8 --heads 2 --layers 1 --steps 1 --quiet --out " + out + " ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--mixer synth-frandom --mixer-opt rank=abc", "rank takes a whole number"},
+      {"--mixer synth-mix:R+X", "unknown synthesizer component 'X'"},
+      {"--mixer lightconv --mixer-opt kernel=100001", "kernel must be from 0 to 4096"},
+      {"--optimizer adamx", "--optimizer: adamx not in"},
+      {"--schedule foo", "--schedule: foo not in"},
+      {"--pos abs", "--pos: abs not in"},
+      {"--split nope", "--split: nope not in"},
+      {"--tokens bytes", "--tokens: bytes not in"},
+      {"--device tpu", "--device"},
+      {"--layers -1", "--layers: Value -1 not in range"},
+      {"--steps -5", "--steps: -5 is negative"},
+      {"--threads -3", "--threads: Value -3 not in range"},
+      {"--threads 1000", "--threads: Value 1000 not in range"},
+      {"--epochs 0", "--epochs: Value 0 not in range"},
+      {"--mixr gmlp", "did you mean '--mixer'?"},
+  };
+  for (const auto& [flags, message] : cases) {
+    Run r = run_mixlab(base + flags);
+    INFO(flags << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find(message) != std::string::npos);
+    CHECK_FALSE(fs::exists(out));  // refused before any file was written
+  }
+  Run pool = run_mixlab("classify train --pool max --out " + out);
+  CHECK(pool.code == 2);
+  CHECK(pool.output.find("--pool: max not in") != std::string::npos);
+  Run command = run_mixlab("tranlate train");
+  CHECK(command.code == 2);
+  CHECK(command.output.find("did you mean 'translate'?") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: --version, option groups, and inference commands without training flags") {
+  Run version = run_mixlab("--version");
+  CHECK(version.code == 0);
+  CHECK(version.output.rfind("mixlab ", 0) == 0);
+  CHECK(version.output.find("git ") != std::string::npos);
+  CHECK(version.output.find(" build, CUDA o") != std::string::npos);
+  Run help = run_mixlab("translate train --help");
+  size_t last = 0;
+  for (const char* group : {"Data:", "Model:", "Optimisation:", "Decoding:", "Output:", "Run:"}) {
+    size_t at = help.output.find(std::string("\n") + group);
+    INFO(group);
+    REQUIRE(at != std::string::npos);
+    CHECK(at > last);  // in this order
+    last = at;
+  }
+  CHECK(help.output.find("--out TEXT=runs/translate") != std::string::npos);  // defaults shown
+  for (const char* command : {"translate run", "classify predict", "translate eval"}) {
+    Run r = run_mixlab(std::string(command) + " --help");
+    INFO(command);
+    for (const char* training : {"--lr", "--epochs", "--out", "--resume", "--mixer "})
+      CHECK(r.output.find(training) == std::string::npos);
+  }
+}
+
+TEST_CASE("apps: output that cannot be written, and a finite loss explosion, fail loudly") {
+  fs::path dir = fresh_dir("fail-loudly");
+  write_pairs(dir / "pairs.tsv", 60);
+  std::string out = (dir / "run").string();
+  REQUIRE(run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
+                     " --dim 8 --heads 2 --layers 1 --steps 2 --quiet --out " + out)
+              .code == 0);
+  Run full = run_mixlab("translate run --checkpoint " + out + "/last.safetensors", "a b\nc\n",
+                        "/dev/full");
+  INFO(full.output);
+  CHECK(full.code == 1);
+  CHECK(full.output.find("cannot write to standard output") != std::string::npos);
+  CHECK(run_mixlab("mixers", "", "/dev/full").code == 1);
+
+  // SGD at lr 1000 without clipping: the loss grows by orders of magnitude within a few steps
+  // while staying finite. Training stops before that update; best.safetensors stays loadable.
+  std::ofstream(dir / "cls.tsv") << "pos\tgood great\nneg\tbad poor\npos\tfine good\n"
+                                    "neg\tsad bad\npos\tnice\nneg\tawful\npos\tgreat\n"
+                                    "neg\tpoor\npos\tgood\nneg\tbad\npos\tfine\nneg\tsad\n";
+  std::string boom = (dir / "boom").string();
+  Run exploded = run_mixlab("classify train --data " + (dir / "cls.tsv").string() +
+                            " --dim 16 --heads 2 --layers 1 --batch 4 --steps 40 --optimizer sgd"
+                            " --lr 1000 --clip 0 --warmup 1 --schedule constant --eval-every 1"
+                            " --quiet --out " +
+                            boom);
+  INFO(exploded.output);
+  CHECK(exploded.code == 1);
+  CHECK(exploded.output.find("times its first value") != std::string::npos);
+  if (fs::exists(boom + "/best.safetensors")) {
+    Run eval = run_mixlab("classify eval --checkpoint " + boom + "/best.safetensors");
+    INFO(eval.output);
+    CHECK(eval.code == 0);
+    CHECK(eval.output.find("test loss inf") == std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: metrics.csv has one epoch numbering, test rows last, time and throughput") {
+  fs::path dir = fresh_dir("metrics");
+  write_pairs(dir / "pairs.tsv", 80);
+  std::string out = (dir / "run").string();
+  const std::string train = "translate train --data " + (dir / "pairs.tsv").string() +
+                            " --dim 8 --heads 2 --layers 1 --batch 16 --epochs 2 --log-every 1"
+                            " --quiet --threads 1 --out " +
+                            out;
+  REQUIRE(run_mixlab(train + " --steps 3").code == 0);
+  const std::string at_step_3 = read_bytes(fs::path(out) / "last.safetensors");
+  REQUIRE(run_mixlab("translate train --resume --out " + out + " --steps 8").code == 0);
+  // As if the run had been killed after its step-3 checkpoint: resume from it again.
+  std::ofstream(fs::path(out) / "last.safetensors", std::ios::binary) << at_step_3;
+  Run resumed = run_mixlab("translate train --resume --out " + out + " --steps 8");
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  mixlab::MetricsTable t = mixlab::read_metrics_csv(out + "/metrics.csv");
+  CHECK(std::find(t.columns.begin(), t.columns.end(), "time_s") != t.columns.end());
+  CHECK(std::find(t.columns.begin(), t.columns.end(), "examples/s") != t.columns.end());
+  std::vector<int64_t> train_steps;
+  int64_t last_train_epoch = 0;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& row = t.rows[i];
+    if (row.phase == "train") {
+      train_steps.push_back(row.step);
+      last_train_epoch = row.epoch;
+      CHECK(row.values.count("examples/s"));
+    }
+    if (row.phase == "valid") CHECK(row.epoch == last_train_epoch);  // same numbering
+    if (row.phase == "test") CHECK(i + 1 == t.rows.size());          // one test row, last
+    CHECK(row.epoch >= 1);
+  }
+  CHECK(train_steps == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8});  // none repeated
+  // metrics.jsonl holds the same records.
+  std::istringstream jsonl(read_bytes(fs::path(out) / "metrics.jsonl"));
+  size_t records = 0;
+  for (std::string line; std::getline(jsonl, line);) ++records;
+  CHECK(records == t.rows.size());
+  fs::remove_all(dir);
 }

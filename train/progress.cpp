@@ -144,8 +144,18 @@ void ProgressBar::draw(const Fields& fields, bool final) {
   const double elapsed = seconds_since(start_);
   last_draw_ = Clock::now();
   if (interactive_) {
-    std::string line = format_line(label_, done_, total_, elapsed, fields, kBarWidth, final);
+    // Fit the terminal by dropping the last fields, then the bar, before cutting anything.
     const size_t columns = terminal_columns(out_);
+    Fields shown = fields;
+    int bar_width = kBarWidth;
+    std::string line = format_line(label_, done_, total_, elapsed, shown, bar_width, final);
+    while (line.size() >= columns && (!shown.empty() || bar_width > 0)) {
+      if (!shown.empty())
+        shown.pop_back();
+      else
+        bar_width = 0;
+      line = format_line(label_, done_, total_, elapsed, shown, bar_width, final);
+    }
     if (line.size() >= columns) {
       // Cut at a character boundary (never inside a UTF-8 sequence).
       size_t cut = columns - 1;

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
 
 #include "core/error.h"
+#include "train/atomic_file.h"
+#include "train/json.h"
 
 namespace mixlab {
 
@@ -53,6 +56,14 @@ std::vector<std::string> parse_header(const std::string& line, const std::string
   return std::vector<std::string>(cells.begin() + kFixedColumns.size(), cells.end());
 }
 
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), path, ": cannot open: ", std::strerror(errno));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
 std::string strip_cr(std::string line) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
   return line;
@@ -60,20 +71,17 @@ std::string strip_cr(std::string line) {
 
 }  // namespace
 
-MetricsLog::MetricsLog(std::string path, std::vector<std::string> columns)
-    : path_(std::move(path)), columns_(std::move(columns)) {
+MetricsLog::MetricsLog(std::string path, std::vector<std::string> columns, std::string jsonl_path)
+    : path_(std::move(path)), columns_(std::move(columns)), jsonl_path_(std::move(jsonl_path)) {
+  if (!jsonl_path_.empty()) {
+    jsonl_.open(jsonl_path_, std::ios::binary | std::ios::app);
+    check(jsonl_.is_open(), jsonl_path_, ": cannot open for appending: ", std::strerror(errno));
+  }
   for (const auto& c : columns_) check_name(c, "column name", path_);
   std::error_code ec;
   const auto size = std::filesystem::file_size(path_, ec);
   if (!ec && size > 0) {
-    std::string content;
-    {
-      std::ifstream in(path_, std::ios::binary);
-      check(in.good(), path_, ": cannot open: ", std::strerror(errno));
-      std::ostringstream buffer;
-      buffer << in.rdbuf();
-      content = buffer.str();
-    }
+    std::string content = read_whole_file(path_);
     // Drop a torn last line so that the next row starts on a line of its own.
     if (content.back() != '\n') {
       const size_t keep = content.rfind('\n') == std::string::npos ? 0 : content.rfind('\n') + 1;
@@ -134,6 +142,46 @@ void MetricsLog::log(const std::string& phase, int64_t step, int64_t epoch,
   out_ << line;
   out_.flush();
   check(out_.good(), path_, ": write failed");
+  if (jsonl_path_.empty()) return;
+  Json record = Json::object();
+  record.set("phase", phase);
+  record.set("step", step);
+  record.set("epoch", epoch);
+  for (const auto& c : columns_) {
+    const auto it = values.find(c);
+    if (it == values.end()) continue;
+    record.set(c, std::isfinite(it->second) ? Json(it->second) : Json());
+  }
+  jsonl_ << record.dump() << '\n';
+  jsonl_.flush();
+  check(jsonl_.good(), jsonl_path_, ": write failed");
+}
+
+void drop_metrics_after(const std::string& path, int64_t step) {
+  if (!std::filesystem::exists(path)) return;
+  const std::string content = read_whole_file(path);
+  const bool jsonl = path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
+  std::string kept;
+  size_t begin = 0;
+  for (int64_t line_number = 1; begin < content.size(); ++line_number) {
+    const size_t newline = content.find('\n', begin);
+    if (newline == std::string::npos) break;  // a torn last line
+    const std::string line = content.substr(begin, newline + 1 - begin);
+    begin = newline + 1;
+    bool keep = true;
+    if (jsonl) {
+      const Json record = Json::parse(line);
+      keep = record.at("phase").as_string() != "test" && record.at("step").as_int64() <= step;
+    } else if (line_number > 1) {
+      const std::vector<std::string> cells =
+          split_commas(strip_cr(line.substr(0, line.size() - 1)));
+      int64_t row_step = 0;
+      keep = cells.size() < 2 || !parse_number(cells[1], row_step) ||
+             (cells[0] != "test" && row_step <= step);
+    }
+    if (keep) kept += line;
+  }
+  if (kept.size() != content.size()) write_file_atomically(path, std::string_view(kept));
 }
 
 MetricsTable read_metrics_csv(const std::string& path) {

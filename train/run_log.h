@@ -29,7 +29,11 @@ namespace mixlab {
 
 class MetricsLog {
  public:
-  explicit MetricsLog(std::string path, std::vector<std::string> columns = {});
+  // With `jsonl_path`, every row is also appended there as one JSON object per line
+  // ({"phase":"valid","step":265,"epoch":1,"loss":1.98,...}; empty cells left out, NaN and
+  // infinities written as null), for readers that prefer records to a table.
+  explicit MetricsLog(std::string path, std::vector<std::string> columns = {},
+                      std::string jsonl_path = "");
 
   // `phase` is "train", "valid" or "test" by convention (any name without ',' is accepted).
   void log(const std::string& phase, int64_t step, int64_t epoch,
@@ -46,7 +50,14 @@ class MetricsLog {
   std::vector<std::string> columns_;
   bool header_written_ = false;
   std::ofstream out_;
+  std::string jsonl_path_;
+  std::ofstream jsonl_;
 };
+
+// A resumed run continues from `step`: the rows a log (CSV with a header, or JSON lines) holds
+// past it, and its test rows, were written after that checkpoint and would be repeated; they
+// are removed (the file is rewritten atomically). A missing file is left missing.
+void drop_metrics_after(const std::string& path, int64_t step);
 
 struct MetricsRow {
   std::string phase;

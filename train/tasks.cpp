@@ -1,11 +1,15 @@
 #include "train/tasks.h"
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "train/data_loader.h"
 #include "train/metrics.h"
+#include "train/progress.h"
 
 namespace mixlab {
 
@@ -51,6 +55,33 @@ void shift_targets(const Batch& b, std::vector<int32_t>& in, std::vector<int32_t
     }
   }
 }
+
+// A progress bar over the batches of one pass, shown only once the pass has taken a second
+// (short evaluations stay silent) and only when the task has somewhere to report.
+class LazyProgress {
+ public:
+  LazyProgress(std::ostream* out, std::string label, int64_t total)
+      : out_(out), label_(std::move(label)), total_(total), start_(Clock::now()) {}
+  void update(int64_t done) {
+    if (!out_) return;
+    if (!bar_) {
+      if (std::chrono::duration<double>(Clock::now() - start_).count() < 1.0) return;
+      bar_ = std::make_unique<ProgressBar>(label_, total_, *out_);
+    }
+    bar_->update(done);
+  }
+  void finish() {
+    if (bar_) bar_->finish();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::ostream* out_;
+  std::string label_;
+  int64_t total_;
+  Clock::time_point start_;
+  std::unique_ptr<ProgressBar> bar_;
+};
 
 }  // namespace
 
@@ -101,7 +132,9 @@ std::map<std::string, double> ClassificationTask::evaluate(const Dataset& data) 
     Batch b;
     double loss_sum = 0;
     std::vector<int32_t> predictions, labels;
-    while (loader.next(b)) {
+    LazyProgress progress(progress_, "evaluate", loader.batches_per_epoch());
+    for (int64_t done = 1; loader.next(b); ++done) {
+      progress.update(done);
       Tensor z = logits(b);
       loss_sum += cross_entropy(z, Tensor::from_data(b.labels, {b.size}, device_)).item() * b.size;
       std::vector<float> v = z.to_float_vector();
@@ -112,6 +145,7 @@ std::map<std::string, double> ClassificationTask::evaluate(const Dataset& data) 
         labels.push_back(b.labels[i]);
       }
     }
+    progress.finish();
     std::map<std::string, double> m;
     m["loss"] = labels.empty() ? 0.0 : loss_sum / labels.size();
     m["accuracy"] = labels.empty() ? 0.0 : accuracy(predictions, labels);
@@ -150,13 +184,17 @@ std::vector<std::vector<int32_t>> TranslationTask::translate(const Dataset& data
     loader.start_epoch(0);
     Batch b;
     std::vector<std::vector<int32_t>> out;
-    while (loader.next(b)) {
+    LazyProgress progress(progress_, decode_.beam > 1 ? "beam decode" : "decode",
+                          loader.batches_per_epoch());
+    for (int64_t done = 1; loader.next(b); ++done) {
+      progress.update(done);
       Tensor src = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
       std::vector<Translator*> models{&model_};
       models.insert(models.end(), others_.begin(), others_.end());
       for (auto& seq : generate_ensemble(models, src, b.src_lengths, decode_))
         out.push_back(std::move(seq));
     }
+    progress.finish();
     return out;
   });
 }

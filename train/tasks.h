@@ -2,6 +2,7 @@
 // loss, and how a data set is evaluated. Both tasks move batches to the model's device.
 #pragma once
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,12 @@ class TrainTask {
   // Every metric evaluate() may return (the columns of metrics.csv).
   virtual std::vector<std::string> metric_names() const = 0;
   virtual int64_t eval_batch_size() const { return 128; }
+  // Where evaluation and decoding report progress (a bar that appears once the work has taken
+  // a second); nullptr, the default, reports nothing.
+  void set_progress(std::ostream* out) { progress_ = out; }
+
+ protected:
+  std::ostream* progress_ = nullptr;
 };
 
 class ClassificationTask : public TrainTask {

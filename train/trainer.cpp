@@ -63,7 +63,25 @@ Trainer::Trainer(TrainTask& task, const Dataset& train, const Dataset* valid,
   check(train_.size() > 0, "trainer: the training set is empty");
 }
 
+Trainer::~Trainer() = default;
+
 TrainResult Trainer::run() {
+  start();
+  for (int64_t epoch = start_epoch_; epoch < options_.epochs && !stop_; ++epoch) {
+    begin_epoch(epoch);
+    while (!stop_ && step(epoch)) {
+      report_progress();
+      if (!stop_ && options_.eval_every > 0 && state_.step % options_.eval_every == 0) {
+        evaluate_and_save(epoch, loader_->position());
+        task_.model().train();
+      }
+    }
+    end_epoch(epoch);
+  }
+  return finish();
+}
+
+void Trainer::start() {
   const TrainerOptions& o = options_;
   Module& model = task_.model();
   DataLoaderOptions lo;
@@ -72,188 +90,260 @@ TrainResult Trainer::run() {
   lo.seed = o.seed;
   lo.bucket_by_length = o.bucket_by_length;
   lo.prefetch = o.prefetch;
-  DataLoader loader(train_, lo);
-  int64_t steps_per_epoch = (loader.batches_per_epoch() + o.accumulate - 1) / o.accumulate;
-  int64_t total_steps = o.max_steps > 0 ? o.max_steps : steps_per_epoch * o.epochs;
+  loader_ = std::make_unique<DataLoader>(train_, lo);
+  steps_per_epoch_ = (loader_->batches_per_epoch() + o.accumulate - 1) / o.accumulate;
+  int64_t total_steps = o.max_steps > 0 ? o.max_steps : steps_per_epoch_ * o.epochs;
 
-  auto optimizer = make_optimizer(o, model);
+  optimizer_ = make_optimizer(o, model);
   ScheduleOptions so;
   so.kind = o.schedule;
   so.lr = o.lr;
   so.warmup_steps = std::max<int64_t>(1, std::min(o.warmup, total_steps));
   so.total_steps = std::max<int64_t>(total_steps, so.warmup_steps + 1);
   so.min_lr = o.min_lr;
-  so.step_size = std::max<int64_t>(1, steps_per_epoch);
-  auto schedule = make_schedule(so);
+  so.step_size = std::max<int64_t>(1, steps_per_epoch_);
+  schedule_ = make_schedule(so);
 
-  bool files = !o.out_dir.empty();
-  TrainingState state = metadata_;
-  int64_t start_epoch = 0, skip = 0;
-  if (files) std::filesystem::create_directories(o.out_dir);
+  files_ = !o.out_dir.empty();
+  state_ = metadata_;
+  result_ = TrainResult();
+  start_epoch_ = 0;
+  skip_ = 0;
+  if (files_) std::filesystem::create_directories(o.out_dir);
   if (o.resume) {
-    check(files, "--resume needs an output directory");
+    check(files_, "--resume needs an output directory");
     std::string path = last_checkpoint(o.out_dir);
     check(std::filesystem::exists(path), "--resume: no checkpoint at ", path);
-    TrainingState saved = load_checkpoint(path, model, *optimizer);
+    TrainingState saved = load_checkpoint(path, model, *optimizer_);
     restore_rng(saved);
-    state.step = saved.step;
-    if (saved.extra.count("best_metric")) state.extra["best_metric"] = saved.extra["best_metric"];
-    start_epoch = saved.epoch;
-    skip = saved.loader_position;
+    state_.step = saved.step;
+    if (saved.extra.count("best_metric")) state_.extra["best_metric"] = saved.extra["best_metric"];
+    start_epoch_ = saved.epoch;
+    skip_ = saved.loader_position;
     if (!o.quiet)
       std::cerr << "resumed from " << path << " at step " << saved.step << ", epoch "
                 << saved.epoch + 1 << "\n";
+    // Rows logged after that checkpoint (a run killed later) would be logged again.
+    drop_metrics_after(metrics_csv(o.out_dir), saved.step);
+    drop_metrics_after(metrics_jsonl(o.out_dir), saved.step);
   }
-  std::unique_ptr<MetricsLog> log;
-  if (files) {
-    std::vector<std::string> columns = task_.metric_names();
-    if (std::find(columns.begin(), columns.end(), "lr") == columns.end()) columns.push_back("lr");
-    log = std::make_unique<MetricsLog>(o.out_dir + "/metrics.csv", columns);
-  }
-
-  TrainResult result;
-  double best = state.extra.count("best_metric") ? std::stod(state.extra["best_metric"]) : -1e300;
-  auto save = [&](const std::string& path, int64_t epoch, int64_t position) {
-    if (!files) return;
-    state.epoch = epoch;
-    state.loader_position = position;
-    if (best > -1e300) state.extra["best_metric"] = std::to_string(best);
-    capture_rng(state);
-    save_checkpoint(path, model, *optimizer, state);
-  };
-  double eval_seconds = 0;  // excluded from the training throughput
-  auto evaluate = [&](int64_t epoch, int64_t position) {
-    if (!valid_ || valid_->size() == 0) return;
-    auto e0 = std::chrono::steady_clock::now();
-    auto metrics = task_.evaluate(*valid_);
-    eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
-    result.last_valid = metrics;
-    if (log) log->log("valid", state.step, epoch, metrics);
-    double primary =
-        metrics.count(task_.primary_metric()) ? metrics[task_.primary_metric()] : -metrics["loss"];
-    if (!o.quiet) {
-      std::cerr << "  valid @ step " << state.step << ":";
-      for (auto& [k, v] : metrics) std::cerr << " " << k << " " << fmt(v);
-      std::cerr << "\n";
-    }
-    if (primary > best) {
-      best = primary;
-      result.best_valid = metrics;
-      result.best_step = state.step;
-      save(best_checkpoint(o.out_dir), epoch, position);
-    }
-  };
-
+  if (files_) log_ = open_metrics_log();
+  best_ = state_.extra.count("best_metric") ? std::stod(state_.extra["best_metric"]) : -1e300;
+  eval_seconds_ = 0;
+  first_loss_ = 0;
+  examples_ = tokens_ = 0;
   install_interrupt_handler();
-  auto t0 = std::chrono::steady_clock::now();
-  int64_t examples = 0, tokens = 0;
-  bool stop = o.max_steps > 0 && state.step >= o.max_steps;
+  t0_ = std::chrono::steady_clock::now();
+  stop_ = o.max_steps > 0 && state_.step >= o.max_steps;
+  total_steps_ = o.max_steps > 0 ? std::min(o.max_steps, steps_per_epoch_ * o.epochs)
+                                 : steps_per_epoch_ * o.epochs;
+  start_step_ = state_.step;
+  if (!o.quiet) task_.set_progress(&std::cerr);  // validation and decoding show progress too
   model.train();
+}
+
+void Trainer::begin_epoch(int64_t epoch) {
+  epoch_ = epoch;
+  loader_->start_epoch(epoch, skip_);
+  skip_ = 0;
+  bar_ = std::make_unique<ProgressBar>(
+      "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs),
+      steps_per_epoch_, std::cerr);
+  epoch_step_ = loader_->position() / options_.accumulate;
+  running_loss_ = 0;
+  running_n_ = 0;
+  epoch_done_ = false;
+}
+
+bool Trainer::step(int64_t epoch) {
+  const TrainerOptions& o = options_;
+  Module& model = task_.model();
+  // Forward and backward over `accumulate` micro-batches, gradients summed.
   Batch batch;
-  for (int64_t epoch = start_epoch; epoch < o.epochs && !stop; ++epoch) {
-    loader.start_epoch(epoch, skip);
-    skip = 0;
-    ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(o.epochs),
-                    steps_per_epoch, std::cerr);
-    int64_t epoch_step = loader.position() / o.accumulate;
-    double running = 0;
-    int64_t running_n = 0;
-    bool epoch_done = false;
-    while (!stop) {
-      int64_t got = 0;
-      double loss_value = 0;
-      for (int64_t k = 0; k < o.accumulate; ++k) {
-        if (!loader.next(batch)) break;
-        Tensor loss = task_.loss(batch);
-        double v = loss.item();
-        if (!std::isfinite(v))
-          fail("training diverged: the loss is ", v, " at step ", state.step + 1,
-               "; lower --lr or raise --warmup");
-        if (o.accumulate > 1) loss = mul(loss, 1.0 / static_cast<double>(o.accumulate));
-        loss.backward();
-        loss_value += v;
-        ++got;
-        examples += batch.size;
-        tokens += task_.tokens(batch);
-      }
-      if (got == 0) {
-        epoch_done = true;
-        break;
-      }
-      std::vector<Tensor> params = model.parameters();
-      if (got < o.accumulate) scale_grads(params, static_cast<double>(o.accumulate) / got);
-      double lr = schedule->lr_at(state.step + 1);
-      optimizer->set_lr(lr);
-      if (o.clip > 0) clip_grad_norm(params, o.clip);
-      optimizer->step();
-      optimizer->zero_grad();
-      ++state.step;
-      ++epoch_step;
-      loss_value /= got;
-      result.last_train_loss = loss_value;
-      running += loss_value;
-      ++running_n;
-      if (log && (state.step % std::max<int64_t>(1, o.log_every) == 0))
-        log->log("train", state.step, epoch, {{"loss", running / running_n}, {"lr", lr}});
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
-                    eval_seconds;
-      if (!o.quiet)
-        bar.update(epoch_step, {{"loss", fmt(running / running_n, "%.4f")},
-                                {"lr", fmt(lr, "%.2e")},
-                                {"ex/s", fmt(examples / std::max(secs, 1e-9), "%.0f")},
-                                {"tok/s", fmt(tokens / std::max(secs, 1e-9), "%.0f")}});
-      if (o.max_steps > 0 && state.step >= o.max_steps) stop = true;
-      if (interrupted()) {
-        result.interrupted = true;
-        stop = true;
-        if (!o.quiet) std::cerr << "\ninterrupted: saving " << last_checkpoint(o.out_dir) << "\n";
-      }
-      if (!stop && o.eval_every > 0 && state.step % o.eval_every == 0) {
-        evaluate(epoch, loader.position());
-        model.train();
-      }
-    }
-    if (!o.quiet) bar.finish({{"loss", fmt(running_n ? running / running_n : 0, "%.4f")}});
-    if (result.interrupted) {
-      save(last_checkpoint(o.out_dir), epoch, loader.position());
-      break;
-    }
-    // End of an epoch (or of the step budget): evaluate and keep the last checkpoint.
-    if (epoch_done) {
-      evaluate(epoch + 1, 0);
-      save(last_checkpoint(o.out_dir), epoch + 1, 0);
-      if (files && o.keep_epochs > 0) {
-        // The epoch's checkpoint is last.safetensors as just written: copy its bytes rather
-        // than serialise (and checksum) the model and optimizer a second time.
-        const std::string last = last_checkpoint(o.out_dir);
-        write_file_atomically(epoch_checkpoint(o.out_dir, epoch + 1), [&](std::ostream& out) {
-          std::ifstream in(last, std::ios::binary);
-          check(in.good(), "trainer: cannot read back ", last);
-          out << in.rdbuf();
-        });
-        std::filesystem::remove(epoch_checkpoint(o.out_dir, epoch + 1 - o.keep_epochs));
-      }
-    } else {
-      evaluate(epoch, loader.position());
-      save(last_checkpoint(o.out_dir), epoch, loader.position());
-    }
-    model.train();
+  int64_t got = 0;
+  double loss_value = 0;
+  for (int64_t k = 0; k < o.accumulate; ++k) {
+    if (!loader_->next(batch)) break;
+    Tensor loss = task_.loss(batch);
+    double v = loss.item();
+    if (!std::isfinite(v))
+      fail("training diverged: the loss is ", v, " at step ", state_.step + 1,
+           "; lower --lr or raise --warmup");
+    if (first_loss_ == 0) first_loss_ = v;
+    if (o.max_loss_growth > 0 && first_loss_ > 0 && v > o.max_loss_growth * first_loss_)
+      fail("training diverged: the loss is ", v, " at step ", state_.step + 1, ", ",
+           fmt(v / first_loss_, "%.3g"), " times its first value ", fmt(first_loss_),
+           "; stopped before the update (", best_checkpoint(o.out_dir),
+           " is kept as it was); lower --lr or raise --warmup");
+    if (o.accumulate > 1) loss = mul(loss, 1.0 / static_cast<double>(o.accumulate));
+    loss.backward();
+    loss_value += v;
+    ++got;
+    examples_ += batch.size;
+    tokens_ += task_.tokens(batch);
   }
+  if (got == 0) {
+    epoch_done_ = true;
+    return false;
+  }
+  // The update: a short last group is scaled as if full, then clip, step, clear.
+  std::vector<Tensor> params = model.parameters();
+  if (got < o.accumulate) scale_grads(params, static_cast<double>(o.accumulate) / got);
+  last_lr_ = schedule_->lr_at(state_.step + 1);
+  optimizer_->set_lr(last_lr_);
+  if (o.clip > 0) clip_grad_norm(params, o.clip);
+  optimizer_->step();
+  optimizer_->zero_grad();
+  ++state_.step;
+  ++epoch_step_;
+  loss_value /= got;
+  result_.last_train_loss = loss_value;
+  running_loss_ += loss_value;
+  ++running_n_;
+  if (log_ && (state_.step % std::max<int64_t>(1, o.log_every) == 0)) {
+    const double seconds = seconds_since_start();
+    log_->log("train", state_.step, epoch + 1,
+              {{"loss", running_loss_ / running_n_},
+               {"lr", last_lr_},
+               {"time_s", seconds},
+               {"examples/s", examples_ / std::max(seconds - eval_seconds_, 1e-9)}});
+  }
+  // Why the run stops here, if it does: the step budget or Ctrl-C.
+  if (o.max_steps > 0 && state_.step >= o.max_steps) stop_ = true;
+  if (interrupted()) {
+    result_.interrupted = true;
+    stop_ = true;
+    if (!o.quiet) std::cerr << "\ninterrupted: saving " << last_checkpoint(o.out_dir) << "\n";
+  }
+  return true;
+}
+
+void Trainer::report_progress() {
+  if (options_.quiet) return;
+  double secs = seconds_since_start() - eval_seconds_;
+  // The whole run's remaining time at this run's training pace (evaluations not included).
+  const int64_t done = state_.step - start_step_;
+  const double run_eta =
+      done > 0 ? secs / done * static_cast<double>(std::max<int64_t>(0, total_steps_ - state_.step))
+               : -1.0;
+  // Fields are dropped from the end when the line is too wide: most useful first.
+  bar_->update(epoch_step_, {{"loss", fmt(running_loss_ / running_n_, "%.4f")},
+                             {"run ETA", format_duration(run_eta)},
+                             {"lr", fmt(last_lr_, "%.2e")},
+                             {"ex/s", fmt(examples_ / std::max(secs, 1e-9), "%.0f")},
+                             {"tok/s", fmt(tokens_ / std::max(secs, 1e-9), "%.0f")}});
+}
+
+void Trainer::evaluate_and_save(int64_t epoch, int64_t position) {
+  if (!valid_ || valid_->size() == 0) return;
+  auto e0 = std::chrono::steady_clock::now();
+  auto metrics = task_.evaluate(*valid_);
+  eval_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
+  result_.last_valid = metrics;
+  if (log_) {
+    // Logged under the epoch in progress, as the train rows are (1-based): the validation at the
+    // end of epoch 3 is a row of epoch 3 whatever the checkpoint's resume point says.
+    std::map<std::string, double> row = metrics;
+    row["time_s"] = seconds_since_start();
+    log_->log("valid", state_.step, epoch_ + 1, row);
+  }
+  double primary =
+      metrics.count(task_.primary_metric()) ? metrics[task_.primary_metric()] : -metrics["loss"];
+  if (!options_.quiet) {
+    std::cerr << "  valid @ step " << state_.step << ":";
+    for (auto& [k, v] : metrics) std::cerr << " " << k << " " << fmt(v);
+    std::cerr << "\n";
+  }
+  if (primary > best_) {
+    best_ = primary;
+    result_.best_valid = metrics;
+    result_.best_step = state_.step;
+    save(best_checkpoint(options_.out_dir), epoch, position);
+  }
+}
+
+void Trainer::end_epoch(int64_t epoch) {
+  const TrainerOptions& o = options_;
+  if (!o.quiet) bar_->finish({{"loss", fmt(running_n_ ? running_loss_ / running_n_ : 0, "%.4f")}});
+  if (result_.interrupted) {
+    save(last_checkpoint(o.out_dir), epoch, loader_->position());
+    return;
+  }
+  if (epoch_done_) {
+    // The whole epoch: the checkpoint resumes at the start of the next one.
+    evaluate_and_save(epoch + 1, 0);
+    save(last_checkpoint(o.out_dir), epoch + 1, 0);
+    if (files_ && o.keep_epochs > 0) {
+      // The epoch's checkpoint is last.safetensors as just written: copy its bytes rather
+      // than serialise (and checksum) the model and optimizer a second time.
+      const std::string last = last_checkpoint(o.out_dir);
+      write_file_atomically(epoch_checkpoint(o.out_dir, epoch + 1), [&](std::ostream& out) {
+        std::ifstream in(last, std::ios::binary);
+        check(in.good(), "trainer: cannot read back ", last);
+        out << in.rdbuf();
+      });
+      std::filesystem::remove(epoch_checkpoint(o.out_dir, epoch + 1 - o.keep_epochs));
+    }
+  } else {
+    // Stopped mid-epoch by the step budget: resume from this batch.
+    evaluate_and_save(epoch, loader_->position());
+    save(last_checkpoint(o.out_dir), epoch, loader_->position());
+  }
+  task_.model().train();
+}
+
+TrainResult Trainer::finish() {
   uninstall_interrupt_handler();
-  result.steps = state.step;
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double train_seconds = std::max(result.seconds - eval_seconds, 1e-9);
-  result.examples_per_second = examples / train_seconds;
-  result.tokens_per_second = tokens / train_seconds;
-  if (files && log) {
-    log.reset();
+  bar_.reset();
+  result_.steps = state_.step;
+  result_.seconds = seconds_since_start();
+  double train_seconds = std::max(result_.seconds - eval_seconds_, 1e-9);
+  result_.examples_per_second = examples_ / train_seconds;
+  result_.tokens_per_second = tokens_ / train_seconds;
+  if (files_ && log_) {
+    log_.reset();
     try {
-      plot_training_curves(o.out_dir + "/metrics.csv", o.out_dir + "/curves.png");
+      plot_training_curves(metrics_csv(options_.out_dir), options_.out_dir + "/curves.png");
     } catch (const Error& e) {
       std::cerr << "warning: could not plot the curves: " << e.what() << "\n";
     }
   }
-  return result;
+  loader_.reset();
+  return result_;
+}
+
+void Trainer::log_test(const std::map<std::string, double>& metrics) {
+  if (!files_) return;
+  {
+    std::unique_ptr<MetricsLog> log = open_metrics_log();
+    log->log("test", state_.step, epoch_ + 1, metrics);
+  }
+  try {
+    plot_training_curves(metrics_csv(options_.out_dir), options_.out_dir + "/curves.png");
+  } catch (const Error& e) {
+    std::cerr << "warning: could not plot the curves: " << e.what() << "\n";
+  }
+}
+
+std::unique_ptr<MetricsLog> Trainer::open_metrics_log() const {
+  std::vector<std::string> columns = task_.metric_names();
+  for (const char* extra : {"lr", "time_s", "examples/s"})
+    if (std::find(columns.begin(), columns.end(), extra) == columns.end()) columns.push_back(extra);
+  return std::make_unique<MetricsLog>(metrics_csv(options_.out_dir), columns,
+                                      metrics_jsonl(options_.out_dir));
+}
+
+void Trainer::save(const std::string& path, int64_t epoch, int64_t position) {
+  if (!files_) return;
+  state_.epoch = epoch;
+  state_.loader_position = position;
+  if (best_ > -1e300) state_.extra["best_metric"] = std::to_string(best_);
+  capture_rng(state_);
+  save_checkpoint(path, task_.model(), *optimizer_, state_);
+}
+
+double Trainer::seconds_since_start() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
 }
 
 }  // namespace mixlab

@@ -3,7 +3,9 @@
 // evaluation on the validation set every epoch; the best and the last checkpoints; metrics as
 // CSV and a PNG of the curves; exact resume; Ctrl-C saves before exiting.
 #pragma once
+#include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "train/checkpoint.h"
@@ -31,6 +33,10 @@ struct TrainerOptions {
   int64_t keep_epochs = 0;  // also keep the last N end-of-epoch checkpoints (for averaging)
   int64_t prefetch = 2;     // batches prepared ahead by the loader's thread
   bool quiet = false;       // no progress output
+  // Training stops (Error) when a step's loss exceeds this many times the first loss of the
+  // run: a loss that explodes while staying finite is divergence too, and the checkpoints
+  // already written (best.safetensors above all) are kept as they are.
+  double max_loss_growth = 1e6;
 };
 
 struct TrainResult {
@@ -42,25 +48,85 @@ struct TrainResult {
   bool interrupted = false;
 };
 
+class DataLoader;
+class LrSchedule;
+class MetricsLog;
+class Optimizer;
+class ProgressBar;
+
+// run() reads like llm.c's main loop:
+//
+//   start();                                  optimizer, schedule, resume, metrics log
+//   for each epoch:
+//     begin_epoch(epoch)
+//     while (step(epoch)) { report; maybe evaluate_and_save() }   one optimizer update each
+//     end_epoch(epoch)                        evaluate, save last (and epoch-E) checkpoints
+//   finish()                                  throughput, curves
 class Trainer {
  public:
   // `metadata` (model config JSON, vocabularies) is stored in every checkpoint.
   Trainer(TrainTask& task, const Dataset& train, const Dataset* valid, TrainerOptions options,
           TrainingState metadata);
+  ~Trainer();
   TrainResult run();
+  // After run(): the test set's metrics as the last rows of metrics.csv/.jsonl (phase "test"),
+  // and the curves redrawn with them.
+  void log_test(const std::map<std::string, double>& metrics);
 
   static std::string last_checkpoint(const std::string& dir) { return dir + "/last.safetensors"; }
   static std::string best_checkpoint(const std::string& dir) { return dir + "/best.safetensors"; }
+  static std::string metrics_csv(const std::string& dir) { return dir + "/metrics.csv"; }
+  static std::string metrics_jsonl(const std::string& dir) { return dir + "/metrics.jsonl"; }
   static std::string epoch_checkpoint(const std::string& dir, int64_t epoch) {
     return dir + "/epoch-" + std::to_string(epoch) + ".safetensors";
   }
 
  private:
+  void start();
+  void begin_epoch(int64_t epoch);
+  // One optimizer update over `accumulate` micro-batches; false (and no update) when the
+  // epoch's batches are used up.
+  bool step(int64_t epoch);
+  void report_progress();
+  // Validation metrics into the log; a new best is saved as best.safetensors.
+  void evaluate_and_save(int64_t epoch, int64_t position);
+  // The last (and kept epoch-E) checkpoints at the end of an epoch or of the step budget.
+  void end_epoch(int64_t epoch);
+  TrainResult finish();
+  void save(const std::string& path, int64_t epoch, int64_t position);
+  // metrics.csv (appending under its header) with metrics.jsonl beside it.
+  std::unique_ptr<MetricsLog> open_metrics_log() const;
+  double seconds_since_start() const;
+
   TrainTask& task_;
   const Dataset& train_;
   const Dataset* valid_;
   TrainerOptions options_;
   TrainingState metadata_;
+
+  // The state of one run() call.
+  std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<MetricsLog> log_;
+  std::unique_ptr<ProgressBar> bar_;
+  TrainingState state_;
+  TrainResult result_;
+  bool files_ = false;
+  int64_t steps_per_epoch_ = 0, start_epoch_ = 0, skip_ = 0;
+  int64_t total_steps_ = 0, start_step_ = 0;  // for the whole run's ETA
+  int64_t epoch_ = 0;                         // the epoch in progress (0-based; logged 1-based)
+  int64_t epoch_step_ = 0;                    // optimizer updates of the current epoch
+  bool epoch_done_ = false;  // the loader ran out of batches (vs. a stop mid-epoch)
+  bool stop_ = false;
+  double best_ = -1e300;     // the best primary metric so far
+  double running_loss_ = 0;  // the epoch's train loss sum, for the mean shown
+  int64_t running_n_ = 0;
+  double last_lr_ = 0;
+  double first_loss_ = 0;    // the first micro-batch loss of this run() (for max_loss_growth)
+  double eval_seconds_ = 0;  // excluded from the training throughput
+  int64_t examples_ = 0, tokens_ = 0;
+  std::chrono::steady_clock::time_point t0_;
 };
 
 }  // namespace mixlab

@@ -1,0 +1,70 @@
+// A run folder is the run: `--out DIR` holds one training run (config.ini, model.json,
+// checkpoints, metrics), and the rules below keep a second command from silently mixing
+// another run into it.
+//
+//   - DIR holding a run, without --resume: refused (usage error), nothing in DIR touched,
+//     unless --overwrite, which empties DIR first (only of run files: a folder holding anything
+//     else, e.g. a subfolder or a source file, is never emptied).
+//   - --resume: DIR must hold last.safetensors. main() reads DIR/config.ini as the defaults of
+//     the command (resume_config_args), so the run continues with every stored setting; a flag
+//     given on the command line may change only what can change on resume (kResumableOptions),
+//     any other flag that contradicts config.ini is refused naming both values.
+//   - config.ini is sectioned ([translate.train] / [classify.train]) so that
+//     `mixlab --config DIR/config.ini translate train` reads it back; it is written atomically,
+//     and only after the model and data were built and checked.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "nn/model_config.h"
+
+namespace mixlab::app {
+
+// Options a resumed run may change (long names without dashes).
+extern const std::vector<std::string> kResumableOptions;
+
+// Before anything is built or written: refuses (UsageError) a DIR that holds a run without
+// --resume or --overwrite, --resume without DIR/last.safetensors, and both flags at once.
+void check_run_folder(const std::string& dir, bool resume, bool overwrite);
+
+// Removes the run files of DIR (--overwrite), right before the new run writes its first file.
+void empty_run_folder(const std::string& dir);
+
+// The section name of a subcommand in config.ini: "translate.train".
+std::string config_section(const CLI::App& cmd);
+
+// main(): when ARGS (without the program name) resume a run (`X train --resume`) and no
+// --config is given, returns ARGS with `--config OUT/config.ini` in front so the stored
+// settings become the defaults. Also checks an explicit --config FILE holds a section for the
+// invoked train command (UsageError otherwise: CLI11 would silently ignore every key).
+std::vector<std::string> resume_config_args(const CLI::App& root, std::vector<std::string> args);
+
+// On --resume: every option of `cmd` now in effect that is not resumable must equal the run's
+// stored config.ini (UsageError naming the option and both values).
+void check_resume_options(const CLI::App& cmd, const std::string& dir);
+
+// On --resume: the model now built must be the checkpoint's (UsageError naming the setting and
+// both values): catches an edited config.ini or a run without one.
+void check_resume_model(const ModelConfig& built, const ModelConfig& stored,
+                        const std::string& checkpoint);
+
+struct CommonFlags;
+struct TrainFlags;
+
+// What every train command does before building anything: check_run_folder, and on --resume
+// check_resume_options.
+void check_before_training(const CLI::App& cmd, const CommonFlags& common, const TrainFlags& train);
+
+// What it does once the model and data are built and checked, before training: on --resume
+// check_resume_model against OUT/last.safetensors, and the data description (JSON) must be the
+// checkpoint's; with --overwrite empty the folder; then
+// save_run_config.
+void open_run_folder(const CLI::App& cmd, const CommonFlags& common, const TrainFlags& train,
+                     const ModelConfig& built, const std::string& data_json);
+
+// Writes DIR/config.ini (sectioned, every option with its value) and DIR/model.json.
+void save_run_config(const CLI::App& cmd, const ModelConfig& config, const std::string& dir);
+
+}  // namespace mixlab::app
