@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.h"
+#include "autograd/tensor.h"
 
 namespace mixlab {
 

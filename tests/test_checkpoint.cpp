@@ -24,7 +24,7 @@
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
 #include "train/grad_utils.h"
-#include "train/json.h"
+#include "io/json.h"
 #include "train/schedule.h"
 
 using namespace mixlab;
@@ -429,7 +429,7 @@ TEST_CASE("checkpoint: a failed write leaves the previous checkpoint intact") {
   save_checkpoint(path, a, opt, TrainingState{});
   const std::vector<uint8_t> original = read_bytes(path);
 
-  // A directory where the writer's temporary file must go (train/atomic_file.h names it
+  // A directory where the writer's temporary file must go (io/atomic_file.h names it
   // "<path>.tmp.<pid>"): the write cannot even start.
   const std::string temp = path + ".tmp." + std::to_string(::getpid());
   fs::create_directories(temp);

@@ -1,5 +1,5 @@
-// safetensors save/load (train/safetensors.h) and the atomic file write under it
-// (train/atomic_file.h).
+// safetensors save/load (io/safetensors.h) and the atomic file write under it
+// (io/atomic_file.h).
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -14,8 +14,8 @@
 
 #include "tests/temp_dir.h"
 #include "core/error.h"
-#include "train/atomic_file.h"
-#include "train/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
 
 using namespace mixlab;
 namespace fs = std::filesystem;

@@ -10,8 +10,8 @@
 #include <zlib.h>
 
 #include "autograd/grad_mode.h"
-#include "train/json.h"
-#include "train/safetensors.h"
+#include "io/json.h"
+#include "io/safetensors.h"
 
 namespace mixlab {
 

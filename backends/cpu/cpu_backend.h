@@ -8,6 +8,7 @@ namespace mixlab {
 
 class CpuBackend final : public Backend {
  public:
+  CpuBackend();  // puts OpenBLAS on one thread (cpu_gemm.cpp)
   const char* name() const override { return "cpu"; }
   DeviceType device_type() const override { return DeviceType::CPU; }
 

@@ -1,4 +1,4 @@
-#include "train/run_log.h"
+#include "io/run_log.h"
 
 #include <algorithm>
 #include <cerrno>
