@@ -19,7 +19,6 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "backends/backend.h"
-#include "backends/cuda/counter_random.h"
 #include "core/random.h"
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
@@ -115,15 +114,6 @@ const DType kFloats[] = {DType::F32, DType::F64};
 }  // namespace
 
 // ---- host-side checks (run with or without a GPU) ---------------------------------------------
-
-TEST_CASE("cuda: counter_uniform host-device copy matches core/random.h") {
-  for (uint64_t seed : {0ull, 1ull, 42ull, 0x9E3779B97F4A7C15ull, ~0ull}) {
-    for (uint64_t i = 0; i < 20000; i += 7) {
-      CHECK(cuda::mix64_hd(seed ^ i) == mix64(seed ^ i));
-      CHECK(cuda::counter_uniform_hd(seed, i) == counter_uniform(seed, i));
-    }
-  }
-}
 
 TEST_CASE("cuda: asking for a missing CUDA device is an Error") {
   if (!device_available(DeviceType::CUDA)) {
