@@ -32,7 +32,8 @@ namespace mixlab {
   X(GeluTanhGrad)              \
   X(PowScalar) /* x^alpha */   \
   X(AddScalar) /* x + alpha */ \
-  X(MulScalar) /* x * alpha */
+  X(MulScalar) /* x * alpha */ \
+  X(Softplus)  /* log(1 + exp(x)) */
 
 #define MIXLAB_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Maximum) X(Minimum) X(Equal) X(Greater)
 
@@ -88,10 +89,11 @@ MIXLAB_HOST_DEVICE T apply_unary(T x, T alpha) {
     return M::pow(x, alpha);
   else if constexpr (OP == UnaryOp::AddScalar)
     return x + alpha;
-  else {
-    static_assert(OP == UnaryOp::MulScalar,
-                  "apply_unary: an op of MIXLAB_UNARY_OPS has no formula");
+  else if constexpr (OP == UnaryOp::MulScalar)
     return x * alpha;
+  else {
+    static_assert(OP == UnaryOp::Softplus, "apply_unary: an op of MIXLAB_UNARY_OPS has no formula");
+    return (x > T(0) ? x : T(0)) + M::log(T(1) + M::exp(x < T(0) ? x : -x));
   }
 }
 

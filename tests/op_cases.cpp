@@ -169,6 +169,21 @@ void add_elementwise_cases(std::vector<OpCase>& t) {
                  /*grad=*/true});
   }
 
+  t.push_back({"unary",
+               "softplus op against max(x, 0) + log1p(exp(-|x|)) [4, 5]",
+               {Input::leaf({4, 5}, 25, -30, 30)},
+               [](const Ctx&, const In& in) { return Out{softplus(in[0])}; },
+               kF32Loose,
+               Tol{1e-12, 1e-15},
+               /*grad=*/true,
+               {DType::F32, DType::F64},
+               [](const std::vector<std::vector<double>>& v) {
+                 std::vector<double> y;
+                 for (double x : v[0])
+                   y.push_back(std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))));
+                 return y;
+               }});
+
   // The binary kernel: every op over broadcast strided views, and in place (out aliases a).
   struct Bcast {
     Shape a, b;
