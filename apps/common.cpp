@@ -10,8 +10,8 @@
 
 #include "core/parallel.h"
 #include "nn/mixer_registry.h"
-#include "train/atomic_file.h"
-#include "train/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
 #include "train/summary.h"
 
 namespace mixlab::app {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "train/json.h"
+#include "io/json.h"
 
 namespace mixlab::app {
 

@@ -14,11 +14,11 @@
 #include "autograd/ops.h"
 #include "nn/mixing_capture.h"
 #include "nn/models.h"
-#include "train/atomic_file.h"
+#include "io/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/data/idx.h"
-#include "train/json.h"
-#include "train/safetensors.h"
+#include "io/json.h"
+#include "io/safetensors.h"
 #include "train/vocab.h"
 
 namespace mixlab::app {

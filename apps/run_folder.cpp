@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "apps/common.h"
-#include "train/atomic_file.h"
+#include "io/atomic_file.h"
 
 namespace fs = std::filesystem;
 

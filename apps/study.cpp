@@ -19,11 +19,11 @@
 #include "autograd/ops.h"
 #include "nn/mixer_registry.h"
 #include "nn/models.h"
-#include "train/atomic_file.h"
+#include "io/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/data/listops.h"
-#include "train/json.h"
-#include "train/run_log.h"
+#include "io/json.h"
+#include "io/run_log.h"
 
 extern char** environ;
 

@@ -11,8 +11,8 @@
 #include "apps/inspect_svg.h"
 #include "apps/study.h"
 #include "nn/mixer_registry.h"
-#include "train/atomic_file.h"
-#include "train/run_log.h"
+#include "io/atomic_file.h"
+#include "io/run_log.h"
 
 namespace mixlab::app {
 

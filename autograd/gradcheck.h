@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "autograd/tensor.h"
 
 namespace mixlab {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/tensor.h"
+#include "autograd/tensor.h"
 
 namespace mixlab {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.h"
+#include "autograd/tensor.h"
 
 namespace mixlab {
 
@@ -30,6 +30,7 @@ enum class GeluForm { Erf, Tanh };
 Tensor gelu(const Tensor& x, GeluForm form = GeluForm::Erf);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+Tensor softplus(const Tensor& x);                  // log(1 + exp(x)); its gradient is sigmoid(x)
 Tensor maximum(const Tensor& a, const Tensor& b);  // gradient to the larger (ties: first)
 // cond (any dtype; nonzero = true) selects a, else b; all broadcast together.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

@@ -17,14 +17,15 @@
 # use, a chain of ordinary calls, so the linker pulls every mixer's object out of the archive as
 # soon as the program uses the registry (tests/consumer checks that every mixer is there).
 #
-# Libraries: MIXLAB_INSTALL_LIBRARIES, highest layer first (pkg-config's static link order).
-# When the engine is split into one library per layer, list them all here; mixlab::mixlab links
-# every one, and each is exported as mixlab::<name>.
+# Libraries: MIXLAB_INSTALL_LIBRARIES, one per layer (cmake/layers.cmake), highest layer first
+# (pkg-config's static link order); mixlab::mixlab links every one, and each is exported as
+# mixlab::<name>.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(MIXLAB_INSTALL_LIBRARIES mixlab_engine)
-set(MIXLAB_HEADER_FOLDERS core autograd backends nn train)
+set(MIXLAB_INSTALL_LIBRARIES mixlab_train mixlab_nn mixlab_autograd mixlab_backends
+  mixlab_io mixlab_core)
+set(MIXLAB_HEADER_FOLDERS core backends io autograd nn train)
 set(MIXLAB_PACKAGE_VERSION 0.1.0)
 set(MIXLAB_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/mixlab)
 
@@ -77,7 +78,7 @@ if(TARGET mixlab)
 endif()
 foreach(folder IN LISTS MIXLAB_HEADER_FOLDERS)
   install(DIRECTORY ${folder} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mixlab
-    FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+    FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "*.def")
 endforeach()
 install(EXPORT mixlabTargets NAMESPACE mixlab:: DESTINATION ${MIXLAB_CMAKE_DIR})
 

@@ -2,8 +2,6 @@
 
 #include "core/float_env.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -105,13 +103,7 @@ int initial_threads() {
 }
 
 std::atomic<int>& thread_setting() {
-  static std::atomic<int> n{[] {
-    // OpenBLAS's own threads are started when the library loads and keep the default float
-    // modes, so they would run on subnormals at microcode speed (core/float_env.h). Products
-    // are split over this pool instead (backends/cpu/cpu_gemm.cpp); OpenBLAS stays on one.
-    openblas_set_num_threads(1);
-    return initial_threads();
-  }()};
+  static std::atomic<int> n{initial_threads()};
   return n;
 }
 

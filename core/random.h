@@ -4,10 +4,13 @@
 #pragma once
 #include <cstdint>
 
+#include "core/host_device.h"
+
 namespace mixlab {
 
-// SplitMix64's finaliser: a strong 64-bit mix; counter-based RNGs on CPU and GPU both use it.
-inline uint64_t mix64(uint64_t x) {
+// SplitMix64's finaliser: a strong 64-bit mix; counter-based RNGs on CPU and GPU both use it
+// (compiled for both: backends/cuda/random.cu).
+MIXLAB_HOST_DEVICE uint64_t mix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
@@ -16,7 +19,7 @@ inline uint64_t mix64(uint64_t x) {
 
 // Uniform in [0, 1) from the i-th draw of a stream keyed by `seed`: what dropout masks use, so
 // any device reproduces the same mask.
-inline double counter_uniform(uint64_t seed, uint64_t i) {
+MIXLAB_HOST_DEVICE double counter_uniform(uint64_t seed, uint64_t i) {
   return static_cast<double>(mix64(mix64(seed) ^ i) >> 11) * (1.0 / 9007199254740992.0);
 }
 

@@ -2,7 +2,7 @@
 // given shape; fan_in/fan_out are read from a [out, in] matrix (PyTorch's Linear layout).
 #pragma once
 #include "core/random.h"
-#include "core/tensor.h"
+#include "autograd/tensor.h"
 
 namespace mixlab::init {
 

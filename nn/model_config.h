@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "train/json.h"
+#include "io/json.h"
 
 namespace mixlab {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "autograd/tensor.h"
 
 namespace mixlab {
 

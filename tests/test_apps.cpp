@@ -18,7 +18,7 @@
 
 #include <vector>
 
-#include "train/run_log.h"
+#include "io/run_log.h"
 
 namespace fs = std::filesystem;
 

@@ -15,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "tests/skip.h"
 #include "tests/temp_dir.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -24,7 +25,7 @@
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
 #include "train/grad_utils.h"
-#include "train/json.h"
+#include "io/json.h"
 #include "train/schedule.h"
 
 using namespace mixlab;
@@ -429,7 +430,7 @@ TEST_CASE("checkpoint: a failed write leaves the previous checkpoint intact") {
   save_checkpoint(path, a, opt, TrainingState{});
   const std::vector<uint8_t> original = read_bytes(path);
 
-  // A directory where the writer's temporary file must go (train/atomic_file.h names it
+  // A directory where the writer's temporary file must go (io/atomic_file.h names it
   // "<path>.tmp.<pid>"): the write cannot even start.
   const std::string temp = path + ".tmp." + std::to_string(::getpid());
   fs::create_directories(temp);
@@ -449,8 +450,7 @@ TEST_CASE("checkpoint: a failed write leaves the previous checkpoint intact") {
 
 TEST_CASE("checkpoint: python reads a mixlab checkpoint independently") {
   if (std::system("python3 -c 'import json, struct, zlib' > /dev/null 2>&1") != 0) {
-    MESSAGE("python3 not available: skipped");
-    return;
+    MIXLAB_SKIP_TEST("python3 is not available");
   }
   TempDir dir;
   InMemoryDataset data = make_data(40);
@@ -551,12 +551,10 @@ print('ok', reader, len(tensors))
   MESSAGE("python cross-check: " << output);
 }
 
-// Runs only where a CUDA device exists: files are device-independent.
-TEST_CASE("checkpoint: weights move between CPU and CUDA models") {
-  if (!device_available(DeviceType::CUDA)) {
-    MESSAGE("no CUDA device: skipped");
-    return;
-  }
+// Needs a CUDA device (skipped without one; tests/gpu/check.sh runs it): files are
+// device-independent.
+TEST_CASE("cuda: checkpoint weights move between CPU and CUDA models" *
+          doctest::skip(!device_available(DeviceType::CUDA))) {
   TempDir dir;
   Mixed cpu_model(1);
   save_weights(dir.file("cpu.safetensors"), cpu_model);

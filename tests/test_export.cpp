@@ -18,7 +18,7 @@
 #include "train/checkpoint_names.h"
 #include "train/float16.h"
 #include "train/optimizer.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 using namespace mixlab;
 namespace fs = std::filesystem;

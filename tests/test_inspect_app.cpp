@@ -16,8 +16,8 @@
 #include "tests/cli_runner.h"
 #include "tests/temp_dir.h"
 #include "train/checkpoint.h"
-#include "train/json.h"
-#include "train/safetensors.h"
+#include "io/json.h"
+#include "io/safetensors.h"
 #include "train/vocab.h"
 
 using namespace mixlab;

@@ -1,4 +1,4 @@
-// The JSON value, strict parser and compact serializer (train/json.h).
+// The JSON value, strict parser and compact serializer (io/json.h).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "train/json.h"
+#include "io/json.h"
 
 using mixlab::Error;
 using mixlab::Json;

@@ -450,12 +450,10 @@ TEST_CASE("optim: a model converted after the optimizer was built is an error") 
   }
 }
 
-// Runs only where a CUDA device exists: the same steps on both devices agree.
-TEST_CASE("optim: CUDA steps and clipping match the CPU") {
-  if (!device_available(DeviceType::CUDA)) {
-    MESSAGE("no CUDA device: skipped");
-    return;
-  }
+// Needs a CUDA device (skipped without one; tests/gpu/check.sh runs it): the same steps on both
+// devices agree.
+TEST_CASE("cuda: optim steps and clipping match the CPU" *
+          doctest::skip(!device_available(DeviceType::CUDA))) {
   const Device gpu = Device::cuda();
   auto both = [&](const std::function<std::unique_ptr<Optimizer>(const Tensor&)>& make) {
     Tensor cpu_p = param_of(kP0);

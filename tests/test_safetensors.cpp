@@ -1,5 +1,5 @@
-// safetensors save/load (train/safetensors.h) and the atomic file write under it
-// (train/atomic_file.h).
+// safetensors save/load (io/safetensors.h) and the atomic file write under it
+// (io/atomic_file.h).
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -12,10 +12,11 @@
 
 #include <unistd.h>
 
+#include "tests/skip.h"
 #include "tests/temp_dir.h"
 #include "core/error.h"
-#include "train/atomic_file.h"
-#include "train/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
 
 using namespace mixlab;
 namespace fs = std::filesystem;
@@ -268,8 +269,7 @@ TEST_CASE("safetensors: atomic write leaves the old file intact when the writer 
 
 TEST_CASE("safetensors: cross-check with python's safetensors (optional)") {
   if (std::system("python3 -c 'import safetensors, numpy' >/dev/null 2>&1") != 0) {
-    MESSAGE("skipped: python3 with safetensors and numpy is not available");
-    return;
+    MIXLAB_SKIP_TEST("python3 with safetensors and numpy is not available");
   }
   TempDir dir;
   const std::string ours = dir.file("ours.safetensors");

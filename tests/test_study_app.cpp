@@ -15,7 +15,7 @@
 
 #include "tests/cli_runner.h"
 #include "tests/temp_dir.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 using namespace mixlab::testing;
 namespace fs = std::filesystem;

@@ -17,9 +17,9 @@
 #include "tests/temp_dir.h"
 #include "core/error.h"
 #include "train/interrupt.h"
-#include "train/plot.h"
+#include "io/plot.h"
 #include "train/progress.h"
-#include "train/run_log.h"
+#include "io/run_log.h"
 #include "train/summary.h"
 
 // Decoding the PNGs back lets the tests look at pixels, not just headers.

@@ -12,10 +12,10 @@
 #include <zlib.h>
 
 #include "autograd/grad_mode.h"
+#include "io/json.h"
+#include "io/safetensors.h"
 #include "train/checkpoint_names.h"
 #include "train/float16.h"
-#include "train/json.h"
-#include "train/safetensors.h"
 
 namespace mixlab {
 

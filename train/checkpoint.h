@@ -27,7 +27,7 @@
 // shapes). Tensors are copied into the module's existing storage on its current device, so
 // handles held elsewhere (an optimizer) stay valid; gradients are left as they are.
 //
-// Writing is atomic (train/atomic_file.h): a crash or failure mid-write leaves the previous file.
+// Writing is atomic (io/atomic_file.h): a crash or failure mid-write leaves the previous file.
 //
 // Exact resume: saving after update N and loading into fresh objects continues bit-identically
 // when the caller also restores the data order and randomness recorded here:

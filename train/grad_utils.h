@@ -26,7 +26,7 @@
 #pragma once
 #include <vector>
 
-#include "core/tensor.h"
+#include "autograd/tensor.h"
 
 namespace mixlab {
 

@@ -25,8 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
-#include "train/json.h"
+#include "autograd/tensor.h"
+#include "io/json.h"
 
 namespace mixlab {
 

@@ -10,14 +10,14 @@
 #include <memory>
 
 #include "autograd/ops.h"
-#include "train/atomic_file.h"
+#include "io/atomic_file.h"
 #include "train/data_loader.h"
 #include "train/grad_utils.h"
 #include "train/interrupt.h"
 #include "train/optimizer.h"
-#include "train/plot.h"
+#include "io/plot.h"
 #include "train/progress.h"
-#include "train/run_log.h"
+#include "io/run_log.h"
 #include "train/schedule.h"
 #include "train/summary.h"
 

@@ -132,6 +132,11 @@ Tensor tanh(const Tensor& x) {
   });
 }
 
+Tensor softplus(const Tensor& x) {
+  return record("softplus", unary_forward(UnaryOp::Softplus, "softplus", x), {x},
+                [x](const Tensor& g) { return std::vector<Tensor>{mul(g, sigmoid(x))}; });
+}
+
 Tensor equal(const Tensor& a, const Tensor& b) {
   NoGradGuard no_grad;
   return binary_forward(BinaryOp::Equal, "equal", a, b);

@@ -1,4 +1,5 @@
-// Elementwise kernels: a functor per op, one strided loop for all of them.
+// Elementwise kernels: one strided loop for all ops; each op's formula is shared with the CUDA
+// kernels (backends/elementwise_ops.h) and each op gets its own loop, generated from the op lists.
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
@@ -9,78 +10,34 @@
 namespace mixlab {
 namespace {
 
-constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2/pi)
-constexpr double kInvSqrt2 = 0.7071067811865476;
-constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2 pi)
-
-// One op as a compile-time constant, so each op's loop is its own vectorisable loop.
-template <UnaryOp OP, typename T>
-inline T apply_unary(T x, T alpha) {
-  using cpu::erf_of;
-  using cpu::exp_of;
-  if constexpr (OP == UnaryOp::Neg)
-    return -x;
-  else if constexpr (OP == UnaryOp::Exp)
-    return exp_of(x);
-  else if constexpr (OP == UnaryOp::Log)
-    return std::log(x);
-  else if constexpr (OP == UnaryOp::Sqrt)
-    return std::sqrt(x);
-  else if constexpr (OP == UnaryOp::Abs)
-    return x < T(0) ? -x : x;
-  else if constexpr (OP == UnaryOp::Sign)
-    return static_cast<T>((x > 0) - (x < 0));
-  else if constexpr (OP == UnaryOp::Relu)
-    return x > 0 ? x : T(0);
-  else if constexpr (OP == UnaryOp::Step)
-    return x > 0 ? T(1) : T(0);
-  else if constexpr (OP == UnaryOp::Sigmoid)
-    return T(1) / (T(1) + exp_of(-x));
-  else if constexpr (OP == UnaryOp::Tanh)
-    return std::tanh(x);
-  else if constexpr (OP == UnaryOp::GeluErf)
-    return T(0.5) * x * (T(1) + erf_of(x * T(kInvSqrt2)));
-  else if constexpr (OP == UnaryOp::GeluTanh) {
-    T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
-    return T(0.5) * x * (T(1) + std::tanh(inner));
-  } else if constexpr (OP == UnaryOp::GeluErfGrad) {  // Φ(x) + x φ(x)
-    return T(0.5) * (T(1) + erf_of(x * T(kInvSqrt2))) +
-           x * T(kInvSqrt2Pi) * exp_of(T(-0.5) * x * x);
-  } else if constexpr (OP == UnaryOp::GeluTanhGrad) {
-    T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
-    T t = std::tanh(inner);
-    T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x * x);
-    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
-  } else if constexpr (OP == UnaryOp::PowScalar)
-    return std::pow(x, alpha);
-  else if constexpr (OP == UnaryOp::AddScalar)
-    return x + alpha;
-  else
-    return x * alpha;  // MulScalar
-}
-
-template <typename T>
-T apply_binary(BinaryOp op, T a, T b) {
-  switch (op) {
-    case BinaryOp::Add:
-      return a + b;
-    case BinaryOp::Sub:
-      return a - b;
-    case BinaryOp::Mul:
-      return a * b;
-    case BinaryOp::Div:
-      return a / b;
-    case BinaryOp::Maximum:
-      return a >= b ? a : b;
-    case BinaryOp::Minimum:
-      return a <= b ? a : b;
-    case BinaryOp::Equal:
-      return a == b ? T(1) : T(0);
-    case BinaryOp::Greater:
-      return a > b ? T(1) : T(0);
+// The CPU's transcendental functions for the shared formulas (backends/elementwise_ops.h): the
+// vectorisable float polynomials of fast_math.h for exp and erf, libm for the rest.
+struct CpuMath {
+  template <typename T>
+  static T exp(T x) {
+    return cpu::exp_of(x);
   }
-  return a;
-}
+  template <typename T>
+  static T erf(T x) {
+    return cpu::erf_of(x);
+  }
+  template <typename T>
+  static T log(T x) {
+    return std::log(x);
+  }
+  template <typename T>
+  static T sqrt(T x) {
+    return std::sqrt(x);
+  }
+  template <typename T>
+  static T tanh(T x) {
+    return std::tanh(x);
+  }
+  template <typename T>
+  static T pow(T x, T y) {
+    return std::pow(x, y);
+  }
+};
 
 // The switch sits outside the loop: each op gets its own vectorisable inner loop.
 template <typename T, typename F>
@@ -99,29 +56,11 @@ void CpuBackend::unary(UnaryOp op, const View& x, const View& y, double alpha) {
     T* out = y.as<T>();
     T a = static_cast<T>(alpha);
     int64_t n = x.numel();
-#define MIXLAB_UNARY_CASE(OP)                                                    \
-  case UnaryOp::OP:                                                              \
-    unary_loop(in, out, n, [a](T v) { return apply_unary<UnaryOp::OP>(v, a); }); \
+#define MIXLAB_UNARY_CASE(OP)                                                             \
+  case UnaryOp::OP:                                                                       \
+    unary_loop(in, out, n, [a](T v) { return apply_unary<UnaryOp::OP, CpuMath>(v, a); }); \
     return;
-    switch (op) {
-      MIXLAB_UNARY_CASE(Neg)
-      MIXLAB_UNARY_CASE(Exp)
-      MIXLAB_UNARY_CASE(Log)
-      MIXLAB_UNARY_CASE(Sqrt)
-      MIXLAB_UNARY_CASE(Abs)
-      MIXLAB_UNARY_CASE(Sign)
-      MIXLAB_UNARY_CASE(Relu)
-      MIXLAB_UNARY_CASE(Step)
-      MIXLAB_UNARY_CASE(Sigmoid)
-      MIXLAB_UNARY_CASE(Tanh)
-      MIXLAB_UNARY_CASE(GeluErf)
-      MIXLAB_UNARY_CASE(GeluTanh)
-      MIXLAB_UNARY_CASE(GeluErfGrad)
-      MIXLAB_UNARY_CASE(GeluTanhGrad)
-      MIXLAB_UNARY_CASE(PowScalar)
-      MIXLAB_UNARY_CASE(AddScalar)
-      MIXLAB_UNARY_CASE(MulScalar)
-    }
+    switch (op) { MIXLAB_UNARY_OPS(MIXLAB_UNARY_CASE) }
 #undef MIXLAB_UNARY_CASE
   });
 }
@@ -147,23 +86,12 @@ void CpuBackend::binary(BinaryOp op, const View& a, const View& b, const View& o
         }
       });
     };
-    switch (op) {
-      case BinaryOp::Add:
-        body([](T x, T y) { return x + y; });
-        return;
-      case BinaryOp::Sub:
-        body([](T x, T y) { return x - y; });
-        return;
-      case BinaryOp::Mul:
-        body([](T x, T y) { return x * y; });
-        return;
-      case BinaryOp::Div:
-        body([](T x, T y) { return x / y; });
-        return;
-      default:
-        body([op](T x, T y) { return apply_binary(op, x, y); });
-        return;
-    }
+#define MIXLAB_BINARY_CASE(OP)                                       \
+  case BinaryOp::OP:                                                 \
+    body([](T x, T y) { return apply_binary<BinaryOp::OP>(x, y); }); \
+    return;
+    switch (op) { MIXLAB_BINARY_OPS(MIXLAB_BINARY_CASE) }
+#undef MIXLAB_BINARY_CASE
   });
 }
 

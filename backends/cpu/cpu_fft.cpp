@@ -24,9 +24,13 @@ struct Fftw<double> {
   static void* alloc(size_t bytes) { return fftw_malloc(bytes); }
   static void free(void* p) { fftw_free(p); }
   static Plan plan_1d(int n, int sign) {
-    auto* buf = static_cast<Complex*>(alloc(sizeof(Complex) * n));
-    Plan p = fftw_plan_dft_1d(n, buf, buf + 0, sign, FFTW_ESTIMATE);
-    free(buf);
+    // Out of place, as it is executed (fft() below): a plan's new-array execution must keep the
+    // plan's in-place-ness, and an in-place plan of size 1 never wrote the output.
+    auto* in = static_cast<Complex*>(alloc(sizeof(Complex) * n));
+    auto* out = static_cast<Complex*>(alloc(sizeof(Complex) * n));
+    Plan p = fftw_plan_dft_1d(n, in, out, sign, FFTW_ESTIMATE);
+    free(in);
+    free(out);
     return p;
   }
   static Plan plan_r2c_2d(int n, int d) {
@@ -47,9 +51,11 @@ struct Fftw<float> {
   static void* alloc(size_t bytes) { return fftwf_malloc(bytes); }
   static void free(void* p) { fftwf_free(p); }
   static Plan plan_1d(int n, int sign) {
-    auto* buf = static_cast<Complex*>(alloc(sizeof(Complex) * n));
-    Plan p = fftwf_plan_dft_1d(n, buf, buf, sign, FFTW_ESTIMATE);
-    free(buf);
+    auto* in = static_cast<Complex*>(alloc(sizeof(Complex) * n));
+    auto* out = static_cast<Complex*>(alloc(sizeof(Complex) * n));
+    Plan p = fftwf_plan_dft_1d(n, in, out, sign, FFTW_ESTIMATE);
+    free(in);
+    free(out);
     return p;
   }
   static Plan plan_r2c_2d(int n, int d) {

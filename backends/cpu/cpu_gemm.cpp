@@ -1,12 +1,12 @@
 // Matrix products on OpenBLAS: one cblas_?gemm per batch item (or per block of one), transposes
 // passed as flags.
 //
-// Threads: OpenBLAS runs single-threaded (core/parallel.cpp) and the engine's pool splits the
-// work, because OpenBLAS's own threads keep the default float modes and crawl on subnormals
-// (core/float_env.h). Many small products (attention heads) are shared out whole; a large one is
-// cut into blocks of rows of C (or of columns, when C is wide and short). The blocks depend only
-// on the shape and the thread count, so results repeat bit for bit for a given thread count; a
-// different count can round differently (OpenBLAS picks its kernels by block shape).
+// Threads: OpenBLAS runs single-threaded (set when the CPU backend is made, below) and the engine's
+// pool splits the work, because OpenBLAS's own threads keep the default float modes and crawl on
+// subnormals (core/float_env.h). Many small products (attention heads) are shared out whole; a
+// large one is cut into blocks of rows of C (or of columns, when C is wide and short). The blocks
+// depend only on the shape and the thread count, so results repeat bit for bit for a given thread
+// count; a different count can round differently (OpenBLAS picks its kernels by block shape).
 #include <cblas.h>
 
 #include <algorithm>
@@ -50,6 +50,12 @@ void gemm_block(const GemmArgs& g, int64_t i, int64_t r0, int64_t r1, int64_t c0
 }
 
 }  // namespace
+
+// OpenBLAS's own threads are started when the library loads and keep the default float modes,
+// so they would run on subnormals at microcode speed (core/float_env.h). Products are split over
+// the engine's pool instead (core/parallel.h); OpenBLAS stays on one thread. Every product goes
+// through this backend, so setting it here, before the first one, is enough.
+CpuBackend::CpuBackend() { openblas_set_num_threads(1); }
 
 void CpuBackend::gemm(const GemmArgs& g) {
   ScopedFlushDenormals flush;   // for the products that run on this thread

@@ -1,6 +1,5 @@
-// Optimizer updates, one pass over each parameter tensor (PyTorch's update rules).
-#include <cmath>
-
+// Optimizer updates, one pass over each parameter tensor; the per-element rules (PyTorch's) are
+// shared with the CUDA kernels (backends/optim_updates.h).
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
 #include "core/dtype_dispatch.h"
@@ -16,22 +15,7 @@ void CpuBackend::adam_update(const View& param, const View& grad, const View& m,
     T* pm = m.as<T>();
     T* pv = v.as<T>();
     parallel_for(param.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        double gi = g[i];
-        double pi = p[i];
-        if (a.weight_decay != 0) {
-          if (a.decoupled)
-            pi -= a.lr * a.weight_decay * pi;
-          else
-            gi += a.weight_decay * pi;
-        }
-        double mi = a.beta1 * pm[i] + (1 - a.beta1) * gi;
-        double vi = a.beta2 * pv[i] + (1 - a.beta2) * gi * gi;
-        pm[i] = static_cast<T>(mi);
-        pv[i] = static_cast<T>(vi);
-        double denom = std::sqrt(vi / a.bias_correction2) + a.eps;
-        p[i] = static_cast<T>(pi - a.lr * (mi / a.bias_correction1) / denom);
-      }
+      for (int64_t i = b; i < e; ++i) adam_element(p, g, pm, pv, i, a);
     });
   });
 }
@@ -44,16 +28,7 @@ void CpuBackend::sgd_update(const View& param, const View& grad, const View& buf
     const T* g = grad.as<T>();
     T* pb = buf.as<T>();
     parallel_for(param.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        double d = g[i];
-        if (a.weight_decay != 0) d += a.weight_decay * p[i];
-        if (a.momentum != 0) {
-          double mb = a.first_step ? d : a.momentum * pb[i] + (1 - a.dampening) * d;
-          pb[i] = static_cast<T>(mb);
-          d = a.nesterov ? d + a.momentum * mb : mb;
-        }
-        p[i] = static_cast<T>(p[i] - a.lr * d);
-      }
+      for (int64_t i = b; i < e; ++i) sgd_element(p, g, pb, i, a);
     });
   });
 }

@@ -1,60 +1,41 @@
 // Elementwise kernels: strided copy with dtype conversion, fill, unary maps, broadcast binary
 // ops and where. Each op is a template parameter (its own kernel, no switch per element); views
 // are coalesced on the host like the CPU's StridedLoop, and fully contiguous operands take a
-// flat loop without index arithmetic. Formulas follow backends/cpu/cpu_elementwise.cpp exactly.
+// flat loop without index arithmetic. The formulas are the CPU's own (backends/elementwise_ops.h);
+// the kernels' switches are generated from the op lists there.
 #include "backends/cuda/common.cuh"
 
 namespace mixlab {
 namespace cuda {
 namespace {
 
-constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2/pi)
-constexpr double kInvSqrt2 = 0.7071067811865476;
-constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2 pi)
-
-template <UnaryOp OP, typename T>
-__device__ __forceinline__ T apply_unary(T x, T alpha) {
-  if constexpr (OP == UnaryOp::Neg) return -x;
-  if constexpr (OP == UnaryOp::Exp) return d_exp(x);
-  if constexpr (OP == UnaryOp::Log) return d_log(x);
-  if constexpr (OP == UnaryOp::Sqrt) return d_sqrt(x);
-  if constexpr (OP == UnaryOp::Abs) return d_abs(x);
-  if constexpr (OP == UnaryOp::Sign) return static_cast<T>((x > 0) - (x < 0));
-  if constexpr (OP == UnaryOp::Relu) return x > 0 ? x : T(0);
-  if constexpr (OP == UnaryOp::Step) return x > 0 ? T(1) : T(0);
-  if constexpr (OP == UnaryOp::Sigmoid) return T(1) / (T(1) + d_exp(-x));
-  if constexpr (OP == UnaryOp::Tanh) return d_tanh(x);
-  if constexpr (OP == UnaryOp::GeluErf) return T(0.5) * x * (T(1) + d_erf(x * T(kInvSqrt2)));
-  if constexpr (OP == UnaryOp::GeluTanh) {
-    T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
-    return T(0.5) * x * (T(1) + d_tanh(inner));
+// CUDA's transcendental functions for the shared formulas (backends/elementwise_ops.h).
+struct CudaMath {
+  template <typename T>
+  static __device__ __forceinline__ T exp(T x) {
+    return d_exp(x);
   }
-  if constexpr (OP == UnaryOp::GeluErfGrad)  // Φ(x) + x φ(x)
-    return T(0.5) * (T(1) + d_erf(x * T(kInvSqrt2))) + x * T(kInvSqrt2Pi) * d_exp(T(-0.5) * x * x);
-  if constexpr (OP == UnaryOp::GeluTanhGrad) {
-    T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
-    T t = d_tanh(inner);
-    T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x * x);
-    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
+  template <typename T>
+  static __device__ __forceinline__ T erf(T x) {
+    return d_erf(x);
   }
-  if constexpr (OP == UnaryOp::PowScalar) return d_pow(x, alpha);
-  if constexpr (OP == UnaryOp::AddScalar) return x + alpha;
-  if constexpr (OP == UnaryOp::MulScalar) return x * alpha;
-  return x;
-}
-
-template <BinaryOp OP, typename T>
-__device__ __forceinline__ T apply_binary(T a, T b) {
-  if constexpr (OP == BinaryOp::Add) return a + b;
-  if constexpr (OP == BinaryOp::Sub) return a - b;
-  if constexpr (OP == BinaryOp::Mul) return a * b;
-  if constexpr (OP == BinaryOp::Div) return a / b;
-  if constexpr (OP == BinaryOp::Maximum) return a >= b ? a : b;
-  if constexpr (OP == BinaryOp::Minimum) return a <= b ? a : b;
-  if constexpr (OP == BinaryOp::Equal) return a == b ? T(1) : T(0);
-  if constexpr (OP == BinaryOp::Greater) return a > b ? T(1) : T(0);
-  return a;
-}
+  template <typename T>
+  static __device__ __forceinline__ T log(T x) {
+    return d_log(x);
+  }
+  template <typename T>
+  static __device__ __forceinline__ T sqrt(T x) {
+    return d_sqrt(x);
+  }
+  template <typename T>
+  static __device__ __forceinline__ T tanh(T x) {
+    return d_tanh(x);
+  }
+  template <typename T>
+  static __device__ __forceinline__ T pow(T x, T y) {
+    return d_pow(x, y);
+  }
+};
 
 #define MIXLAB_GRID_STRIDE(Index, i, n)                                              \
   for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
@@ -83,7 +64,7 @@ __global__ void fill_kernel(T* dst, int64_t n, T value) {
 
 template <UnaryOp OP, typename T>
 __global__ void unary_kernel(const T* x, T* y, int64_t n, T alpha) {
-  MIXLAB_GRID_STRIDE(int64_t, i, n) y[i] = apply_unary<OP>(x[i], alpha);
+  MIXLAB_GRID_STRIDE(int64_t, i, n) y[i] = apply_unary<OP, CudaMath>(x[i], alpha);
 }
 
 // `out` may alias `a` (in-place accumulation): each element is read before it is written, by
@@ -130,23 +111,7 @@ void launch_unary(UnaryOp op, const T* x, T* y, int64_t n, T a, cudaStream_t st)
   case UnaryOp::NAME:                                                    \
     unary_kernel<UnaryOp::NAME, T><<<grid, kBlock, 0, st>>>(x, y, n, a); \
     return;
-    MIXLAB_UNARY_CASE(Neg)
-    MIXLAB_UNARY_CASE(Exp)
-    MIXLAB_UNARY_CASE(Log)
-    MIXLAB_UNARY_CASE(Sqrt)
-    MIXLAB_UNARY_CASE(Abs)
-    MIXLAB_UNARY_CASE(Sign)
-    MIXLAB_UNARY_CASE(Relu)
-    MIXLAB_UNARY_CASE(Step)
-    MIXLAB_UNARY_CASE(Sigmoid)
-    MIXLAB_UNARY_CASE(Tanh)
-    MIXLAB_UNARY_CASE(GeluErf)
-    MIXLAB_UNARY_CASE(GeluTanh)
-    MIXLAB_UNARY_CASE(GeluErfGrad)
-    MIXLAB_UNARY_CASE(GeluTanhGrad)
-    MIXLAB_UNARY_CASE(PowScalar)
-    MIXLAB_UNARY_CASE(AddScalar)
-    MIXLAB_UNARY_CASE(MulScalar)
+    MIXLAB_UNARY_OPS(MIXLAB_UNARY_CASE)
 #undef MIXLAB_UNARY_CASE
   }
   fail("cuda unary: unknown op ", static_cast<int>(op));
@@ -173,22 +138,11 @@ void launch_binary_op(const View& a, const View& b, const View& out, cudaStream_
 template <typename T>
 void launch_binary(BinaryOp op, const View& a, const View& b, const View& out, cudaStream_t st) {
   switch (op) {
-    case BinaryOp::Add:
-      return launch_binary_op<BinaryOp::Add, T>(a, b, out, st);
-    case BinaryOp::Sub:
-      return launch_binary_op<BinaryOp::Sub, T>(a, b, out, st);
-    case BinaryOp::Mul:
-      return launch_binary_op<BinaryOp::Mul, T>(a, b, out, st);
-    case BinaryOp::Div:
-      return launch_binary_op<BinaryOp::Div, T>(a, b, out, st);
-    case BinaryOp::Maximum:
-      return launch_binary_op<BinaryOp::Maximum, T>(a, b, out, st);
-    case BinaryOp::Minimum:
-      return launch_binary_op<BinaryOp::Minimum, T>(a, b, out, st);
-    case BinaryOp::Equal:
-      return launch_binary_op<BinaryOp::Equal, T>(a, b, out, st);
-    case BinaryOp::Greater:
-      return launch_binary_op<BinaryOp::Greater, T>(a, b, out, st);
+#define MIXLAB_BINARY_CASE(NAME) \
+  case BinaryOp::NAME:           \
+    return launch_binary_op<BinaryOp::NAME, T>(a, b, out, st);
+    MIXLAB_BINARY_OPS(MIXLAB_BINARY_CASE)
+#undef MIXLAB_BINARY_CASE
   }
   fail("cuda binary: unknown op ", static_cast<int>(op));
 }

@@ -1,6 +1,6 @@
 // Fused optimizer updates, one kernel pass per parameter tensor: parameter, gradient and state
-// are read once and written once. Arithmetic in double like the CPU (backends/cpu/cpu_optim.cpp,
-// PyTorch's rules), then rounded to the tensor's dtype.
+// are read once and written once. The per-element rules are the CPU's own
+// (backends/optim_updates.h: PyTorch's rules in double, rounded to the tensor's dtype).
 #include "backends/cuda/common.cuh"
 
 namespace mixlab {
@@ -11,20 +11,7 @@ template <typename T>
 __global__ void adam_kernel(T* p, const T* g, T* pm, T* pv, int64_t n, AdamArgs a) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    double gi = g[i];
-    double pi = p[i];
-    if (a.weight_decay != 0) {
-      if (a.decoupled)
-        pi -= a.lr * a.weight_decay * pi;
-      else
-        gi += a.weight_decay * pi;
-    }
-    double mi = a.beta1 * pm[i] + (1 - a.beta1) * gi;
-    double vi = a.beta2 * pv[i] + (1 - a.beta2) * gi * gi;
-    pm[i] = static_cast<T>(mi);
-    pv[i] = static_cast<T>(vi);
-    double denom = sqrt(vi / a.bias_correction2) + a.eps;
-    p[i] = static_cast<T>(pi - a.lr * (mi / a.bias_correction1) / denom);
+    adam_element(p, g, pm, pv, i, a);
   }
 }
 
@@ -32,14 +19,7 @@ template <typename T>
 __global__ void sgd_kernel(T* p, const T* g, T* pb, int64_t n, SgdArgs a) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    double d = g[i];
-    if (a.weight_decay != 0) d += a.weight_decay * p[i];
-    if (a.momentum != 0) {
-      double mb = a.first_step ? d : a.momentum * pb[i] + (1 - a.dampening) * d;
-      pb[i] = static_cast<T>(mb);
-      d = a.nesterov ? d + a.momentum * mb : mb;
-    }
-    p[i] = static_cast<T>(p[i] - a.lr * d);
+    sgd_element(p, g, pb, i, a);
   }
 }
 

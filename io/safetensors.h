@@ -10,7 +10,7 @@
 // Writing follows the reference serializer byte for byte: tensors are laid out (and listed in
 // the header) by descending dtype rank, then by name, so every tensor starts aligned to its
 // element size; with a single dtype that is plain name order. "__metadata__" comes first and is
-// omitted when empty. The file is written atomically (train/atomic_file.h).
+// omitted when empty. The file is written atomically (io/atomic_file.h).
 //
 // Loading checks everything and refuses a bad file whole, with an Error naming the file:
 // header length beyond the file, invalid JSON or UTF-8, unknown dtype, bad shapes or offsets,

@@ -1,4 +1,4 @@
-#include "train/atomic_file.h"
+#include "io/atomic_file.h"
 
 #include <cerrno>
 #include <cstring>

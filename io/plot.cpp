@@ -1,4 +1,4 @@
-#include "train/plot.h"
+#include "io/plot.h"
 
 #include <algorithm>
 #include <array>
@@ -10,8 +10,8 @@
 #include <span>
 
 #include "core/error.h"
-#include "train/atomic_file.h"
-#include "train/run_log.h"
+#include "io/atomic_file.h"
+#include "io/run_log.h"
 
 // Header-only stb: STATIC keeps its symbols private to this file, so they cannot clash with
 // Debian's libstb or another file that includes the implementation.

@@ -1,4 +1,4 @@
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #include <algorithm>
 #include <array>
@@ -10,8 +10,8 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "train/atomic_file.h"
-#include "train/json.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 namespace mixlab {
 

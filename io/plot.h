@@ -35,7 +35,7 @@ std::vector<uint8_t> render_curves_png(const std::string& title, const std::vect
 void plot_curves_png(const std::string& path, const std::string& title,
                      const std::vector<Series>& series, const std::string& x_label);
 
-// Plots a MetricsLog CSV (train/run_log.h) against step, one PNG per quantity:
+// Plots a MetricsLog CSV (io/run_log.h) against step, one PNG per quantity:
 //  - `png_path`: the "loss" column, one series per phase that has it (train, valid, test; each
 //    phase keeps its colour across plots);
 //  - `<png_path without .png>_<metric>.png`: the same for the primary metric, when there is one.

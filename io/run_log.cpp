@@ -1,4 +1,4 @@
-#include "train/run_log.h"
+#include "io/run_log.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "train/atomic_file.h"
-#include "train/json.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 namespace mixlab {
 

@@ -1,4 +1,4 @@
-#include "core/tensor.h"
+#include "autograd/tensor.h"
 
 #include <cmath>
 #include <cstring>
@@ -11,18 +11,6 @@
 #include "core/random.h"
 
 namespace mixlab {
-
-Device parse_device(const std::string& name) {
-  if (name == "cpu") return Device::cpu();
-  if (name == "cuda") return Device::cuda(0);
-  if (name.rfind("cuda:", 0) == 0) {
-    try {
-      return Device::cuda(std::stoi(name.substr(5)));
-    } catch (...) {
-    }
-  }
-  fail("unknown device '", name, "': expected cpu, cuda or cuda:N");
-}
 
 Storage::Storage(size_t bytes, Device dev) : nbytes(bytes), device(dev) {
   data = backend_for(dev).allocate(std::max<size_t>(bytes, 1));

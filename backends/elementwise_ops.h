@@ -1,0 +1,123 @@
+// The elementwise ops and their formulas, written once for the CPU and the CUDA kernels
+// (MIXLAB_HOST_DEVICE): the CPU loops (backends/cpu/cpu_elementwise.cpp) and the CUDA kernels
+// (backends/cuda/elementwise.cu) both call apply_unary / apply_binary, so the CPU really is the
+// GPU's specification. Each backend hands in its own transcendental functions (a `Math` policy:
+// exp, log, sqrt, tanh, erf, pow for float and double): the CPU's float exp and erf are the
+// vectorisable polynomials of backends/cpu/fast_math.h, the GPU's are CUDA's.
+//
+// A new unary op is one X(...) entry in MIXLAB_UNARY_OPS and one `if constexpr` branch below:
+// both backends' kernels are generated from the list (docs/kernels.md walks through one).
+#pragma once
+#include <cstdint>
+
+#include "core/host_device.h"
+
+namespace mixlab {
+
+// y = f(x; alpha). The *Grad entries are derivatives f'(x) used by backward.
+#define MIXLAB_UNARY_OPS(X)    \
+  X(Neg)                       \
+  X(Exp)                       \
+  X(Log)                       \
+  X(Sqrt)                      \
+  X(Abs)                       \
+  X(Sign)                      \
+  X(Relu)                      \
+  X(Step)                      \
+  X(Sigmoid)                   \
+  X(Tanh)                      \
+  X(GeluErf)                   \
+  X(GeluTanh)                  \
+  X(GeluErfGrad)               \
+  X(GeluTanhGrad)              \
+  X(PowScalar) /* x^alpha */   \
+  X(AddScalar) /* x + alpha */ \
+  X(MulScalar) /* x * alpha */ \
+  X(Softplus)  /* log(1 + exp(x)) */
+
+#define MIXLAB_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Maximum) X(Minimum) X(Equal) X(Greater)
+
+#define MIXLAB_ENUMERATOR(name) name,
+enum class UnaryOp : uint8_t { MIXLAB_UNARY_OPS(MIXLAB_ENUMERATOR) };
+enum class BinaryOp : uint8_t { MIXLAB_BINARY_OPS(MIXLAB_ENUMERATOR) };
+#undef MIXLAB_ENUMERATOR
+
+namespace formula {
+constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2/pi)
+constexpr double kInvSqrt2 = 0.7071067811865476;
+constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2 pi)
+}  // namespace formula
+
+// One op as a compile-time constant, so each op's loop is its own (vectorisable) loop.
+template <UnaryOp OP, typename M, typename T>
+MIXLAB_HOST_DEVICE T apply_unary(T x, T alpha) {
+  using namespace formula;
+  if constexpr (OP == UnaryOp::Neg)
+    return -x;
+  else if constexpr (OP == UnaryOp::Exp)
+    return M::exp(x);
+  else if constexpr (OP == UnaryOp::Log)
+    return M::log(x);
+  else if constexpr (OP == UnaryOp::Sqrt)
+    return M::sqrt(x);
+  else if constexpr (OP == UnaryOp::Abs)
+    return x < T(0) ? -x : x;
+  else if constexpr (OP == UnaryOp::Sign)
+    return static_cast<T>((x > 0) - (x < 0));
+  else if constexpr (OP == UnaryOp::Relu)
+    return x > 0 ? x : T(0);
+  else if constexpr (OP == UnaryOp::Step)
+    return x > 0 ? T(1) : T(0);
+  else if constexpr (OP == UnaryOp::Sigmoid)
+    return T(1) / (T(1) + M::exp(-x));
+  else if constexpr (OP == UnaryOp::Tanh)
+    return M::tanh(x);
+  else if constexpr (OP == UnaryOp::GeluErf)
+    return T(0.5) * x * (T(1) + M::erf(x * T(kInvSqrt2)));
+  else if constexpr (OP == UnaryOp::GeluTanh) {
+    T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
+    return T(0.5) * x * (T(1) + M::tanh(inner));
+  } else if constexpr (OP == UnaryOp::GeluErfGrad) {  // Φ(x) + x φ(x)
+    return T(0.5) * (T(1) + M::erf(x * T(kInvSqrt2))) +
+           x * T(kInvSqrt2Pi) * M::exp(T(-0.5) * x * x);
+  } else if constexpr (OP == UnaryOp::GeluTanhGrad) {
+    T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
+    T t = M::tanh(inner);
+    T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x * x);
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
+  } else if constexpr (OP == UnaryOp::PowScalar)
+    return M::pow(x, alpha);
+  else if constexpr (OP == UnaryOp::AddScalar)
+    return x + alpha;
+  else if constexpr (OP == UnaryOp::MulScalar)
+    return x * alpha;
+  else {
+    static_assert(OP == UnaryOp::Softplus, "apply_unary: an op of MIXLAB_UNARY_OPS has no formula");
+    return (x > T(0) ? x : T(0)) + M::log(T(1) + M::exp(x < T(0) ? x : -x));
+  }
+}
+
+template <BinaryOp OP, typename T>
+MIXLAB_HOST_DEVICE T apply_binary(T a, T b) {
+  if constexpr (OP == BinaryOp::Add)
+    return a + b;
+  else if constexpr (OP == BinaryOp::Sub)
+    return a - b;
+  else if constexpr (OP == BinaryOp::Mul)
+    return a * b;
+  else if constexpr (OP == BinaryOp::Div)
+    return a / b;
+  else if constexpr (OP == BinaryOp::Maximum)
+    return a >= b ? a : b;
+  else if constexpr (OP == BinaryOp::Minimum)
+    return a <= b ? a : b;
+  else if constexpr (OP == BinaryOp::Equal)
+    return a == b ? T(1) : T(0);
+  else {
+    static_assert(OP == BinaryOp::Greater,
+                  "apply_binary: an op of MIXLAB_BINARY_OPS has no formula");
+    return a > b ? T(1) : T(0);
+  }
+}
+
+}  // namespace mixlab

@@ -1,0 +1,25 @@
+# The engine's layers, lowest first, and the folders each one may include from (itself and the
+# layers below it). The one table that both the build (cmake/layers.cmake: one library per layer,
+# each seeing only these folders' headers) and the include check (cmake/check_layers.cmake) read.
+#
+#   mixlab (apps/)                the command line
+#        |
+#   mixlab_train (train/)         data sets and loaders, losses, optimisers, the trainer
+#        |
+#   mixlab_nn (nn/)               modules, mixers, models
+#      /     \
+#   mixlab_autograd (autograd/)   the Tensor, differentiable ops, backward()
+#      |        \
+#   mixlab_backends (backends/)    mixlab_io (io/)   JSON, safetensors, atomic files, CSV logs,
+#      |   kernel interface,         |               PNG plots
+#      |   cpu/ (OpenBLAS, FFTW),    |
+#      |   cuda/ (cuBLAS, cuFFT)     |
+#   mixlab_core (core/)  <-----------+   dtypes, devices, shapes, errors, threads, RNG
+set(MIXLAB_LAYERS core backends io autograd nn train apps)
+set(MIXLAB_LAYER_core_SEES core)
+set(MIXLAB_LAYER_backends_SEES core backends)
+set(MIXLAB_LAYER_io_SEES core io)
+set(MIXLAB_LAYER_autograd_SEES core backends io autograd)
+set(MIXLAB_LAYER_nn_SEES core backends io autograd nn)
+set(MIXLAB_LAYER_train_SEES core backends io autograd nn train)
+set(MIXLAB_LAYER_apps_SEES core backends io autograd nn train apps)

@@ -1,0 +1,649 @@
+// The op harness's table: every kernel of backends/kernels.def, through the public ops where it
+// has one (forward and backward) and through the Backend interface where it matters (views,
+// aliasing, dtypes, flags). Sizes 1, 17, 1000 and those where a backend switches strategy
+// (warp or block per row past 1024 columns, split reductions), non-contiguous views,
+// broadcasting and edge values. Adding a kernel or an op adds rows here (tests/op_harness.h).
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "tests/op_harness.h"
+
+namespace mixlab::test {
+namespace {
+
+using In = std::vector<Tensor>;
+using Out = std::vector<Tensor>;
+
+std::string dims_str(std::initializer_list<int64_t> d) {
+  std::string s = "[";
+  for (int64_t v : d) s += (s.size() > 1 ? ", " : "") + std::to_string(v);
+  return s + "]";
+}
+
+// Tolerances against the CPU in float64: float32 rounding of the inputs and of the arithmetic.
+const Tol kExact{0, 0};
+const Tol kF32{1e-5, 1e-6};
+const Tol kF32Loose{2e-4, 2e-5};
+const Tol kF64Loose{1e-9, 1e-10};
+
+const char* unary_name(UnaryOp op) {
+  switch (op) {
+#define MIXLAB_NAME(n) \
+  case UnaryOp::n:     \
+    return #n;
+    MIXLAB_UNARY_OPS(MIXLAB_NAME)
+#undef MIXLAB_NAME
+  }
+  return "?";
+}
+const char* binary_name(BinaryOp op) {
+  switch (op) {
+#define MIXLAB_NAME(n) \
+  case BinaryOp::n:    \
+    return #n;
+    MIXLAB_BINARY_OPS(MIXLAB_NAME)
+#undef MIXLAB_NAME
+  }
+  return "?";
+}
+
+void add_memory_cases(std::vector<OpCase>& t) {
+  t.push_back({"copy",
+               "strided views, casts, concat [7, 17, 5]",
+               {Input::uniform({7, 17, 5}, 4, -10, 10)},
+               [](const Ctx& c, const In& in) {
+                 NoGradGuard no_grad;
+                 const Tensor& x = in[0];
+                 Tensor dst = Tensor::zeros({5, 7}, c.dtype, c.device);
+                 transpose(dst, 0, 1).copy_(squeeze(narrow(x, 1, 2, 1), 1));  // strided dst
+                 return Out{contiguous(transpose(x, 0, 2)),
+                            contiguous(narrow(x, 1, 3, 10)),
+                            contiguous(permute(x, {1, 2, 0})),
+                            contiguous(expand(narrow(x, 0, 0, 1), {4, 17, 5})),
+                            cast(cast(transpose(x, 1, 2), DType::F32), DType::F64),
+                            dst,
+                            concat({x, x}, 1)};
+               },
+               Tol{1e-7, 0},
+               kExact});
+  // Casts to int32 truncate: integer-valued inputs keep float32 and float64 runs comparable.
+  t.push_back({"copy",
+               "casts to and from int32 [17, 9]",
+               {Input::ints({17, 9}, 5)},
+               [](const Ctx&, const In& in) {
+                 NoGradGuard no_grad;
+                 Tensor i = cast(transpose(in[0], 0, 1), DType::I32);
+                 return Out{i, cast(i, DType::F64)};
+               },
+               kExact,
+               kExact});
+  for (int64_t n : {1, 17, 1000}) {
+    t.push_back({"fill",
+                 "full, zeros, ones, a transposed fill_ n=" + std::to_string(n),
+                 {},
+                 [n](const Ctx& c, const In&) {
+                   Tensor z = Tensor::zeros({3, n}, c.dtype, c.device);
+                   transpose(z, 0, 1).fill_(7.0);  // non-contiguous fill
+                   Tensor i = Tensor::full({n}, -3.0, DType::I32, c.device);
+                   return Out{Tensor::full({n, 3}, -2.5, c.dtype, c.device), z,
+                              Tensor::ones({n}, c.dtype, c.device), i};
+                 },
+                 kExact,
+                 kExact});
+  }
+}
+
+void add_elementwise_cases(std::vector<OpCase>& t) {
+  // The unary kernel: every op of MIXLAB_UNARY_OPS, on sizes 1, 17, 1000.
+  const UnaryOp all_unary[] = {
+#define MIXLAB_ENTRY(n) UnaryOp::n,
+      MIXLAB_UNARY_OPS(MIXLAB_ENTRY)
+#undef MIXLAB_ENTRY
+  };
+  for (UnaryOp op : all_unary) {
+    bool positive = op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::PowScalar;
+    double alpha = op == UnaryOp::PowScalar ? 1.7 : -0.37;
+    for (int64_t n : {1, 17, 1000}) {
+      t.push_back({"unary",
+                   std::string(unary_name(op)) + " n=" + std::to_string(n),
+                   {positive ? Input::uniform({n}, 10 + n, 0.1, 3.0)
+                             : Input::uniform({n}, 10 + n, -4.0, 4.0)},
+                   [op, alpha](const Ctx& c, const In& in) {
+                     Tensor y = Tensor::empty(in[0].shape(), c.dtype, c.device);
+                     c.kernels().unary(op, in[0].view(), y.view(), alpha);
+                     return Out{y};
+                   },
+                   kF32,
+                   Tol{1e-10, 1e-12}});
+    }
+    // Edge values: zeros, signs, and magnitudes where exp over- and underflows.
+    std::vector<double> edge = {-100, -20, -2, -0.5, 0, 0.5, 2, 20, 60};
+    if (positive) edge = {1e-30, 1e-3, 0.5, 1, 2, 1e3, 1e10};
+    int64_t n = static_cast<int64_t>(edge.size());
+    t.push_back({"unary",
+                 std::string(unary_name(op)) + " edge values",
+                 {Input::given({n}, edge)},
+                 [op, alpha](const Ctx& c, const In& in) {
+                   Tensor y = Tensor::empty(in[0].shape(), c.dtype, c.device);
+                   c.kernels().unary(op, in[0].view(), y.view(), alpha);
+                   return Out{y};
+                 },
+                 // float32 exp and erf are polynomials (backends/cpu/fast_math.h) clamped where
+                 // float32 under- or overflows: tails agree to float32's absolute resolution.
+                 Tol{2e-6, 1e-6},
+                 Tol{1e-10, 1e-300}});
+  }
+
+  // The ops over the unary kernel, forward and backward, through a transposed view.
+  struct Fn {
+    const char* name;
+    Tensor (*f)(const Tensor&);
+  };
+  const Fn fns[] = {
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"log", [](const Tensor& x) { return log(add(abs(x), 0.5)); }},
+      {"sqrt", [](const Tensor& x) { return sqrt(add(abs(x), 0.5)); }},
+      {"pow", [](const Tensor& x) { return pow(add(abs(x), 0.5), 2.5); }},
+      {"relu", [](const Tensor& x) { return relu(x); }},
+      {"gelu erf", [](const Tensor& x) { return gelu(x, GeluForm::Erf); }},
+      {"gelu tanh", [](const Tensor& x) { return gelu(x, GeluForm::Tanh); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"neg and scalar ops", [](const Tensor& x) { return mul(add(neg(x), 0.25), 3.0); }},
+  };
+  for (const Fn& fn : fns) {
+    t.push_back({"unary",
+                 std::string(fn.name) + " op through a transposed view [1000, 17]",
+                 {Input::leaf({1000, 17}, 21, -3, 3)},
+                 [f = fn.f](const Ctx&, const In& in) { return Out{f(transpose(in[0], 0, 1))}; },
+                 kF32Loose,
+                 kF64Loose});
+    t.push_back({"unary",
+                 std::string(fn.name) + " op [3, 5]",
+                 {Input::leaf({3, 5}, 23, -3, 3)},
+                 [f = fn.f](const Ctx&, const In& in) { return Out{f(in[0])}; },
+                 kF32Loose,
+                 kF64Loose,
+                 /*grad=*/true});
+  }
+
+  t.push_back({"unary",
+               "softplus op against max(x, 0) + log1p(exp(-|x|)) [4, 5]",
+               {Input::leaf({4, 5}, 25, -30, 30)},
+               [](const Ctx&, const In& in) { return Out{softplus(in[0])}; },
+               kF32Loose,
+               Tol{1e-12, 1e-15},
+               /*grad=*/true,
+               {DType::F32, DType::F64},
+               [](const std::vector<std::vector<double>>& v) {
+                 std::vector<double> y;
+                 for (double x : v[0])
+                   y.push_back(std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))));
+                 return y;
+               }});
+
+  // The binary kernel: every op over broadcast strided views, and in place (out aliases a).
+  struct Bcast {
+    Shape a, b;
+    bool transpose_a;
+  };
+  const Bcast shapes[] = {{{17, 1000}, {1000}, false}, {{3, 1, 5}, {1, 4, 5}, false},
+                          {{1}, {1}, false},           {{1000, 17}, {17, 1}, true},
+                          {{2, 3, 4}, {}, false},      {{17}, {17}, false}};
+  const BinaryOp all_binary[] = {
+#define MIXLAB_ENTRY(n) BinaryOp::n,
+      MIXLAB_BINARY_OPS(MIXLAB_ENTRY)
+#undef MIXLAB_ENTRY
+  };
+  for (BinaryOp op : all_binary) {
+    bool ints = op == BinaryOp::Equal || op == BinaryOp::Greater || op == BinaryOp::Maximum ||
+                op == BinaryOp::Minimum;
+    for (const Bcast& s : shapes) {
+      t.push_back({"binary",
+                   std::string(binary_name(op)) + " " + shape_str(s.a) + " " + shape_str(s.b) +
+                       (s.transpose_a ? " a transposed" : ""),
+                   {ints ? Input::ints(s.a, 30) : Input::uniform(s.a, 30),
+                    ints ? Input::ints(s.b, 60) : Input::uniform(s.b, 60, 0.5, 2.0)},
+                   [op, s](const Ctx& c, const In& in) {
+                     Tensor av = s.transpose_a ? transpose(in[0], 0, 1) : in[0];
+                     Shape shape = broadcast_shapes(av.shape(), in[1].shape(), "harness");
+                     Tensor ae = expand(av, shape), be = expand(in[1], shape);
+                     Tensor out = Tensor::empty(shape, c.dtype, c.device);
+                     c.kernels().binary(op, ae.view(), be.view(), out.view());
+                     Tensor acc = contiguous(ae).clone();
+                     c.kernels().binary(op, acc.view(), be.view(), acc.view());
+                     return Out{out, acc};
+                   },
+                   kF32,
+                   kExact});
+    }
+  }
+  auto broadcast_ops = [](const Ctx&, const In& in) {
+    const Tensor &a = in[0], &b = in[1], &c = in[2];
+    Tensor y = add(div(mul(sub(a, c), b), add(b, 1.0)), maximum(a, c));
+    return Out{add(y, mul(equal(a, a), greater(a, c)))};
+  };
+  t.push_back(
+      {"binary",
+       "broadcast ops through autograd [4, 17, 33]",
+       {Input::leaf({4, 17, 33}, 70), Input::leaf({17, 1}, 71, 0.5, 2.0), Input::leaf({33}, 72)},
+       broadcast_ops,
+       kF32Loose,
+       kF64Loose});
+  t.push_back(
+      {"binary",
+       "broadcast ops through autograd [2, 3, 4]",
+       {Input::leaf({2, 3, 4}, 74), Input::leaf({3, 1}, 75, 0.5, 2.0), Input::leaf({4}, 76)},
+       broadcast_ops,
+       kF32Loose,
+       kF64Loose,
+       true});
+
+  for (DType cond_dtype : {DType::F32, DType::F64, DType::I32}) {
+    t.push_back(
+        {"where",
+         std::string("condition ") + dtype_name(cond_dtype) + " [17, 1000]",
+         {Input::ints({17, 1}, 80), Input::uniform({1000}, 81), Input::uniform({1000, 17}, 82)},
+         [cond_dtype](const Ctx& c, const In& in) {
+           Shape shape{17, 1000};
+           Tensor out = Tensor::empty(shape, c.dtype, c.device);
+           c.kernels().where(expand(cast(in[0], cond_dtype), shape).view(),
+                             expand(in[1], shape).view(), transpose(in[2], 0, 1).view(),
+                             out.view());
+           return Out{out};
+         },
+         kF32,
+         kExact});
+  }
+  t.push_back({"where",
+               "where and masked_fill through autograd [5, 17]",
+               {Input::leaf({5, 17}, 83), Input::leaf({17}, 84)},
+               [](const Ctx& c, const In& in) {
+                 Tensor mask = greater(in[0].detach(), Tensor::zeros({1}, c.dtype, c.device));
+                 Tensor z = add(where(mask, in[0], in[1]), masked_fill(in[0], mask, -3.0));
+                 return Out{mul(z, z)};
+               },
+               kF32Loose,
+               kF64Loose,
+               true});
+}
+
+void add_reduction_cases(std::vector<OpCase>& t) {
+  struct Case {
+    int64_t outer, n, inner;
+  };
+  // Rows (inner 1): tiny, warp and block rows, split long rows; columns: direct and split.
+  const Case cases[] = {{1, 1, 1},      {17, 1, 1},     {1, 17, 1},    {3, 1000, 1},
+                        {1000, 17, 1},  {1000, 2, 1},   {2, 5, 17},    {4, 1000, 17},
+                        {100, 3, 1000}, {1, 300000, 1}, {3, 70001, 1}, {1, 100000, 3},
+                        {5, 2000, 1025}};
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
+    const char* name = op == ReduceOp::Sum ? "sum" : op == ReduceOp::Max ? "max" : "min";
+    for (const Case& k : cases) {
+      double n = static_cast<double>(k.n);
+      // Sums in float32 carry an error that grows with n; max and min only round their input.
+      Tol f32 = op == ReduceOp::Sum ? Tol{1e-4, 2e-6 * n} : Tol{1e-7, 0};
+      Tol f64 = op == ReduceOp::Sum ? Tol{1e-10, 1e-12 * n} : kExact;
+      t.push_back({"reduce",
+                   std::string(name) + " " + dims_str({k.outer, k.n, k.inner}),
+                   {Input::uniform({k.outer * k.n * k.inner}, 90)},
+                   [op, k](const Ctx& c, const In& in) {
+                     Tensor out = Tensor::empty({k.outer * k.inner}, c.dtype, c.device);
+                     c.kernels().reduce(op, in[0].view(), k.outer, k.n, k.inner, out.view());
+                     return Out{out};
+                   },
+                   f32,
+                   f64});
+    }
+  }
+  auto axes = [](const Ctx&, const In& in) {
+    Tensor xt = transpose(in[0], 0, 2);
+    Tensor a = sum(xt, {1}), b = mean(in[0], {0, 2}, true), c = max(xt, {0, 2});
+    Tensor total = add(add(sum(mul(a, a)), sum(b)), add(sum(mul(c, c)), sum(in[0])));
+    return Out{total, a, b, c};
+  };
+  t.push_back({"reduce",
+               "sum mean max over axes through autograd [6, 17, 40]",
+               {Input::leaf({6, 17, 40}, 100)},
+               axes,
+               kF32Loose,
+               kF64Loose});
+  t.push_back({"reduce",
+               "sum mean max over axes through autograd [2, 3, 4]",
+               {Input::leaf({2, 3, 4}, 101)},
+               axes,
+               kF32Loose,
+               kF64Loose,
+               true});
+
+  struct Scan {
+    Shape shape;
+    int64_t axis;
+  };
+  // Warp scans (inner 1, or few columns) and a thread per column (many columns, short n).
+  const Scan scans[] = {{{1}, 0},         {{17}, 0},         {{3, 1000}, 1},      {{5, 3001}, 1},
+                        {{2, 17, 40}, 1}, {{2, 100, 40}, 1}, {{70, 100, 128}, 1}, {{1000, 3}, 0}};
+  for (const Scan& s : scans) {
+    t.push_back(
+        {"logcumsumexp",
+         "forward and backward " + shape_str(s.shape),
+         {Input::leaf(s.shape, 110, -5, 5)},
+         [axis = s.axis](const Ctx&, const In& in) { return Out{logcumsumexp(in[0], axis)}; },
+         Tol{1e-4, 1e-4},
+         Tol{1e-9, 1e-9},
+         numel_of(s.shape) <= 40});
+  }
+  t.push_back({"logcumsumexp_backward",
+               "along a middle axis [2, 5, 3]",
+               {Input::leaf({2, 5, 3}, 112, -5, 5)},
+               [](const Ctx&, const In& in) { return Out{logcumsumexp(in[0], 1)}; },
+               Tol{1e-4, 1e-4},
+               Tol{1e-9, 1e-9},
+               true});
+}
+
+void add_gemm_cases(std::vector<OpCase>& t) {
+  struct Size {
+    int64_t m, n, k;
+  };
+  for (Size s : {Size{1, 1, 1}, Size{17, 5, 13}, Size{64, 1000, 17}, Size{300, 17, 1000}}) {
+    for (int flags = 0; flags < 4; ++flags) {
+      for (int64_t batch : {1, 3}) {
+        for (bool broadcast_a : {false, true}) {
+          if (broadcast_a && batch == 1) continue;
+          bool ta = flags & 1, tb = flags & 2;
+          int64_t items_a = broadcast_a ? 1 : batch;
+          double kk = static_cast<double>(s.k);
+          t.push_back(
+              {"gemm",
+               "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                   " k=" + std::to_string(s.k) + (ta ? " A^T" : "") + (tb ? " B^T" : "") +
+                   " batch=" + std::to_string(batch) + (broadcast_a ? " A broadcast" : "") +
+                   " beta=0.25",
+               {Input::uniform({items_a * s.m * s.k}, 120),
+                Input::uniform({batch * s.k * s.n}, 121), Input::uniform({batch * s.m * s.n}, 122)},
+               [=](const Ctx& c, const In& in) {
+                 Tensor C = in[2].clone();
+                 GemmArgs g;
+                 g.dtype = c.dtype;
+                 g.trans_a = ta, g.trans_b = tb;
+                 g.m = s.m, g.n = s.n, g.k = s.k;
+                 g.a = in[0].raw_data(), g.lda = ta ? s.m : s.k;
+                 g.stride_a = broadcast_a ? 0 : s.m * s.k;
+                 g.b = in[1].raw_data(), g.ldb = tb ? s.k : s.n, g.stride_b = s.k * s.n;
+                 g.c = C.raw_data(), g.ldc = s.n, g.stride_c = s.m * s.n;
+                 g.batch = batch;
+                 g.alpha = 0.5, g.beta = 0.25;
+                 c.kernels().gemm(g);
+                 return Out{C};
+               },
+               Tol{1e-4, 1e-6 * kk},
+               Tol{1e-10, 1e-13 * kk}});
+        }
+      }
+    }
+  }
+  auto products = [](const Ctx&, const In& in) {
+    Tensor y = matmul(in[0], transpose(in[1], 1, 2));
+    Tensor z = linear(y, in[2], in[3]);
+    return Out{matmul(transpose(z, 2, 3), z), y, z};
+  };
+  t.push_back({"gemm",
+               "matmul and linear through autograd [2, 1, 17, 9] [3, 13, 9]",
+               {Input::leaf({2, 1, 17, 9}, 130), Input::leaf({3, 13, 9}, 131),
+                Input::leaf({5, 13}, 132), Input::leaf({5}, 133)},
+               products,
+               Tol{1e-4, 1e-4},
+               Tol{1e-10, 1e-11}});
+  t.push_back({"gemm",
+               "matmul and linear through autograd [2, 1, 3, 2] [2, 4, 2]",
+               {Input::leaf({2, 1, 3, 2}, 134), Input::leaf({2, 4, 2}, 135),
+                Input::leaf({3, 4}, 136), Input::leaf({3}, 137)},
+               products,
+               Tol{1e-4, 1e-4},
+               Tol{1e-10, 1e-11},
+               true});
+}
+
+void add_row_cases(std::vector<OpCase>& t) {
+  for (int64_t rows : {1, 17, 300}) {
+    for (int64_t cols : {1, 17, 1000, 1025, 5000}) {
+      if (rows == 300 && cols == 5000) continue;
+      for (bool log : {false, true}) {
+        t.push_back({log ? "softmax_backward" : "softmax",
+                     std::string(log ? "log_softmax" : "softmax") + " " + dims_str({rows, cols}),
+                     {Input::leaf({rows, cols}, 140, -8, 8)},
+                     [log](const Ctx&, const In& in) {
+                       return Out{log ? log_softmax(in[0]) : softmax(in[0])};
+                     },
+                     kF32Loose,
+                     kF64Loose,
+                     rows * cols <= 20});
+      }
+    }
+  }
+  t.push_back({"softmax",
+               "softmax along axis 0 [40, 3, 7]",
+               {Input::leaf({40, 3, 7}, 142)},
+               [](const Ctx&, const In& in) { return Out{softmax(in[0], 0)}; },
+               kF32Loose,
+               kF64Loose});
+
+  for (int64_t rows : {1, 17, 300}) {
+    for (int64_t cols : {1, 17, 1000, 3000}) {
+      for (int affine = 0; affine < 3; ++affine) {  // gamma and beta / gamma only / none
+        std::vector<Input> inputs{Input::leaf({rows, cols}, 150, -2.5, 3.5)};
+        if (affine < 2) inputs.push_back(Input::leaf({cols}, 151, 0.5, 1.5));
+        if (affine < 1) inputs.push_back(Input::leaf({cols}, 152));
+        const char* what[] = {" gamma and beta", " gamma", " no affine"};
+        t.push_back({affine == 0 ? "layer_norm" : "layer_norm_backward",
+                     "layer_norm " + dims_str({rows, cols}) + what[affine], inputs,
+                     [affine](const Ctx&, const In& in) {
+                       Tensor g = affine < 2 ? in[1] : Tensor();
+                       Tensor b = affine < 1 ? in[2] : Tensor();
+                       return Out{layer_norm(in[0], g, b, 1e-5)};
+                     },
+                     Tol{1e-3, 1e-4}, Tol{1e-9, 1e-10}, rows * cols <= 20 && cols > 1});
+      }
+    }
+  }
+
+  for (int64_t rows : {1, 17, 300}) {
+    for (int64_t cols : {1, 17, 1000, 5000}) {
+      if (rows == 300 && cols == 5000) continue;
+      for (double smoothing : {0.0, 0.1}) {
+        for (bool all_ignored : {false, true}) {
+          t.push_back({smoothing == 0 ? "cross_entropy" : "cross_entropy_backward",
+                       "cross_entropy " + dims_str({rows, cols}) + " smoothing " +
+                           std::to_string(smoothing).substr(0, 3) +
+                           (all_ignored ? " all ignored" : ""),
+                       {Input::leaf({rows, cols}, 161, -4, 4),
+                        Input::indices({rows}, 160, cols, all_ignored ? 1 : 5)},
+                       [smoothing](const Ctx&, const In& in) {
+                         return Out{mul(cross_entropy(in[0], in[1], -100, smoothing), 2.0)};
+                       },
+                       kF32Loose,
+                       kF64Loose,
+                       rows * cols <= 20 && !all_ignored});
+        }
+      }
+    }
+  }
+}
+
+void add_index_and_random_cases(std::vector<OpCase>& t) {
+  // Same additions in the same order as the CPU: bit-identical in float64. Few distinct ids make
+  // long runs of one id (the GPU's segments).
+  for (int64_t count : {1, 17, 1000, 20000}) {
+    for (int64_t ids : {50, 4}) {
+      t.push_back({"scatter_add_rows",
+                   "embedding count=" + std::to_string(count) + " ids < " + std::to_string(ids),
+                   {Input::leaf({50, 17}, 171), Input::indices({count}, 170, ids)},
+                   [](const Ctx&, const In& in) { return Out{embedding(in[0], in[1])}; },
+                   // float32 sums of up to count / ids rows carry their rounding
+                   Tol{2e-4, 2e-8 * static_cast<double>(count)},
+                   kExact,
+                   count == 1 && ids == 50});
+    }
+  }
+  t.push_back({"gather_rows",
+               "int32 rows",
+               {Input::ints({9, 4}, 173), Input::given({4}, {8, 0, 0, 5})},
+               [](const Ctx& c, const In& in) {
+                 Tensor table = cast(in[0], DType::I32);
+                 Tensor idx = cast(in[1], DType::I32);
+                 Tensor out = Tensor::empty({4, 4}, DType::I32, c.device);
+                 c.kernels().gather_rows(table.view(), idx.view(), out.view(), 4, 4);
+                 return Out{out};
+               },
+               kExact,
+               kExact});
+  for (int64_t n : {1, 17, 100003}) {
+    for (double p : {0.1, 0.5, 0.9}) {
+      t.push_back(
+          {"dropout_mask",
+           "mask and dropout n=" + std::to_string(n) + " p=" + std::to_string(p).substr(0, 3),
+           {Input::leaf({n}, 180)},
+           [n, p](const Ctx& c, const In& in) {
+             Tensor mask = Tensor::empty({n}, c.dtype, c.device);
+             c.kernels().dropout_mask(mask.view(), p, 1234567);
+             return Out{dropout(in[0], p, true, 99), mask};
+           },
+           kF32,
+           kExact});
+    }
+  }
+}
+
+void add_fft_cases(std::vector<OpCase>& t) {
+  struct Case {
+    Shape shape;
+    int64_t axis;
+  };
+  const Case cases[] = {{{1, 2}, 0},        {{17, 2}, 0},       {{1000, 2}, 0},
+                        {{3, 17, 5, 2}, 1}, {{7, 16, 2, 2}, 1}, {{6, 5, 4, 2}, 0},
+                        {{4, 3, 12, 2}, 2}, {{3, 2}, 0}};
+  for (const Case& c : cases) {
+    for (bool inverse : {false, true}) {
+      double scale = std::sqrt(static_cast<double>(c.shape[c.axis])) * 4;
+      t.push_back({"fft",
+                   "fft " + shape_str(c.shape) + " axis " + std::to_string(c.axis) +
+                       (inverse ? " inverse" : ""),
+                   {Input::leaf(c.shape, 190)},
+                   [axis = c.axis, inverse](const Ctx&, const In& in) {
+                     return Out{fft(in[0], axis, inverse)};
+                   },
+                   Tol{0, 2e-5 * scale},
+                   Tol{0, 1e-11 * scale},
+                   numel_of(c.shape) <= 6});
+    }
+  }
+  // A contiguous view that starts between two complex numbers (staged to an aligned copy).
+  t.push_back({"fft",
+               "fft of an unaligned view [1000, 2]",
+               {Input::uniform({2001}, 192)},
+               [](const Ctx&, const In& in) {
+                 return Out{fft(reshape(narrow(in[0], 0, 1, 2000), {1000, 2}), 0)};
+               },
+               Tol{0, 2e-5 * 200},
+               Tol{0, 1e-11 * 200}});
+
+  struct Case2 {
+    Shape shape;
+    std::vector<double> lengths;  // empty: none
+  };
+  const Case2 cases2[] = {
+      {{2, 5, 6}, {}},          {{2, 5, 6}, {3, 5}}, {{3, 17, 9}, {}},
+      {{3, 17, 9}, {0, 17, 1}}, {{4, 8, 1}, {}},     {{4, 8, 1}, {8, 2, 5, 0}},
+      {{2, 1, 7}, {}},          {{2, 1, 7}, {1, 0}}, {{2, 64, 32}, {64, 64}},
+      {{1, 1000, 2}, {}},       {{2, 3, 2}, {2, 3}},
+  };
+  for (const Case2& c : cases2) {
+    double scale = 4 * std::sqrt(static_cast<double>(numel_of(c.shape)));
+    std::vector<Input> inputs{Input::leaf(c.shape, 200)};
+    bool lengths = !c.lengths.empty();
+    if (lengths)
+      inputs.push_back(Input::given({static_cast<int64_t>(c.lengths.size())}, c.lengths));
+    t.push_back({"fft2_real", "fft2_real " + shape_str(c.shape) + (lengths ? " with lengths" : ""),
+                 inputs,
+                 [lengths](const Ctx&, const In& in) {
+                   return Out{fft2_real(in[0], lengths ? cast(in[1], DType::I32) : Tensor())};
+                 },
+                 Tol{0, 1e-5 * scale}, Tol{0, 1e-11 * scale}, numel_of(c.shape) <= 12});
+  }
+}
+
+void add_optimizer_cases(std::vector<OpCase>& t) {
+  for (int64_t n : {1, 17, 1000}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const char* adam_what[] = {"adam", "adam weight decay", "adamw"};
+      t.push_back({"adam_update",
+                   std::string(adam_what[variant]) + " 3 steps n=" + std::to_string(n),
+                   {Input::uniform({n}, 210), Input::uniform({n}, 212), Input::uniform({n}, 213),
+                    Input::uniform({n}, 214)},
+                   [variant](const Ctx& c, const In& in) {
+                     Tensor p = in[0].clone();
+                     Tensor m = Tensor::zeros(p.shape(), c.dtype, c.device);
+                     Tensor v = Tensor::zeros(p.shape(), c.dtype, c.device);
+                     for (int step = 1; step <= 3; ++step) {
+                       AdamArgs a{};
+                       a.lr = 1e-2, a.beta1 = 0.9, a.beta2 = 0.999, a.eps = 1e-8;
+                       a.weight_decay = variant == 0 ? 0.0 : 0.05;
+                       a.decoupled = variant == 2;
+                       a.bias_correction1 = 1 - std::pow(a.beta1, step);
+                       a.bias_correction2 = 1 - std::pow(a.beta2, step);
+                       c.kernels().adam_update(p.view(), in[step].view(), m.view(), v.view(), a);
+                     }
+                     return Out{p, m, v};
+                   },
+                   Tol{1e-5, 1e-6},
+                   Tol{1e-12, 1e-14}});
+      const char* sgd_what[] = {"sgd", "sgd momentum", "sgd nesterov"};
+      t.push_back({"sgd_update",
+                   std::string(sgd_what[variant]) + " 3 steps n=" + std::to_string(n),
+                   {Input::uniform({n}, 220), Input::uniform({n}, 222), Input::uniform({n}, 223),
+                    Input::uniform({n}, 224)},
+                   [variant](const Ctx& c, const In& in) {
+                     Tensor p = in[0].clone();
+                     Tensor buf = Tensor::zeros(p.shape(), c.dtype, c.device);
+                     for (int step = 1; step <= 3; ++step) {
+                       SgdArgs a{};
+                       a.lr = 0.1;
+                       a.momentum = variant == 0 ? 0.0 : 0.9;
+                       a.dampening = 0.1;
+                       a.weight_decay = 1e-3;
+                       a.nesterov = variant == 2;
+                       a.first_step = step == 1;
+                       c.kernels().sgd_update(p.view(), in[step].view(), buf.view(), a);
+                     }
+                     return Out{p, buf};
+                   },
+                   Tol{1e-6, 1e-7},
+                   Tol{1e-12, 1e-14}});
+    }
+  }
+}
+
+std::vector<OpCase> build_table() {
+  std::vector<OpCase> t;
+  add_memory_cases(t);
+  add_elementwise_cases(t);
+  add_reduction_cases(t);
+  add_gemm_cases(t);
+  add_row_cases(t);
+  add_index_and_random_cases(t);
+  add_fft_cases(t);
+  add_optimizer_cases(t);
+  return t;
+}
+
+}  // namespace
+
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> table = build_table();
+  return table;
+}
+
+}  // namespace mixlab::test

@@ -1,0 +1,297 @@
+// The CUDA backend's own promises, beyond what each kernel computes (that is the op harness's:
+// tests/op_cases.cpp runs every kernel on every backend against the CPU in float64): host-device
+// copies, ordering on the stream, the caching allocator, errors, gradients across devices, and a
+// small model trained a few steps on both devices.
+//
+// Every GPU test case carries doctest::skip(no GPU): on a machine without one they are reported
+// as skipped. A few host-side checks (the allocator's size classes, the error for a missing
+// device) run everywhere.
+//
+// Run only these: mixlab_tests -tc='cuda:*'
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "backends/backend.h"
+#include "core/random.h"
+#include "nn/layers.h"
+#include "nn/mixer_registry.h"
+#include "tests/op_harness.h"
+
+#ifdef MIXLAB_HAVE_CUDA
+#include "backends/cuda/allocator.h"
+#include "backends/cuda/cuda_backend.h"
+#endif
+
+using namespace mixlab;
+
+namespace {
+
+const bool kNoGpu = !device_available(DeviceType::CUDA);
+
+Device gpu() { return Device::cuda(0); }
+
+Tensor rnd(const Shape& shape, uint64_t seed, DType dtype = DType::F32, double lo = -1.0,
+           double hi = 1.0) {
+  Generator gen(seed);
+  return Tensor::uniform(shape, lo, hi, gen, dtype);
+}
+
+// Small integers (-1, 0, 1, 2) so that comparisons and ties happen.
+Tensor rnd_ints(const Shape& shape, uint64_t seed, DType dtype = DType::F32) {
+  Generator gen(seed);
+  std::vector<double> v(numel_of(shape));
+  for (double& x : v) x = static_cast<double>(gen.below(4)) - 1.0;
+  Tensor t = Tensor::from_data(v, shape);
+  return dtype == DType::F64 ? t : t.to(dtype);
+}
+
+// A leaf on `device` holding host's values.
+Tensor leaf(const Tensor& host, Device device) {
+  Tensor t = host.to(device).detach();
+  t.set_requires_grad(true);
+  return t;
+}
+
+using test::Tol;
+Tol tol_for(DType dtype) { return dtype == DType::F64 ? Tol{1e-10, 1e-12} : Tol{1e-5, 1e-6}; }
+const Tol kExact{0, 0};
+
+// |cuda - cpu| <= atol + rtol |cpu| elementwise (the op harness's comparison, tests/op_harness.h).
+void expect_close(const Tensor& ref, const Tensor& got, Tol tol, const std::string& what) {
+  REQUIRE(ref.defined());
+  REQUIRE(got.defined());
+  REQUIRE(shape_str(ref.shape()) == shape_str(got.shape()));
+  CHECK(ref.dtype() == got.dtype());
+  test::expect_close(ref.to_double_vector(), got.to_double_vector(), tol, what);
+}
+
+Backend& kernels(Device d) { return backend_for(d); }
+
+const DType kFloats[] = {DType::F32, DType::F64};
+
+}  // namespace
+
+// ---- host-side checks (run with or without a GPU) ---------------------------------------------
+
+TEST_CASE("cuda: asking for a missing CUDA device is an Error") {
+  if (!device_available(DeviceType::CUDA)) {
+    CHECK_THROWS_AS(backend_for(Device::cuda()), Error);
+    CHECK_THROWS_AS(Tensor::zeros({2}, DType::F32, Device::cuda()), Error);
+    CHECK_THROWS_AS(Tensor::ones({2}).to(Device::cuda()), Error);
+  } else {
+    CHECK_THROWS_AS(backend_for(Device::cuda(1 << 20)), Error);
+  }
+}
+
+#ifdef MIXLAB_HAVE_CUDA
+TEST_CASE("cuda: allocator size classes waste at most a quarter") {
+  CHECK(CachingAllocator::size_class(1) == 512);
+  CHECK(CachingAllocator::size_class(512) == 512);
+  CHECK(CachingAllocator::size_class(513) == 640);
+  CHECK(CachingAllocator::size_class(1024) == 1024);
+  CHECK(CachingAllocator::size_class(1025) == 1280);
+  size_t previous = 0;
+  for (size_t bytes = 1; bytes < (size_t(1) << 34); bytes = bytes * 3 / 2 + 1) {
+    size_t c = CachingAllocator::size_class(bytes);
+    CHECK(c >= bytes);
+    CHECK(c % 128 == 0);
+    CHECK(c >= previous);
+    if (bytes > 512) CHECK(static_cast<double>(c) <= 1.25 * static_cast<double>(bytes) + 1);
+    previous = c;
+  }
+}
+#endif
+
+// ---- memory and data movement -----------------------------------------------------------------
+
+TEST_CASE("cuda: host-device copies round-trip every dtype" * doctest::skip(kNoGpu)) {
+  for (int64_t n : {0, 1, 17, 1000, 100003}) {
+    Tensor f = rnd({n}, 1, DType::F32);
+    Tensor d = rnd({n}, 2, DType::F64);
+    Tensor i = rnd_ints({n}, 3).to(DType::I32);
+    for (const Tensor& t : {f, d, i}) {
+      Tensor g = t.to(gpu());
+      CHECK(g.device() == gpu());
+      expect_close(t, g, kExact, "round trip " + std::string(dtype_name(t.dtype())));
+      expect_close(t, g.to(Device::cpu()), kExact, "back on the host");
+    }
+  }
+}
+
+TEST_CASE("cuda: copies back to the host wait for queued kernels" * doctest::skip(kNoGpu)) {
+  NoGradGuard no_grad;
+  Tensor c = rnd({1 << 20}, 5);
+  Tensor g = c.to(gpu());
+  for (int i = 0; i < 50; ++i) {
+    c = add(mul(c, 1.0001), 0.001);
+    g = add(mul(g, 1.0001), 0.001);
+  }
+  expect_close(c, g, Tol{1e-5, 1e-6}, "chain of 100 kernels");
+  CHECK(sum(g).item() == doctest::Approx(sum(c).item()).epsilon(1e-4));
+}
+
+// ---- a small model on both devices ------------------------------------------------------------
+
+namespace {
+
+class TinyModel : public Module {
+ public:
+  static constexpr int64_t kVocab = 37, kDim = 32;
+  explicit TinyModel(uint64_t seed) {
+    Generator gen(seed);
+    emb = register_module("emb", std::make_shared<Embedding>(kVocab, kDim, gen));
+    MixerConfig c;
+    c.name = "attention";
+    c.dim = kDim;
+    c.heads = 4;
+    c.max_len = 16;
+    c.seed = seed;
+    mixer = register_module("mixer", make_mixer(c));
+    norm1 = register_module("norm1", std::make_shared<LayerNorm>(kDim));
+    norm2 = register_module("norm2", std::make_shared<LayerNorm>(kDim));
+    ffn = register_module("ffn", std::make_shared<FeedForward>(kDim, 2 * kDim, gen));
+    head = register_module("head", std::make_shared<Linear>(kDim, kVocab, true, gen));
+  }
+  std::string type_name() const override { return "TinyModel"; }
+
+  Tensor loss(const Tensor& ids, const Tensor& targets, const MixerContext& ctx,
+              uint64_t dropout_seed) {
+    Tensor x = emb->forward(ids);
+    x = add(x, mixer->forward(norm1->forward(x), ctx));
+    x = add(x, dropout(ffn->forward(norm2->forward(x)), 0.1, true, dropout_seed));
+    return cross_entropy(head->forward(x), targets, -100, 0.1);
+  }
+
+  std::shared_ptr<Embedding> emb;
+  std::shared_ptr<Mixer> mixer;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<FeedForward> ffn;
+  std::shared_ptr<Linear> head;
+};
+
+}  // namespace
+
+TEST_CASE("cuda: a small model trains the same on both devices" * doctest::skip(kNoGpu)) {
+  const int64_t batch = 3, len = 12;
+  std::vector<int32_t> lengths{12, 7, 10};
+  Generator gen(230);
+  std::vector<int32_t> ids(batch * len), targets(batch * len);
+  for (int64_t i = 0; i < batch * len; ++i) {
+    ids[i] = static_cast<int32_t>(gen.below(TinyModel::kVocab));
+    targets[i] =
+        (i % len) >= lengths[i / len] ? -100 : static_cast<int32_t>(gen.below(TinyModel::kVocab));
+  }
+  for (DType dt : kFloats) {
+    Tol tol = dt == DType::F64 ? Tol{1e-8, 1e-10} : Tol{2e-3, 2e-5};
+    TinyModel cpu_model(7), gpu_model(7);
+    cpu_model.to(dt);
+    gpu_model.to(dt);
+    gpu_model.to(gpu());
+    auto cpu_params = cpu_model.named_parameters(), gpu_params = gpu_model.named_parameters();
+    REQUIRE(cpu_params.size() == gpu_params.size());
+    // SGD with momentum: linear in the gradients. (Adam would blow float noise in gradients
+    // that are zero in exact arithmetic, like the key bias's, up to lr-sized updates.)
+    std::vector<Tensor> cpu_buf, gpu_buf;
+    for (const auto& [name, p] : cpu_params) {
+      cpu_buf.push_back(Tensor::zeros(p.shape(), dt));
+      gpu_buf.push_back(Tensor::zeros(p.shape(), dt, gpu()));
+    }
+    for (int step = 1; step <= 3; ++step) {
+      auto run = [&](TinyModel& model, Device dev,
+                     std::vector<std::pair<std::string, Tensor>>& params,
+                     std::vector<Tensor>& buf) {
+        MixerContext ctx;
+        ctx.lengths = lengths;
+        ctx.valid = length_mask(lengths, len, dt, dev);
+        model.zero_grad();
+        Tensor loss = model.loss(Tensor::from_data(ids, {batch, len}, dev),
+                                 Tensor::from_data(targets, {batch, len}, dev), ctx, 500 + step);
+        loss.backward();
+        std::vector<Tensor> grads;
+        for (size_t i = 0; i < params.size(); ++i) {
+          Tensor p = params[i].second;
+          Tensor g = p.grad();
+          REQUIRE(g.defined());
+          grads.push_back(g.clone());
+          SgdArgs a{};
+          a.lr = 0.1, a.momentum = 0.9, a.dampening = 0.0, a.weight_decay = 1e-4;
+          a.nesterov = true;
+          a.first_step = step == 1;
+          kernels(dev).sgd_update(p.view(), g.view(), buf[i].view(), a);
+        }
+        return std::make_pair(loss, grads);
+      };
+      auto [cpu_loss, cpu_grads] = run(cpu_model, Device::cpu(), cpu_params, cpu_buf);
+      auto [gpu_loss, gpu_grads] = run(gpu_model, gpu(), gpu_params, gpu_buf);
+      std::string tag = std::string(dtype_name(dt)) + " step " + std::to_string(step);
+      expect_close(cpu_loss, gpu_loss, tol, "loss " + tag);
+      for (size_t i = 0; i < cpu_params.size(); ++i) {
+        expect_close(cpu_grads[i], gpu_grads[i], tol, "grad of " + cpu_params[i].first + " " + tag);
+        expect_close(cpu_params[i].second, gpu_params[i].second, tol,
+                     "updated " + cpu_params[i].first + " " + tag);
+      }
+    }
+  }
+}
+
+// ---- the CUDA backend's own promises ----------------------------------------------------------
+
+#ifdef MIXLAB_HAVE_CUDA
+TEST_CASE("cuda: the caching allocator serves repeated steps without cudaMalloc" *
+          doctest::skip(kNoGpu)) {
+  auto& backend = dynamic_cast<CudaBackend&>(backend_for(gpu()));
+  auto step = [&] {
+    Tensor x = leaf(rnd({64, 256}, 240), gpu());
+    Tensor y = softmax(matmul(x, transpose(x, 0, 1)));
+    Tensor loss = sum(mul(y, y));
+    loss.backward();
+    return loss.item();
+  };
+  double first = step();
+  step();  // warm-up: the cache settles within a step or two
+  step();
+  CudaMemoryStats before = backend.memory_stats();
+  for (int i = 0; i < 5; ++i) CHECK(step() == first);
+  CudaMemoryStats after = backend.memory_stats();
+  CHECK(after.device_mallocs == before.device_mallocs);
+  CHECK(after.cache_hits > before.cache_hits);
+  CHECK(after.bytes_cached > 0);
+  backend.empty_cache();
+  CHECK(backend.memory_stats().bytes_cached == 0);
+  CHECK(step() == first);  // still works after giving the memory back
+}
+
+TEST_CASE("cuda: failures are mixlab::Error and leave the device usable" * doctest::skip(kNoGpu)) {
+  // 32 TiB: cudaMalloc fails, the allocator empties its cache, retries, and reports.
+  CHECK_THROWS_AS(Tensor::empty({int64_t(1) << 43}, DType::F32, gpu()), Error);
+  Tensor ok = Tensor::ones({3}, DType::F32, gpu());
+  CHECK(sum(ok).item() == 3.0);
+  // Devices never mix silently.
+  CHECK_THROWS_AS(add(Tensor::ones({3}), ok), Error);
+  // An integer tensor is not a float kernel's input.
+  View v = Tensor::zeros({4}, DType::I32, gpu()).view();
+  CHECK_THROWS_AS(backend_for(gpu()).unary(UnaryOp::Exp, v, v, 0.0), Error);
+}
+#endif
+
+TEST_CASE("cuda: gradients flow back across Tensor.to" * doctest::skip(kNoGpu)) {
+  for (DType dt : kFloats) {
+    Tensor x = rnd({17, 5}, 250, dt);
+    x.set_requires_grad(true);
+    Tensor y = tanh(x.to(gpu()));              // on the GPU
+    Tensor z = mul(y.to(Device::cpu()), 2.0);  // back on the host
+    sum(z).backward();
+    REQUIRE(x.grad().defined());
+    CHECK(x.grad().device() == Device::cpu());
+    Tensor x2 = rnd({17, 5}, 250, dt);
+    x2.set_requires_grad(true);
+    sum(mul(tanh(x2), 2.0)).backward();
+    expect_close(x2.grad(), x.grad(), tol_for(dt), "grad through to()");
+  }
+}
