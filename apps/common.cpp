@@ -93,25 +93,8 @@ std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
       throw UsageError("--mixer-opt '" + item + "': expected key=value");
     out[item.substr(0, eq)] = item.substr(eq + 1);
   }
-  const MixerRegistry& reg = MixerRegistry::instance();
-  try {
-    const MixerInfo& info = reg.find(mixer);
-    for (const auto& [key, value] : out) {
-      bool known = false;
-      for (const auto& o : info.options) known = known || o.key == key;
-      if (!known) {
-        std::string list;
-        for (const auto& o : info.options) list += (list.empty() ? "" : ", ") + o.key;
-        throw UsageError(
-            "mixer '" + mixer + "' has no option '" + key + "'" +
-            (list.empty() ? std::string("; it takes none") : "; its options: " + list));
-      }
-    }
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
+  // The registry owns names and options; its MixerSpecError is a usage error (exit 2).
+  MixerRegistry::instance().check_spec(mixer, out, /*causal=*/false, /*cross=*/false);
   return out;
 }
 
