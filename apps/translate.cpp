@@ -42,7 +42,7 @@ struct TranslationData {
 // Moves a seeded `fraction` of `pool` into `held` (order otherwise kept).
 void hold_out(std::vector<Seq2SeqText>& pool, std::vector<Seq2SeqText>& held, double fraction,
               uint64_t seed) {
-  Generator gen(seed ^ 0x5eedull);
+  Generator gen(holdout_seed(seed));
   std::vector<Seq2SeqText> keep;
   for (auto& p : pool) (gen.uniform() < fraction ? held : keep).push_back(std::move(p));
   pool = std::move(keep);

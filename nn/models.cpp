@@ -24,7 +24,7 @@ MixerConfig mixer_config(const ModelConfig& c, const std::string& name,
   m.max_len = max_len;
   m.causal = causal;
   m.options = options;
-  m.seed = c.seed * 1000003ull + salt;
+  m.seed = part_seed(c.seed, salt);
   m.block_ffn_dim = c.ffn_dim;
   return m;
 }
