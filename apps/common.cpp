@@ -172,34 +172,6 @@ Device setup_runtime(const CommonFlags& f) {
   return d;
 }
 
-namespace {
-
-// Whole-number options (their default is one) must be whole numbers in a sane range: a typo
-// such as kernel=100001 would otherwise allocate gigabytes before anything fails. Boolean
-// options take true or false. The mixer itself checks what depends on the model (odd kernels,
-// even widths).
-constexpr int64_t kMaxMixerOptionValue = 4096;
-
-void check_mixer_option_value(const std::string& mixer, const MixerOption& o,
-                              const std::string& value) {
-  auto is_integer = [](const std::string& s, int64_t& v) {
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    return ec == std::errc() && p == s.data() + s.size();
-  };
-  int64_t default_value = 0, v = 0;
-  const std::string what = "--mixer-opt " + o.key + "=" + value + " (mixer " + mixer + "): ";
-  if (is_integer(o.default_value, default_value)) {
-    if (!is_integer(value, v)) throw UsageError(what + o.key + " takes a whole number");
-    if (v < 0 || v > kMaxMixerOptionValue)
-      throw UsageError(what + o.key + " must be from 0 to " + std::to_string(kMaxMixerOptionValue));
-  } else if ((o.default_value == "true" || o.default_value == "false") && value != "true" &&
-             value != "false") {
-    throw UsageError(what + o.key + " takes true or false");
-  }
-}
-
-}  // namespace
-
 std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
                                                        const std::vector<std::string>& items) {
   std::map<std::string, std::string> out;
@@ -210,27 +182,8 @@ std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
       throw UsageError("--mixer-opt '" + item + "': expected key=value");
     out[item.substr(0, eq)] = item.substr(eq + 1);
   }
-  const MixerRegistry& reg = MixerRegistry::instance();
-  try {
-    const MixerInfo& info = reg.find(mixer);
-    for (const auto& [key, value] : out) {
-      bool known = false;
-      for (const auto& o : info.options) known = known || o.key == key;
-      if (!known) {
-        std::string list;
-        for (const auto& o : info.options) list += (list.empty() ? "" : ", ") + o.key;
-        throw UsageError(
-            "mixer '" + mixer + "' has no option '" + key + "'" +
-            (list.empty() ? std::string("; it takes none") : "; its options: " + list));
-      }
-      for (const auto& o : info.options)
-        if (o.key == key) check_mixer_option_value(mixer, o, value);
-    }
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
+  // The registry owns names and options; its MixerSpecError is a usage error (exit 2).
+  MixerRegistry::instance().check_spec(mixer, out, /*causal=*/false, /*cross=*/false);
   return out;
 }
 

@@ -72,7 +72,7 @@ void check_stdout();
 
 // Applies --threads and --device; returns the device (a clear error when CUDA is absent).
 Device setup_runtime(const CommonFlags& f);
-// key=value list -> map, validated against the mixer's registry entry (UsageError otherwise).
+// key=value list -> map, validated by the mixer registry (MixerSpecError: a usage error, exit 2).
 std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
                                                        const std::vector<std::string>& items);
 // Fills the shared part of a ModelConfig from the flags (mixer name checked).

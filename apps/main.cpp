@@ -18,6 +18,7 @@
 #include "apps/common.h"
 #include "apps/run_folder.h"
 #include "backends/cpu/openblas_kernels.h"
+#include "nn/mixer_registry.h"
 
 int main(int argc, char** argv) {
   mixlab::reexec_with_better_openblas_kernels(argv);
@@ -56,6 +57,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const mixlab::app::UsageError& e) {
     std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";
+    return 2;
+  } catch (const mixlab::MixerSpecError& e) {  // a mixer name or option the registry refused
+    std::cerr << "error: " << e.what() << "\nRun `mixlab mixers` for every mixer and option.\n";
     return 2;
   } catch (const mixlab::app::Interrupted&) {
     return 130;

@@ -48,7 +48,7 @@ struct TranslationData {
 // Moves a seeded `fraction` of `pool` into `held` (order otherwise kept).
 void hold_out(std::vector<Seq2SeqText>& pool, std::vector<Seq2SeqText>& held, double fraction,
               uint64_t seed) {
-  Generator gen(seed ^ 0x5eedull);
+  Generator gen(holdout_seed(seed));
   std::vector<Seq2SeqText> keep;
   for (auto& p : pool) (gen.uniform() < fraction ? held : keep).push_back(std::move(p));
   pool = std::move(keep);
@@ -308,18 +308,10 @@ void add_translate_commands(CLI::App& root) {
     apply_model_flags(a->model, a->common.seed, config);
     config.decoder_mixer = a->decoder_mixer;
     config.decoder_mixer_options = parse_mixer_options(a->decoder_mixer, a->decoder_options);
+    // Refused here, before any data is read, by the registry (MixerSpecError: exit 2).
     const MixerRegistry& reg = MixerRegistry::instance();
-    if (!reg.find(a->decoder_mixer).capabilities.causal) {
-      std::string names;
-      for (const auto& n : reg.causal_names()) names += (names.empty() ? "" : ", ") + n;
-      throw UsageError("--decoder-mixer " + a->decoder_mixer + " cannot be causal: " +
-                       reg.find(a->decoder_mixer).capabilities.causal_refusal +
-                       " Mixers that support causal use: " + names);
-    }
-    if (!reg.contains(a->cross) || !reg.find(a->cross).capabilities.cross)
-      throw UsageError("--cross " + a->cross +
-                       ": only dot-product attention can attend to the "
-                       "encoder (the synthetic mixers cannot replace cross-attention)");
+    reg.check_spec(a->decoder_mixer, config.decoder_mixer_options, /*causal=*/true, false);
+    reg.check_spec(a->cross, {}, false, /*cross=*/true);
     config.cross = a->cross;
     config.tie_output = a->tie;
     TranslationData d =

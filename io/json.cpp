@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <system_error>
 #include <unordered_set>
 
@@ -9,107 +11,243 @@ namespace mixlab {
 
 namespace {
 
-// Deep enough for any config, shallow enough that hostile input cannot overflow the stack.
+// Deep enough for any config, shallow enough that hostile input cannot exhaust memory building
+// it (nlohmann's parser itself is not recursive, but our Json value is).
 constexpr int kMaxDepth = 256;
 
-// Length of the valid UTF-8 sequence starting at text[pos], or 0 when it is invalid (overlong
-// forms, surrogates and code points above U+10FFFF are invalid, as RFC 3629 says).
-size_t utf8_sequence_length(std::string_view text, size_t pos) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char lead = byte(pos);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  uint32_t code = 0;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-    code = lead & 0x1F;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    code = lead & 0x0F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    code = lead & 0x07;
-  } else {
-    return 0;
+// "line L, column C (byte B)" of a byte offset, for errors.
+std::string where(std::string_view text, size_t at) {
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < at && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
   }
-  if (pos + length > text.size()) return 0;
-  for (size_t i = 1; i < length; ++i) {
-    const unsigned char next = byte(pos + i);
-    if ((next & 0xC0) != 0x80) return 0;
-    code = (code << 6) | (next & 0x3F);
-  }
-  if (length == 3 && (code < 0x800 || (code >= 0xD800 && code <= 0xDFFF))) return 0;
-  if (length == 4 && (code < 0x10000 || code > 0x10FFFF)) return 0;
-  return length;
+  return "line " + std::to_string(line) + ", column " + std::to_string(column) + " (byte " +
+         std::to_string(at) + ")";
 }
 
-void append_utf8(std::string& out, uint32_t code) {
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else if (code < 0x10000) {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code >> 18));
-    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
-}
-
-void dump_string(const std::string& value, std::string& out) {
+// nlohmann quotes the input it choked on; bytes that are not printable ASCII become \xNN so the
+// message itself stays valid UTF-8 text.
+std::string printable(std::string_view text) {
   static const char* const kHex = "0123456789abcdef";
-  out += '"';
-  for (size_t i = 0; i < value.size();) {
-    const unsigned char c = static_cast<unsigned char>(value[i]);
-    if (c >= 0x80) {
-      const size_t length = utf8_sequence_length(value, i);
-      check(length > 0, "json: cannot serialize a string that is not valid UTF-8 (byte ", i,
-            " of a ", value.size(), "-byte string)");
-      out.append(value, i, length);
-      i += length;
-      continue;
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7F) {
+      out += c;
+    } else {
+      out += std::string("\\x") + kHex[u >> 4] + kHex[u & 0xF];
     }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 0xF];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-    ++i;
   }
-  out += '"';
+  return out;
 }
 
+// A pointer over the text that records the last character nlohmann's lexer read, so that what
+// nlohmann does not check (duplicate keys, depth, numbers out of range) can still say where.
+class TrackedInput {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  TrackedInput(const char* at, const char** last_read) : at_(at), last_read_(last_read) {}
+  reference operator*() const {
+    *last_read_ = at_;
+    return *at_;
+  }
+  TrackedInput& operator++() {
+    ++at_;
+    return *this;
+  }
+  TrackedInput operator++(int) {
+    TrackedInput before = *this;
+    ++at_;
+    return before;
+  }
+  bool operator==(const TrackedInput& other) const { return at_ == other.at_; }
+
+ private:
+  const char* at_;
+  const char** last_read_;
+};
+
+// nlohmann's parser does the RFC 8259 grammar, escapes, surrogate pairs and UTF-8 validation and
+// reports each value here (SAX); this handler builds our Json and adds the rules nlohmann lacks:
+// no duplicate keys, bounded depth, exact int64 integers, no numbers beyond a double's range.
+class JsonBuilder final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit JsonBuilder(std::string_view text) : text_(text) {}
+
+  Json parse() {
+    // nlohmann's lexer takes a NUL byte for the end of the input, so "{}\0junk" would pass; no
+    // JSON text contains a raw NUL (in strings it must be escaped as \u0000).
+    if (const size_t nul = text_.find('\0'); nul != std::string_view::npos) {
+      error_at("unexpected NUL byte", nul);
+    }
+    const char* begin = text_.data();
+    const char* end = begin + text_.size();
+    nlohmann::json::sax_parse(TrackedInput(begin, &last_read_), TrackedInput(end, &last_read_),
+                              this, nlohmann::json::input_format_t::json, /*strict=*/true,
+                              /*ignore_comments=*/false);
+    return std::move(root_);
+  }
+
+  bool null() override { return add(Json()); }
+  bool boolean(bool value) override { return add(Json(value)); }
+  bool number_integer(number_integer_t value) override { return add(Json(value)); }
+  bool number_unsigned(number_unsigned_t value) override {
+    // Beyond int64: a (rounded) double, like any other number that is not an exact int64.
+    if (value > static_cast<uint64_t>(INT64_MAX)) return add(Json(static_cast<double>(value)));
+    return add(Json(static_cast<int64_t>(value)));
+  }
+  bool number_float(number_float_t, const string_t& literal) override {
+    // Read the literal again: from_chars says when it is beyond a double's range (1e400,
+    // 1e-400), which is refused rather than silently turned into infinity or zero.
+    double value = 0.0;
+    const auto [ptr, ec] = std::from_chars(literal.data(), literal.data() + literal.size(), value);
+    if (ec == std::errc::result_out_of_range) {
+      error_at("number out of range for a double", number_start(literal));
+    }
+    if (ec != std::errc() || ptr != literal.data() + literal.size()) {
+      error_at("invalid number", number_start(literal));
+    }
+    return add(Json(value));
+  }
+  bool string(string_t& value) override { return add(Json(std::move(value))); }
+  bool binary(binary_t&) override { return false; }  // JSON text has no binary values
+
+  bool start_object(size_t) override { return open(Json::object()); }
+  bool key(string_t& key) override {
+    if (!keys_.back().insert(key).second) error_at("duplicate key \"" + key + "\"", key_start());
+    key_ = std::move(key);
+    return true;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(size_t) override { return open(Json::array()); }
+  bool end_array() override {
+    open_.pop_back();
+    return true;
+  }
+
+  bool parse_error(size_t position, const std::string&,
+                   const nlohmann::detail::exception& error) override {
+    // nlohmann says "[json.exception.parse_error.101] parse error at line 1, column 4: <what>"
+    // (or "[json.exception.out_of_range.406] <what>"); keep <what> and give the position in this
+    // file's own words. `position` counts the characters read, including the offending one.
+    std::string_view what = error.what();
+    if (const size_t bracket = what.find("] "); bracket != std::string_view::npos) {
+      what.remove_prefix(bracket + 2);
+    }
+    if (what.starts_with("parse error")) {
+      if (const size_t colon = what.find(": "); colon != std::string_view::npos) {
+        what.remove_prefix(colon + 2);
+      }
+    }
+    // nlohmann calls bad UTF-8 "ill-formed"; keep the words mixlab's messages have always used.
+    const std::string reason = what.find("UTF-8") != std::string_view::npos
+                                   ? "invalid UTF-8 in a string"
+                                   : printable(what);
+    error_at(reason, position > 0 ? position - 1 : 0);
+  }
+
+ private:
+  [[noreturn]] void error_at(const std::string& what, size_t at) const {
+    fail("json: ", what, " at ", where(text_, std::min(at, text_.size())));
+  }
+
+  size_t last_read() const {
+    return last_read_ ? static_cast<size_t>(last_read_ - text_.data()) : 0;
+  }
+
+  // The key's closing quote is the last character read; its opening quote is the nearest one
+  // before it that is not escaped (preceded by an even number of backslashes).
+  size_t key_start() const {
+    size_t at = last_read();
+    while (at > 0) {
+      --at;
+      if (text_[at] != '"') continue;
+      size_t backslashes = 0;
+      while (backslashes < at && text_[at - 1 - backslashes] == '\\') ++backslashes;
+      if (backslashes % 2 == 0) return at;
+    }
+    return at;
+  }
+
+  // The lexer has read either the number's last character (at the end of the text) or the one
+  // after it, which cannot end a number literal.
+  size_t number_start(const std::string& literal) const {
+    size_t end = std::min(last_read() + 1, text_.size());
+    if (end < literal.size() || text_.substr(end - literal.size(), literal.size()) != literal) {
+      --end;
+    }
+    return end >= literal.size() ? end - literal.size() : 0;
+  }
+
+  // Puts a value where the document is: the root, the open array, or the open object's key.
+  Json* place(Json value) {
+    if (open_.empty()) {
+      root_ = std::move(value);
+      return &root_;
+    }
+    Json& parent = *open_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(value));
+      return &parent.as_array().back();
+    }
+    parent.as_object().emplace_back(std::move(key_), std::move(value));
+    return &parent.as_object().back().second;
+  }
+
+  bool add(Json value) {
+    place(std::move(value));
+    return true;
+  }
+
+  bool open(Json container) {
+    if (open_.size() >= static_cast<size_t>(kMaxDepth)) {
+      error_at("nesting deeper than " + std::to_string(kMaxDepth), last_read());
+    }
+    const bool is_object = container.is_object();
+    // Children go into the innermost container only, so pointers to the outer ones stay valid.
+    open_.push_back(place(std::move(container)));
+    if (is_object) keys_.emplace_back();
+    return true;
+  }
+
+  std::string_view text_;
+  const char* last_read_ = nullptr;
+  Json root_;
+  std::vector<Json*> open_;                            // innermost last
+  std::vector<std::unordered_set<std::string>> keys_;  // keys seen, per open object
+  std::string key_;                                    // the key of the next object member
+};
+
+// Strings go through nlohmann's serializer: it escapes what JSON requires (quote, backslash,
+// control characters as \u00xx) and refuses invalid UTF-8.
+void dump_string(const std::string& value, std::string& out) {
+  try {
+    out += nlohmann::json(value).dump();
+  } catch (const nlohmann::json::type_error& error) {
+    const std::string_view message = error.what();
+    const size_t bracket = message.find("] ");
+    fail("json: cannot serialize a string that is not valid UTF-8 (",
+         bracket == std::string_view::npos ? message : message.substr(bracket + 2), ")");
+  }
+}
+
+// The structure is written here rather than by nlohmann because numbers must keep their
+// shortest form: nlohmann prints the double 1.0 as "1.0" where to_chars (and every file mixlab
+// has written so far) says "1", and checkpoints must stay byte-identical.
 void dump_value(const Json& value, std::string& out) {
   switch (value.type()) {
     case Json::Type::Null:
@@ -165,294 +303,7 @@ void dump_value(const Json& value, std::string& out) {
 
 }  // namespace
 
-// Recursive descent over the RFC 8259 grammar; every error names where it happened.
-class JsonParser {
- public:
-  explicit JsonParser(std::string_view text) : text_(text) {}
-
-  Json parse_document() {
-    skip_whitespace();
-    Json value = parse_value(0);
-    skip_whitespace();
-    if (pos_ != text_.size()) error("unexpected text after the JSON value");
-    return value;
-  }
-
- private:
-  [[noreturn]] void error(const std::string& what) const { error_at(what, pos_); }
-
-  [[noreturn]] void error_at(const std::string& what, size_t at) const {
-    size_t line = 1, column = 1;
-    for (size_t i = 0; i < at && i < text_.size(); ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-    fail("json: ", what, " at line ", line, ", column ", column, " (byte ", at, ")");
-  }
-
-  bool at_end() const { return pos_ >= text_.size(); }
-  char peek() const { return text_[pos_]; }
-
-  void skip_whitespace() {
-    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r')) {
-      ++pos_;
-    }
-  }
-
-  void expect_literal(std::string_view literal) {
-    if (text_.substr(pos_, literal.size()) != literal) error("invalid literal");
-    pos_ += literal.size();
-  }
-
-  Json parse_value(int depth) {
-    if (at_end()) error("unexpected end of input, expected a value");
-    switch (peek()) {
-      case '{':
-        return parse_object(depth + 1);
-      case '[':
-        return parse_array(depth + 1);
-      case '"':
-        return Json(parse_string());
-      case 't':
-        expect_literal("true");
-        return Json(true);
-      case 'f':
-        expect_literal("false");
-        return Json(false);
-      case 'n':
-        expect_literal("null");
-        return Json();
-      default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return parse_number();
-        error(std::string("unexpected character '") + describe(peek()) + "', expected a value");
-    }
-  }
-
-  static std::string describe(char c) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7F) return std::string(1, c);
-    static const char* const kHex = "0123456789abcdef";
-    return std::string("\\x") + kHex[u >> 4] + kHex[u & 0xF];
-  }
-
-  void check_depth(int depth) {
-    if (depth > kMaxDepth) error("nesting deeper than " + std::to_string(kMaxDepth));
-  }
-
-  Json parse_object(int depth) {
-    check_depth(depth);
-    ++pos_;  // '{'
-    Json result = Json::object();
-    std::unordered_set<std::string> keys;
-    skip_whitespace();
-    if (!at_end() && peek() == '}') {
-      ++pos_;
-      return result;
-    }
-    while (true) {
-      skip_whitespace();
-      if (at_end() || peek() != '"') error("expected a string key");
-      const size_t key_pos = pos_;
-      std::string key = parse_string();
-      if (!keys.insert(key).second) error_at("duplicate key \"" + key + "\"", key_pos);
-      skip_whitespace();
-      if (at_end() || peek() != ':') error("expected ':' after an object key");
-      ++pos_;
-      skip_whitespace();
-      Json value = parse_value(depth);
-      result.object_.emplace_back(std::move(key), std::move(value));
-      skip_whitespace();
-      if (at_end()) error("unexpected end of input inside an object");
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (peek() == '}') {
-        ++pos_;
-        return result;
-      }
-      error("expected ',' or '}' in an object");
-    }
-  }
-
-  Json parse_array(int depth) {
-    check_depth(depth);
-    ++pos_;  // '['
-    Json result = Json::array();
-    skip_whitespace();
-    if (!at_end() && peek() == ']') {
-      ++pos_;
-      return result;
-    }
-    while (true) {
-      skip_whitespace();
-      result.array_.push_back(parse_value(depth));
-      skip_whitespace();
-      if (at_end()) error("unexpected end of input inside an array");
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (peek() == ']') {
-        ++pos_;
-        return result;
-      }
-      error("expected ',' or ']' in an array");
-    }
-  }
-
-  uint32_t parse_hex4() {
-    if (pos_ + 4 > text_.size()) error("truncated \\u escape");
-    uint32_t code = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = text_[pos_ + i];
-      uint32_t digit;
-      if (c >= '0' && c <= '9') {
-        digit = c - '0';
-      } else if (c >= 'a' && c <= 'f') {
-        digit = c - 'a' + 10;
-      } else if (c >= 'A' && c <= 'F') {
-        digit = c - 'A' + 10;
-      } else {
-        error_at("invalid hex digit in \\u escape", pos_ + i);
-      }
-      code = code * 16 + digit;
-    }
-    pos_ += 4;
-    return code;
-  }
-
-  std::string parse_string() {
-    const size_t start = pos_;
-    ++pos_;  // opening quote
-    std::string out;
-    while (true) {
-      if (at_end()) error_at("unterminated string", start);
-      const unsigned char c = static_cast<unsigned char>(peek());
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (c < 0x20) error("unescaped control character in a string");
-      if (c >= 0x80) {
-        const size_t length = utf8_sequence_length(text_, pos_);
-        if (length == 0) error("invalid UTF-8 in a string");
-        out.append(text_.substr(pos_, length));
-        pos_ += length;
-        continue;
-      }
-      if (c != '\\') {
-        out += static_cast<char>(c);
-        ++pos_;
-        continue;
-      }
-      const size_t escape_pos = pos_;
-      ++pos_;
-      if (at_end()) error_at("unterminated escape", escape_pos);
-      const char e = peek();
-      ++pos_;
-      switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '/':
-          out += '/';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u': {
-          uint32_t code = parse_hex4();
-          if (code >= 0xDC00 && code <= 0xDFFF) {
-            error_at("unpaired low surrogate in \\u escape", escape_pos);
-          }
-          if (code >= 0xD800 && code <= 0xDBFF) {
-            // A high surrogate must be followed at once by an escaped low surrogate.
-            if (text_.substr(pos_, 2) != "\\u") {
-              error_at("unpaired high surrogate in \\u escape", escape_pos);
-            }
-            pos_ += 2;
-            const uint32_t low = parse_hex4();
-            if (low < 0xDC00 || low > 0xDFFF) {
-              error_at("high surrogate not followed by a low surrogate", escape_pos);
-            }
-            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-          }
-          append_utf8(out, code);
-          break;
-        }
-        default:
-          error_at(std::string("invalid escape '\\") + describe(e) + "'", escape_pos);
-      }
-    }
-  }
-
-  Json parse_number() {
-    const size_t start = pos_;
-    const auto is_digit = [&] { return !at_end() && peek() >= '0' && peek() <= '9'; };
-    if (peek() == '-') ++pos_;
-    if (!is_digit()) error("expected a digit");
-    if (peek() == '0') {
-      ++pos_;
-      if (is_digit()) error_at("leading zeros are not allowed", start);
-    } else {
-      while (is_digit()) ++pos_;
-    }
-    bool integral = true;
-    if (!at_end() && peek() == '.') {
-      integral = false;
-      ++pos_;
-      if (!is_digit()) error("expected a digit after the decimal point");
-      while (is_digit()) ++pos_;
-    }
-    if (!at_end() && (peek() == 'e' || peek() == 'E')) {
-      integral = false;
-      ++pos_;
-      if (!at_end() && (peek() == '+' || peek() == '-')) ++pos_;
-      if (!is_digit()) error("expected a digit in the exponent");
-      while (is_digit()) ++pos_;
-    }
-    const char* first = text_.data() + start;
-    const char* last = text_.data() + pos_;
-    if (integral) {
-      int64_t value = 0;
-      const auto [ptr, ec] = std::from_chars(first, last, value);
-      if (ec == std::errc() && ptr == last) return Json(value);
-      // Too large for int64: falls through to a (rounded) double.
-    }
-    double value = 0.0;
-    const auto [ptr, ec] = std::from_chars(first, last, value);
-    // Numbers beyond a double's range (1e400, 1e-400) are refused rather than silently
-    // turned into infinity or zero.
-    if (ec == std::errc::result_out_of_range) error_at("number out of range for a double", start);
-    if (ec != std::errc() || ptr != last) error_at("invalid number", start);
-    return Json(value);
-  }
-
-  std::string_view text_;
-  size_t pos_ = 0;
-};
-
-Json Json::parse(std::string_view text) { return JsonParser(text).parse_document(); }
+Json Json::parse(std::string_view text) { return JsonBuilder(text).parse(); }
 
 std::string Json::dump() const {
   std::string out;

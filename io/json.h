@@ -1,5 +1,6 @@
-// A small JSON value, a strict parser and a compact serializer: enough for safetensors headers,
-// checkpoint manifests and config files, without a third-party dependency.
+// A small JSON value over nlohmann-json's parser: enough for safetensors headers, checkpoint
+// manifests and config files. nlohmann (the C++ ecosystem's standard) does the grammar, escapes
+// and UTF-8; this value type is what the rest of mixlab reads and writes.
 //
 // Choices:
 //  - Objects keep their members in document (insertion) order, so a file written back out keeps
@@ -9,12 +10,14 @@
 //    only such integers, so "2.0" or "1e3" is refused where an integer is required.
 //  - The parser follows RFC 8259 strictly: no comments, trailing commas, leading zeros, NaN,
 //    single quotes or unescaped control characters; strings must be valid UTF-8 and \u escapes
-//    must pair surrogates correctly; duplicate keys in one object are an error (they are
-//    ambiguous, and a safetensors header with two entries of one name is corrupt); numbers a
-//    double cannot hold (1e400, 1e-400) are refused rather than turned into inf or 0; nesting
-//    is limited to 256 levels. Errors give line, column and byte offset.
-//  - The serializer writes compact JSON (no spaces), non-ASCII as raw UTF-8, and refuses NaN,
-//    infinities and invalid UTF-8 so that everything it writes parses again.
+//    must pair surrogates correctly (all checked by nlohmann). On top of nlohmann: duplicate keys
+//    in one object are an error (they are ambiguous, and a safetensors header with two entries
+//    of one name is corrupt); numbers a double cannot hold (1e400, 1e-400) are refused rather
+//    than turned into inf or 0; nesting is limited to 256 levels. Errors give line, column and
+//    byte offset.
+//  - The serializer writes compact JSON (no spaces), non-ASCII as raw UTF-8, numbers in their
+//    shortest round-trip form (1.0 as "1"), and refuses NaN, infinities and invalid UTF-8 so
+//    that everything it writes parses again.
 #pragma once
 #include <concepts>
 #include <type_traits>
@@ -107,8 +110,6 @@ class Json {
   std::string string_;
   Array array_;
   Object object_;
-
-  friend class JsonParser;
 };
 
 template <std::integral T>

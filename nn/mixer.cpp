@@ -3,7 +3,6 @@
 #include <sstream>
 
 #include "autograd/ops.h"
-#include "nn/mixer_registry.h"
 
 namespace mixlab {
 
@@ -61,10 +60,6 @@ std::string MixerConfig::str() const {
   return out.str();
 }
 
-MixerCapabilities Mixer::capabilities() const {
-  return MixerRegistry::instance().find(config_.name).capabilities;
-}
-
 void Mixer::check_input(const Tensor& x, const MixerContext& ctx) const {
   if (x.dim() != 3 || x.size(2) != config_.dim)
     fail(config_.name, ": input ", shape_str(x.shape()), " must be [B, N, ", config_.dim, "]");
@@ -84,6 +79,16 @@ void Mixer::check_input(const Tensor& x, const MixerContext& ctx) const {
           config_.name, ": memory ", shape_str(ctx.memory.shape()), " does not fit input ",
           shape_str(x.shape()));
   }
+}
+
+void Mixer::check_step(const Tensor& x_t, const MixerCache& cache) const {
+  check(config_.causal || config_.cross, config_.name,
+        ": step() (incremental decoding) needs a mixer built causal");
+  check(x_t.dim() == 3 && x_t.size(1) == 1 && x_t.size(2) == config_.dim, config_.name,
+        ": step() input ", shape_str(x_t.shape()), " must be [B, 1, ", config_.dim, "]");
+  check(capabilities().length == LengthSupport::Any || cache.position < config_.max_len,
+        config_.name, ": decoding position ", cache.position,
+        " is beyond max_len ℓ = ", config_.max_len, "; build the mixer with a larger max_len");
 }
 
 namespace {
@@ -106,8 +111,7 @@ void reorder_cache(MixerCache& cache, const std::vector<int32_t>& index) {
 std::unique_ptr<MixerCache> Mixer::new_cache() const { return std::make_unique<PrefixCache>(); }
 
 Tensor Mixer::step(const Tensor& x_t, MixerCache& cache, const MixerContext& ctx) {
-  auto* c = dynamic_cast<PrefixCache*>(&cache);
-  check(c != nullptr, config_.name, ": step() got a cache from another mixer");
+  auto* c = &begin_step<PrefixCache>(x_t, cache);
   c->prefix = c->prefix.defined() ? concat({c->prefix, x_t}, 1) : x_t;
   ++c->position;
   MixerContext full = ctx;

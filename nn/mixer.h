@@ -19,6 +19,9 @@ struct MixerConfig {
   int64_t max_len = 64;            // ℓ
   bool causal = false;             // built for causal (decoder) use
   bool cross = false;              // keys/values come from ctx.memory (cross-attention)
+  // The block's FFN width f (0: 4d). A mixer that replaces the FFN (gmlp, amlp: BlockStyle::Unit)
+  // takes it as its own hidden width unless its options say otherwise.
+  int64_t block_ffn_dim = 0;
   std::map<std::string, std::string> options;
   uint64_t seed = 0;  // initialisation seed
 
@@ -84,7 +87,9 @@ class Mixer : public Module {
  public:
   explicit Mixer(MixerConfig config) : config_(std::move(config)) {}
   const MixerConfig& config() const { return config_; }
-  virtual MixerCapabilities capabilities() const;  // default: the registry's entry
+  // What this instance supports: handed over by the registry when it builds the mixer (its entry,
+  // adjusted by the options), so nothing looks it up while running.
+  const MixerCapabilities& capabilities() const { return capabilities_; }
 
   // Y [B, N, d] from X [B, N, d]. Implementations start with check_input().
   virtual Tensor forward(const Tensor& x, const MixerContext& ctx) = 0;
@@ -101,7 +106,23 @@ class Mixer : public Module {
   // causal flag, so every mixer fails the same clear way.
   void check_input(const Tensor& x, const MixerContext& ctx) const;
 
+  // The preamble of every step(): the cache is this mixer's own kind (CacheT), the mixer was
+  // built for decoding (causal, or a cross-mixer), x_t is [B, 1, d], and a mixer with ℓ-sized
+  // parameters has not run past ℓ. Returns the cache as CacheT.
+  template <typename CacheT>
+  CacheT& begin_step(const Tensor& x_t, MixerCache& cache) const {
+    auto* own = dynamic_cast<CacheT*>(&cache);
+    if (!own) fail(config_.name, ": step() got a cache from another mixer");
+    check_step(x_t, *own);
+    return *own;
+  }
+
   MixerConfig config_;
+
+ private:
+  friend class MixerRegistry;
+  void check_step(const Tensor& x_t, const MixerCache& cache) const;
+  MixerCapabilities capabilities_;
 };
 
 }  // namespace mixlab

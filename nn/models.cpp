@@ -24,14 +24,8 @@ MixerConfig mixer_config(const ModelConfig& c, const std::string& name,
   m.max_len = max_len;
   m.causal = causal;
   m.options = options;
-  m.seed = c.seed * 1000003ull + salt;
-  // gMLP/aMLP units replace the FFN, so the model's FFN width is their hidden width f.
-  const MixerInfo& info = MixerRegistry::instance().find(name);
-  bool has_hidden = false;
-  for (const auto& o : info.options) has_hidden = has_hidden || o.key == "hidden";
-  if (info.capabilities.block == BlockStyle::Unit && has_hidden && c.ffn_dim > 0 &&
-      !m.options.count("hidden"))
-    m.options["hidden"] = std::to_string(c.ffn_dim);
+  m.seed = part_seed(c.seed, salt);
+  m.block_ffn_dim = c.ffn_dim;
   return m;
 }
 

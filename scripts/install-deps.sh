@@ -2,7 +2,7 @@
 # Installs the Debian packages mixlab builds against, only those that are missing.
 # Safe to run twice. Pass --with-data to also install Fashion-MNIST (used by `mixlab classify`).
 set -euo pipefail
-pkgs=(cmake g++ make pkg-config libopenblas-dev libfftw3-dev doctest-dev libcli11-dev zlib1g-dev libstb-dev)
+pkgs=(cmake g++ make pkg-config libopenblas-dev libfftw3-dev doctest-dev libcli11-dev zlib1g-dev libstb-dev nlohmann-json3-dev)
 if [[ "${1:-}" == "--with-data" ]]; then pkgs+=(dataset-fashion-mnist); fi
 pkgs+=(librsvg2-bin)  # rsvg-convert: turns the SVG pictures of `mixlab study` into the PNGs under docs/
 missing=()

@@ -530,9 +530,9 @@ TEST_CASE("apps: each usage error exits 2 with its message before anything is wr
   const std::string base = "translate train --data " + (dir / "pairs.tsv").string() +
                            " --dim 8 --heads 2 --layers 1 --steps 1 --quiet --out " + out + " ";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--mixer synth-frandom --mixer-opt rank=abc", "rank takes a whole number"},
+      {"--mixer synth-frandom --mixer-opt rank=abc", "option rank=abc is not an integer; allowed: an integer in [1, 65536]"},
       {"--mixer synth-mix:R+X", "unknown synthesizer component 'X'"},
-      {"--mixer lightconv --mixer-opt kernel=100001", "kernel must be from 0 to 4096"},
+      {"--mixer lightconv --mixer-opt kernel=100001", "option kernel=100001 is out of range; allowed: an integer in [1, 255]"},
       {"--optimizer adamx", "--optimizer: adamx not in"},
       {"--schedule foo", "--schedule: foo not in"},
       {"--pos abs", "--pos: abs not in"},

@@ -146,3 +146,29 @@ TEST_CASE("json: the serializer refuses what would not parse back") {
   CHECK_THROWS_WITH_AS(Json(std::string("\xFF")).dump(), doctest::Contains("not valid UTF-8"),
                        Error);
 }
+
+TEST_CASE("json: what the parser adds to nlohmann's checks") {
+  // nlohmann stops at a NUL byte as if the text ended there; a raw NUL is never valid JSON.
+  CHECK(parse_error(std::string("{}\0junk", 7)).find("NUL byte at line 1, column 3") !=
+        std::string::npos);
+  CHECK(parse_error(std::string("[\"a\0b\"]", 7)).find("NUL byte") != std::string::npos);
+  // Tiny numbers are refused like huge ones instead of becoming 0.
+  CHECK(parse_error("[1e-400]").find("out of range for a double at line 1, column 2") !=
+        std::string::npos);
+  // Integers: exact within int64, a double beyond it (also beyond uint64).
+  CHECK(Json::parse("-9223372036854775808").as_int64() == std::numeric_limits<int64_t>::min());
+  CHECK_FALSE(Json::parse("18446744073709551615").is_integer());
+  CHECK(Json::parse("18446744073709551615").as_double() == 18446744073709551615.0);
+  CHECK(Json::parse("123456789012345678901234567890").as_double() == 1.2345678901234568e29);
+  // Bad UTF-8 is named as such, and the message shows the byte instead of repeating it raw.
+  const std::string utf8 = parse_error("[\"\xFF\"]");
+  CHECK(utf8.find("invalid UTF-8") != std::string::npos);
+  CHECK(parse_error("\xFF").find("\\xff") != std::string::npos);
+  // A duplicate key is located at its opening quote, escaped quotes inside it included.
+  CHECK(parse_error(R"({"k\"":1, "k\"":2})").find("duplicate key \"k\"\" at line 1, column 11") !=
+        std::string::npos);
+  // Depth: 256 levels parse, 257 do not, and the error says where the 257th opens.
+  CHECK_NOTHROW(Json::parse(std::string(256, '[') + std::string(256, ']')));
+  CHECK(parse_error(std::string(257, '[') + std::string(257, ']'))
+            .find("nesting deeper than 256 at line 1, column 257") != std::string::npos);
+}

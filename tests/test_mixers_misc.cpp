@@ -316,9 +316,15 @@ TEST_CASE("mixer values: dynconv with zero kernel weights averages its window") 
 TEST_CASE("mixer values: convolution kernel width must be odd") {
   for (const char* name : {"lightconv", "dynconv"}) {
     INFO(name);
-    for (const char* k : {"6", "0", "-3"})
+    // The registry refuses them before building, naming the option and what is allowed.
+    CHECK_THROWS_WITH_AS(make_mixer(config_for(name, 8, 2, false, {{"kernel", "6"}})),
+                         doctest::Contains("kernel=6 is not allowed: kernel width K must be a "
+                                           "positive odd number"),
+                         MixerSpecError);
+    for (const char* k : {"0", "-3"})
       CHECK_THROWS_WITH_AS(make_mixer(config_for(name, 8, 2, false, {{"kernel", k}})),
-                           doctest::Contains("must be a positive odd number"), Error);
+                           doctest::Contains("is out of range; allowed: an integer in [1, 255]"),
+                           MixerSpecError);
     // Other odd widths work, K = 1 included, and decode step by step.
     for (const char* k : {"1", "3"}) {
       MixerConfig c = config_for(name, 8, 2, true, {{"kernel", k}});

@@ -344,8 +344,9 @@ TEST_CASE("mixer values: synth-fdense against the hand logits with heads and sli
 
 TEST_CASE(
     "mixer values: synth-fdense default a is the divisor of max_len nearest its square root") {
-  for (auto [l, a] : std::vector<std::pair<int64_t, int64_t>>{
+  for (auto [l_bound, a] : std::vector<std::pair<int64_t, int64_t>>{
            {8, 2}, {10, 2}, {12, 3}, {16, 4}, {7, 1}, {64, 8}, {50, 5}}) {
+    const int64_t l = l_bound;  // INFO captures it in a lambda: clang 14 refuses a binding there
     INFO("ℓ = " << l);
     auto m = build("synth-fdense", {4, 2, l}, false);
     for (const auto& [name, t] : m->named_parameters()) {

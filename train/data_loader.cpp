@@ -20,14 +20,6 @@ SplitMix64 epoch_generator(uint64_t seed, int64_t epoch) {
   return SplitMix64(epoch_mixer.next());
 }
 
-template <typename T>
-void fisher_yates(std::vector<T>& items, SplitMix64& rng) {
-  for (size_t i = items.size(); i > 1; --i) {
-    const size_t j = static_cast<size_t>(rng.below(i));
-    std::swap(items[i - 1], items[j]);
-  }
-}
-
 // Consecutive runs of `batch_size` from order[begin, end) appended to `batches`.
 void cut_batches(const std::vector<size_t>& order, size_t begin, size_t end, size_t batch_size,
                  std::vector<std::vector<size_t>>& batches) {
@@ -113,7 +105,7 @@ std::vector<std::vector<size_t>> plan_epoch(
   std::vector<size_t> order(dataset_size);
   std::iota(order.begin(), order.end(), size_t{0});
   SplitMix64 rng = epoch_generator(options.seed, epoch);
-  if (options.shuffle) fisher_yates(order, rng);
+  if (options.shuffle) rng.shuffle(order);
 
   std::vector<std::vector<size_t>> batches;
   if (options.bucket_by_length) {
@@ -139,7 +131,7 @@ std::vector<std::vector<size_t>> plan_epoch(
   if (options.drop_last && !batches.empty() && batches.back().size() < batch_size) {
     batches.pop_back();
   }
-  if (options.bucket_by_length && options.shuffle) fisher_yates(batches, rng);
+  if (options.bucket_by_length && options.shuffle) rng.shuffle(batches);
   return batches;
 }
 

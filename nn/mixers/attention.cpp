@@ -51,7 +51,7 @@ class Attention : public Mixer {
   std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
 
   Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext& ctx) override {
-    auto& cache = dynamic_cast<Cache&>(base);
+    auto& cache = begin_step<Cache>(x_t, base);
     int64_t h = config_.heads;
     Tensor q = mixers::split_heads(w_q->forward(x_t), h);
     Tensor mask;

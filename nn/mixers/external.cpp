@@ -45,8 +45,6 @@ class ExternalAttention : public Mixer {
   explicit ExternalAttention(const MixerConfig& c) : Mixer(c) {
     expansion_ = c.get_int("expansion", 1);
     slots_ = c.get_int("slots", kDefaultSlots);
-    check(expansion_ >= 1, c.name, ": expansion e = ", expansion_, " must be at least 1");
-    check(slots_ >= 1, c.name, ": slots S = ", slots_, " must be at least 1");
     int64_t dh = c.dim / c.heads, ed = expansion_ * c.dim;
     Generator gen(c.seed);
     w_t = register_module("w_t", truncated_linear(c.dim, ed, gen));
@@ -88,7 +86,7 @@ class ExternalAttention : public Mixer {
   std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
 
   Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext&) override {
-    auto& cache = dynamic_cast<Cache&>(base);
+    auto& cache = begin_step<Cache>(x_t, base);
     Tensor logits = memory_logits(x_t);  // [B, e·h, 1, S]
     // The same recursion as the full forward's logcumsumexp, continued from the cached value.
     cache.lse = cache.lse.defined()
@@ -126,8 +124,11 @@ void register_external_mixer(MixerRegistry& registry) {
       "normalisation (Guo et al. 2021)";
   info.capabilities.length = LengthSupport::Any;
   info.options = {
-      {"expansion", "1", "expansion e of X' = X W_t (d → e·d; 4 in the paper's image models)"},
-      {"slots", "64", "memory slots S of M_k : d_h → S and M_v : S → d_h"}};
+      MixerOption::integer("expansion", "1",
+                           "expansion e of X' = X W_t (d → e·d; 4 in the paper's image models)", 1,
+                           64),
+      MixerOption::integer("slots", "64", "memory slots S of M_k : d_h → S and M_v : S → d_h", 1,
+                           kMaxOptionSize)};
   info.build = [](const MixerConfig& c) { return std::make_shared<ExternalAttention>(c); };
   info.expected_parameters = [](const MixerConfig& c) {
     int64_t e = c.get_int("expansion", 1), s = c.get_int("slots", kDefaultSlots);

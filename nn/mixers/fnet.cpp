@@ -27,15 +27,6 @@ class FNet : public Mixer {
   std::string type_name() const override { return "FNet"; }
   std::string extra_repr() const override { return padded_ ? "padded" : ""; }
 
-  MixerCapabilities capabilities() const override {
-    MixerCapabilities caps = Mixer::capabilities();
-    if (padded_) {
-      caps.padding_property = false;
-      caps.exact_length_equivalence = false;
-    }
-    return caps;
-  }
-
   Tensor forward(const Tensor& x, const MixerContext& ctx) override {
     check_input(x, ctx);
     // Y = C X C_d − S X S_d: the token transforms C and S at each example's length.
@@ -73,9 +64,16 @@ void register_fnet_mixer(MixerRegistry& registry) {
   info.capabilities.causal_refusal =
       "a Fourier transform mixes every position with every other, so every output sees the "
       "future.";
-  info.options = {{"fnet-padded", "false",
-                   "transform at the padded length like the official code (outputs then depend "
-                   "on the padding)"}};
+  info.options = {
+      MixerOption::boolean("fnet-padded", "false",
+                           "transform at the padded length like the official code (outputs then "
+                           "depend on the padding)")};
+  info.adjust_capabilities = [](const MixerConfig& c, MixerCapabilities& caps) {
+    if (c.get_bool("fnet-padded", false)) {
+      caps.padding_property = false;
+      caps.exact_length_equivalence = false;
+    }
+  };
   info.build = [](const MixerConfig& c) { return std::make_shared<FNet>(c); };
   info.expected_parameters = [](const MixerConfig&) { return int64_t{0}; };
   info.test_names = {"fnet"};

@@ -20,7 +20,7 @@
 // term is b_o).
 //
 // Options: "hidden" = f (0 means 4d, the same convention as the block's FFN width; must be
-// even), amlp's "attn-dim" = d_a (default 64).
+// even; absent, the block's FFN width), amlp's "attn-dim" = d_a (default 64).
 // Params (gmlp) d·f + f + f + ℓ² + ℓ + (f/2)·d + d: U (d·f + f), the LN's gain and bias
 // (f/2 + f/2 = f), W (ℓ²), b (ℓ), V ((f/2)·d + d); amlp adds 3·d·d_a + d_a·f/2 + f/2. This
 // agrees with the definition above term by term.
@@ -43,19 +43,19 @@ namespace {
 
 constexpr double kLnEps = 1e-5;
 
+// The unit replaces the FFN, so without a "hidden" option it takes the block's FFN width.
+// (The registry checks a given option; the block's width is checked here.)
 int64_t hidden_width(const MixerConfig& c) {
-  int64_t f = c.get_int("hidden", 0);
-  if (f == 0) f = 4 * c.dim;
-  check(f > 0 && f % 2 == 0, c.name, ": hidden = ", f,
-        " must be a positive even width f (0 means 4d)");
+  int64_t f = c.get_int("hidden", c.block_ffn_dim);
+  if (f == 0) return 4 * c.dim;
+  if (f % 2 != 0)
+    spec_fail(c.name, ": the unit's width f = ", f,
+              " (the block's FFN width, as no hidden option is given) must be even: it is split "
+              "in halves");
   return f;
 }
 
-int64_t attn_dim(const MixerConfig& c) {
-  int64_t da = c.get_int("attn-dim", 64);
-  check(da > 0, c.name, ": attn-dim = ", da, " must be positive");
-  return da;
-}
+int64_t attn_dim(const MixerConfig& c) { return c.get_int("attn-dim", 64); }
 
 class GatedMlp : public Mixer {
  public:
@@ -112,11 +112,8 @@ class GatedMlp : public Mixer {
   std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
 
   Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext&) override {
-    auto& cache = dynamic_cast<Cache&>(base);
+    auto& cache = begin_step<Cache>(x_t, base);
     int64_t t = cache.position;
-    check(config_.causal, config_.name, ": step() needs a mixer built causal");
-    check(t < config_.max_len, config_.name, ": decoding position ", t,
-          " exceeds max_len ℓ = ", config_.max_len);
     Tensor z1, zn;
     project(x_t, z1, zn);
     cache.zn = cache.zn.defined() ? concat({cache.zn, zn}, 1) : zn;
@@ -165,9 +162,13 @@ int64_t gmlp_parameters(const MixerConfig& c) {
 }  // namespace
 
 void register_gmlp_mixers(MixerRegistry& registry) {
-  MixerOption hidden{"hidden", "0",
-                     "width f of the unit's projection U : d → f, split in two halves of f/2 "
-                     "(0 means 4d; must be even)"};
+  MixerOption hidden = MixerOption::integer(
+      "hidden", "0",
+      "width f of the unit's projection U : d → f, split in two halves of "
+      "f/2 (0 means 4d; must be even)",
+      0, kMaxOptionSize, [](int64_t f, const MixerConfig&) -> std::string {
+        return f % 2 == 0 ? "" : "the width f must be even (it is split in halves)";
+      });
   MixerInfo g;
   g.name = "gmlp";
   g.summary =
@@ -183,7 +184,9 @@ void register_gmlp_mixers(MixerRegistry& registry) {
   MixerInfo a = g;
   a.name = "amlp";
   a.summary = "gMLP unit with a tiny single-head attention added to its gate (Liu et al. 2021)";
-  a.options = {hidden, {"attn-dim", "64", "width d_a of the tiny attention's q, k, v"}};
+  a.options = {
+      hidden, MixerOption::integer("attn-dim", "64", "width d_a of the tiny attention's q, k, v", 1,
+                                   kMaxOptionSize)};
   a.build = [](const MixerConfig& c) { return std::make_shared<GatedMlp>(c, true); };
   a.expected_parameters = [](const MixerConfig& c) {
     int64_t d = c.dim, f = hidden_width(c), da = attn_dim(c);

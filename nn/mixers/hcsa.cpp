@@ -52,7 +52,7 @@ class HardCodedGaussianAttention : public Mixer {
   std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
 
   Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext&) override {
-    auto& cache = dynamic_cast<Cache&>(base);
+    auto& cache = begin_step<Cache>(x_t, base);
     Tensor v = mixers::split_heads(w_v->forward(x_t), config_.heads);
     cache.v = cache.v.defined() ? concat({cache.v, v}, 2) : v;
     int64_t t = cache.position++;

@@ -34,13 +34,10 @@ namespace mixlab {
 namespace {
 
 constexpr int64_t kDefaultKernel = 7;
+// Far wider than any sequence a mixlab task has; the stacked windows grow as N·K·d per example.
+constexpr int64_t kMaxKernel = 255;
 
-int64_t kernel_width(const MixerConfig& c) {
-  int64_t k = c.get_int("kernel", kDefaultKernel);
-  check(k >= 1 && k % 2 == 1, c.name, ": kernel width K = ", k,
-        " must be a positive odd number (a centred kernel needs ⌊K/2⌋ taps on each side)");
-  return k;
-}
+int64_t kernel_width(const MixerConfig& c) { return c.get_int("kernel", kDefaultKernel); }
 
 class Convolution : public Mixer {
  public:
@@ -87,7 +84,7 @@ class Convolution : public Mixer {
   std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
 
   Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext&) override {
-    auto& cache = dynamic_cast<Cache&>(base);
+    auto& cache = begin_step<Cache>(x_t, base);
     Tensor g = glu(w_g->forward(x_t));  // [B, 1, d]
     Tensor window = g;
     if (kernel_ > 1) {
@@ -130,12 +127,18 @@ MixerInfo conv_info(const std::string& name, bool dynamic) {
                          : "lightweight convolution: shared softmax-normalised depthwise kernels "
                            "over tokens after a GLU (Wu et al. 2019)";
   info.capabilities.length = LengthSupport::Any;
-  info.options = {{"kernel", "7", "kernel width K (odd)"}};
+  info.options = {MixerOption::integer(
+      "kernel", "7", "kernel width K (odd)", 1, kMaxKernel,
+      [](int64_t k, const MixerConfig&) -> std::string {
+        if (k % 2 == 1) return "";
+        return "kernel width K must be a positive odd number (a centred kernel "
+               "needs ⌊K/2⌋ taps on each side)";
+      })};
   info.build = [dynamic](const MixerConfig& c) {
     return std::make_shared<Convolution>(c, dynamic);
   };
   info.expected_parameters = [dynamic](const MixerConfig& c) {
-    int64_t d = c.dim, h = c.heads, k = c.get_int("kernel", kDefaultKernel);
+    int64_t d = c.dim, h = c.heads, k = kernel_width(c);
     return 2 * d * d + 2 * d + (dynamic ? d * h * k : h * k) + d * d + d;
   };
   return info;

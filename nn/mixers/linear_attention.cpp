@@ -98,7 +98,7 @@ class LinearAttention : public Mixer {
   std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
 
   Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext&) override {
-    auto& cache = dynamic_cast<Cache&>(base);
+    auto& cache = begin_step<Cache>(x_t, base);  // checks the cache, causality and shape
     int64_t h = config_.heads;
     Tensor phi_q = mixers::split_heads(feature_map(w_q->forward(x_t)), h);  // [B, h, 1, d_h]
     Tensor phi_k = mixers::split_heads(feature_map(w_k->forward(x_t)), h);

@@ -28,7 +28,6 @@ namespace {
 
 int64_t projected_length(const MixerConfig& c) {
   int64_t p = c.get_int("proj-len", 0);
-  check(p >= 0, c.name, ": proj-len p = ", p, " must be positive (0 for the default ℓ/4)");
   return p == 0 ? std::max<int64_t>(1, c.max_len / 4) : p;
 }
 
@@ -86,7 +85,9 @@ void register_linformer_mixer(MixerRegistry& registry) {
   info.capabilities.causal = false;
   info.capabilities.causal_refusal =
       "each compressed key and value mixes every position, so every output sees the future.";
-  info.options = {{"proj-len", "0", "projected length p of E, F ∈ R^{p×ℓ}; 0 = max(1, ⌊ℓ/4⌋)"}};
+  info.options = {MixerOption::integer("proj-len", "0",
+                                       "projected length p of E, F ∈ R^{p×ℓ}; 0 = max(1, ⌊ℓ/4⌋)", 0,
+                                       kMaxOptionSize)};
   info.build = [](const MixerConfig& c) { return std::make_shared<Linformer>(c); };
   info.expected_parameters = [](const MixerConfig& c) {
     return 4 * c.dim * c.dim + 4 * c.dim + 2 * projected_length(c) * c.max_len;

@@ -24,7 +24,6 @@ namespace {
 
 int64_t token_hidden(const MixerConfig& c) {
   int64_t ds = c.get_int("token-hidden", 0);
-  check(ds >= 0, c.name, ": token-hidden = ", ds, " must not be negative (0 means 2ℓ)");
   return ds == 0 ? 2 * c.max_len : ds;
 }
 
@@ -75,7 +74,8 @@ void register_mlp_mixer_mixer(MixerRegistry& registry) {
   info.capabilities.causal = false;
   info.capabilities.causal_refusal =
       "every hidden unit of the token MLP sees every token, so no output can ignore the future.";
-  info.options = {{"token-hidden", "0", "hidden width D_S of the token MLP (0 means 2ℓ)"}};
+  info.options = {MixerOption::integer(
+      "token-hidden", "0", "hidden width D_S of the token MLP (0 means 2ℓ)", 0, kMaxOptionSize)};
   info.build = [](const MixerConfig& c) { return std::make_shared<MlpMixer>(c); };
   info.expected_parameters = [](const MixerConfig& c) {
     int64_t l = c.max_len, ds = token_hidden(c);

@@ -47,11 +47,8 @@ class ResMlp : public Mixer {
   std::unique_ptr<MixerCache> new_cache() const override { return std::make_unique<Cache>(); }
 
   Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext&) override {
-    auto& cache = dynamic_cast<Cache&>(base);
+    auto& cache = begin_step<Cache>(x_t, base);
     int64_t t = cache.position;
-    check(config_.causal, config_.name, ": step() needs a mixer built causal");
-    check(t < config_.max_len, config_.name, ": decoding position ", t,
-          " exceeds max_len ℓ = ", config_.max_len);
     cache.inputs = cache.inputs.defined() ? concat({cache.inputs, x_t}, 1) : x_t;
     ++cache.position;
     Tensor row = narrow(narrow(A, 0, t, 1), 1, 0, t + 1);  // A[t, :t+1], [1, t+1]

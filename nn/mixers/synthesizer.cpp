@@ -61,35 +61,12 @@ namespace {
 // ---- components: the synthesized logits ----
 
 enum class Kind { R, Fix, D, FR, FD, V };
-constexpr const char* kValidComponents = "R, Fix, D, FR, FD, V";
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::R:
-      return "R";
-    case Kind::Fix:
-      return "Fix";
-    case Kind::D:
-      return "D";
-    case Kind::FR:
-      return "FR";
-    case Kind::FD:
-      return "FD";
-    case Kind::V:
-      return "V";
-  }
-  return "?";
-}
 
 // The FR rank r (--rank, default 8).
-int64_t fr_rank(const MixerConfig& c) {
-  int64_t r = c.get_int("rank", 8);
-  check(r >= 1, c.name, ": rank must be at least 1, got ", r);
-  return r;
-}
+int64_t fr_rank(const MixerConfig& c) { return c.get_int("rank", 8); }
 
 // The FD factor a (--fd-a; "auto", the default, is the divisor of ℓ nearest √ℓ, the smaller one
-// on a tie).
+// on a tie). The registry has checked that a given a divides ℓ.
 int64_t fd_a(const MixerConfig& c) {
   int64_t l = c.max_len;
   int64_t best = 1;
@@ -97,72 +74,7 @@ int64_t fd_a(const MixerConfig& c) {
   for (int64_t a = 1; a <= l; ++a)
     if (l % a == 0 && std::abs(a - root) < std::abs(best - root)) best = a;
   std::string text = c.get_string("fd-a", "auto");
-  int64_t a = (text == "auto" || text.empty()) ? best : c.get_int("fd-a", best);
-  check(a >= 1 && l % a == 0, c.name, ": fd-a = ", a,
-        " must be a positive divisor of max_len ℓ = ", l, " (a·b = ℓ)");
-  return a;
-}
-
-// Trainable parameters of one component (the Σ terms of the mix formula).
-int64_t component_parameters(Kind k, const MixerConfig& c) {
-  int64_t d = c.dim, h = c.heads, l = c.max_len, dh = d / h;
-  switch (k) {
-    case Kind::R:
-      return h * l * l;
-    case Kind::Fix:
-      return 0;
-    case Kind::D:
-      return d * d + d + dh * l + l;
-    case Kind::FR:
-      return 2 * h * l * fr_rank(c);
-    case Kind::FD: {
-      int64_t a = fd_a(c);
-      return h * (a + l / a) * (d + 1);
-    }
-    case Kind::V:
-      return 2 * d * d + 2 * d;
-  }
-  return 0;
-}
-
-// "synth-mix:R+V" -> {R, V}; unknown, duplicate or missing components are errors.
-std::vector<Kind> parse_mix(const std::string& name) {
-  const std::string family = "synth-mix";
-  auto colon = name.find(':');
-  check(name.rfind(family, 0) == 0 && colon == family.size() && colon + 1 < name.size(), "mixer '",
-        name, "': a synthesizer mix is written synth-mix:C1+...+CM with components from {",
-        kValidComponents, "}, e.g. synth-mix:R+V");
-  std::vector<Kind> kinds;
-  std::set<std::string> seen;
-  std::string rest = name.substr(colon + 1);
-  size_t start = 0;
-  while (true) {
-    size_t plus = rest.find('+', start);
-    std::string part =
-        rest.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
-    Kind kind;
-    if (part == "R")
-      kind = Kind::R;
-    else if (part == "Fix")
-      kind = Kind::Fix;
-    else if (part == "D")
-      kind = Kind::D;
-    else if (part == "FR")
-      kind = Kind::FR;
-    else if (part == "FD")
-      kind = Kind::FD;
-    else if (part == "V")
-      kind = Kind::V;
-    else
-      fail("mixer '", name, "': unknown synthesizer component '", part,
-           "'; valid components: ", kValidComponents);
-    check(seen.insert(part).second, "mixer '", name, "': component '", part,
-          "' appears twice; each of ", kValidComponents, " may appear once");
-    kinds.push_back(kind);
-    if (plus == std::string::npos) break;
-    start = plus + 1;
-  }
-  return kinds;
+  return (text == "auto" || text.empty()) ? best : c.get_int("fd-a", best);
 }
 
 // How a component registers its tensors on the mixer that owns it.
@@ -296,6 +208,85 @@ class DotProductComponent : public Component {
   std::shared_ptr<Linear> w_q_, w_k_;
 };
 
+// ---- the components in one table: name, parameter count, construction ----
+
+using ComponentPtr = std::unique_ptr<Component>;
+
+struct KindInfo {
+  Kind kind;
+  const char* name;  // as written in synth-mix:C1+...+CM
+  // Trainable parameters of the component (the Σ terms of the mix formula).
+  int64_t (*parameters)(const MixerConfig& c);
+  ComponentPtr (*make)(Registrar& reg);
+};
+
+// In the order of Kind.
+const KindInfo kKinds[] = {
+    {Kind::R, "R", [](const MixerConfig& c) { return c.heads * c.max_len * c.max_len; },
+     [](Registrar& reg) -> ComponentPtr { return std::make_unique<TableComponent>(reg, true); }},
+    {Kind::Fix, "Fix", [](const MixerConfig&) { return int64_t{0}; },
+     [](Registrar& reg) -> ComponentPtr { return std::make_unique<TableComponent>(reg, false); }},
+    {Kind::D, "D",
+     [](const MixerConfig& c) {
+       return c.dim * c.dim + c.dim + (c.dim / c.heads) * c.max_len + c.max_len;
+     },
+     [](Registrar& reg) -> ComponentPtr { return std::make_unique<DenseComponent>(reg); }},
+    {Kind::FR, "FR", [](const MixerConfig& c) { return 2 * c.heads * c.max_len * fr_rank(c); },
+     [](Registrar& reg) -> ComponentPtr {
+       return std::make_unique<FactorizedRandomComponent>(reg);
+     }},
+    {Kind::FD, "FD",
+     [](const MixerConfig& c) {
+       int64_t a = fd_a(c);
+       return c.heads * (a + c.max_len / a) * (c.dim + 1);
+     },
+     [](Registrar& reg) -> ComponentPtr {
+       return std::make_unique<FactorizedDenseComponent>(reg);
+     }},
+    {Kind::V, "V", [](const MixerConfig& c) { return 2 * c.dim * c.dim + 2 * c.dim; },
+     [](Registrar& reg) -> ComponentPtr { return std::make_unique<DotProductComponent>(reg); }},
+};
+
+const KindInfo& kind_info(Kind k) { return kKinds[static_cast<size_t>(k)]; }
+
+std::string valid_components() {
+  std::string out;
+  for (const auto& k : kKinds) out += (out.empty() ? "" : ", ") + std::string(k.name);
+  return out;
+}
+
+// "synth-mix:R+V" -> {R, V}; unknown, duplicate or missing components are MixerSpecErrors.
+std::vector<Kind> parse_mix(const std::string& name) {
+  const std::string family = "synth-mix";
+  auto colon = name.find(':');
+  if (name.rfind(family, 0) != 0 || colon != family.size() || colon + 1 >= name.size())
+    spec_fail("mixer '", name,
+              "': a synthesizer mix is written synth-mix:C1+...+CM with components from {",
+              valid_components(), "}, e.g. synth-mix:R+V");
+  std::vector<Kind> kinds;
+  std::set<std::string> seen;
+  std::string rest = name.substr(colon + 1);
+  size_t start = 0;
+  while (true) {
+    size_t plus = rest.find('+', start);
+    std::string part =
+        rest.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+    const KindInfo* found = nullptr;
+    for (const auto& k : kKinds)
+      if (part == k.name) found = &k;
+    if (!found)
+      spec_fail("mixer '", name, "': unknown synthesizer component '", part,
+                "'; valid components: ", valid_components());
+    if (!seen.insert(part).second)
+      spec_fail("mixer '", name, "': component '", part, "' appears twice; each of ",
+                valid_components(), " may appear once");
+    kinds.push_back(found->kind);
+    if (plus == std::string::npos) break;
+    start = plus + 1;
+  }
+  return kinds;
+}
+
 // ---- the common skeleton ----
 
 class Synthesizer : public Mixer {
@@ -310,28 +301,7 @@ class Synthesizer : public Mixer {
                   [this, &gen](const std::string& n, int64_t in, int64_t out) {
                     return register_module(n, std::make_shared<Linear>(in, out, true, gen));
                   }};
-    for (Kind k : kinds_) {
-      switch (k) {
-        case Kind::R:
-          components_.push_back(std::make_unique<TableComponent>(reg, true));
-          break;
-        case Kind::Fix:
-          components_.push_back(std::make_unique<TableComponent>(reg, false));
-          break;
-        case Kind::D:
-          components_.push_back(std::make_unique<DenseComponent>(reg));
-          break;
-        case Kind::FR:
-          components_.push_back(std::make_unique<FactorizedRandomComponent>(reg));
-          break;
-        case Kind::FD:
-          components_.push_back(std::make_unique<FactorizedDenseComponent>(reg));
-          break;
-        case Kind::V:
-          components_.push_back(std::make_unique<DotProductComponent>(reg));
-          break;
-      }
-    }
+    for (Kind k : kinds_) components_.push_back(kind_info(k).make(reg));
     if (mix)
       theta = register_parameter("theta", init::zeros({static_cast<int64_t>(kinds_.size())}));
     w_v = register_module("w_v", std::make_shared<Linear>(c.dim, c.dim, true, gen));
@@ -344,7 +314,7 @@ class Synthesizer : public Mixer {
     std::string out;
     for (Kind k : kinds_) {
       if (!out.empty()) out += '+';
-      out += kind_name(k);
+      out += kind_info(k).name;
     }
     return "components=" + out;
   }
@@ -379,14 +349,8 @@ class Synthesizer : public Mixer {
   }
 
   Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext&) override {
-    auto* cache = dynamic_cast<Cache*>(&base);
-    check(cache != nullptr, config_.name, ": step() got a cache from another mixer");
-    check(config_.causal, config_.name, ": step() (incremental decoding) needs a causal mixer");
-    check(x_t.dim() == 3 && x_t.size(1) == 1 && x_t.size(2) == config_.dim, config_.name,
-          ": step() input ", shape_str(x_t.shape()), " must be [B, 1, ", config_.dim, "]");
+    auto* cache = &begin_step<Cache>(x_t, base);
     int64_t i = cache->position;
-    check(i < config_.max_len, config_.name, ": decoding position ", i,
-          " is beyond max_len ℓ = ", config_.max_len, "; build the mixer with a larger max_len");
     Tensor v_t = mixers::split_heads(w_v->forward(x_t), config_.heads);
     cache->v = cache->v.defined() ? concat({cache->v, v_t}, 2) : v_t;
     size_t index = 0;
@@ -418,7 +382,7 @@ class Synthesizer : public Mixer {
   // For `mixlab inspect`: each component's own attention softmax(L_c + M) and the weights α.
   void capture_mixture(const Tensor& x, const Tensor& mask) const {
     for (size_t c = 0; c < components_.size(); ++c)
-      capture_mixing(*this, std::string("component ") + kind_name(kinds_[c]), RowRule::SumToOne,
+      capture_mixing(*this, std::string("component ") + kind_info(kinds_[c]).name, RowRule::SumToOne,
                      [&] { return mixers::masked_softmax(components_[c]->logits(x), mask); });
     capture_mixing(
         *this, "mixture weights softmax(θ)", RowRule::SumToOne,
@@ -448,9 +412,17 @@ int64_t skeleton_parameters(const MixerConfig& c) { return 2 * c.dim * c.dim + 2
 }  // namespace
 
 void register_synthesizer_mixers(MixerRegistry& registry) {
-  const MixerOption rank{"rank", "8", "FR rank r of R₁, R₂ ∈ R^{h×ℓ×r}"};
-  const MixerOption fda{"fd-a", "auto",
-                        "FD factor a with a·b = ℓ (default: the divisor of ℓ nearest √ℓ)"};
+  const MixerOption rank =
+      MixerOption::integer("rank", "8", "FR rank r of R₁, R₂ ∈ R^{h×ℓ×r}", 1, kMaxOptionSize);
+  const MixerOption fda = MixerOption::integer(
+      "fd-a", "auto", "FD factor a with a·b = ℓ (default: the divisor of ℓ nearest √ℓ)", 1,
+      kMaxOptionSize,
+      [](int64_t a, const MixerConfig& c) -> std::string {
+        if (c.max_len % a == 0) return "";
+        return "fd-a must be a positive divisor of max_len ℓ = " + std::to_string(c.max_len) +
+               " (a·b = ℓ)";
+      },
+      {"auto", ""});
   struct Single {
     const char* name;
     Kind kind;
@@ -490,7 +462,7 @@ void register_synthesizer_mixers(MixerRegistry& registry) {
       return std::make_shared<Synthesizer>(c, std::vector<Kind>{kind}, false);
     };
     info.expected_parameters = [kind](const MixerConfig& c) {
-      return component_parameters(kind, c) + skeleton_parameters(c);
+      return kind_info(kind).parameters(c) + skeleton_parameters(c);
     };
     registry.add(std::move(info));
   }
@@ -503,13 +475,14 @@ void register_synthesizer_mixers(MixerRegistry& registry) {
       "softmax(θ)";
   mix.capabilities = synthesizer_capabilities();
   mix.options = {rank, fda};
+  mix.check_member = [](const std::string& name) { parse_mix(name); };
   mix.build = [](const MixerConfig& c) {
     return std::make_shared<Synthesizer>(c, parse_mix(c.name), true);
   };
   mix.expected_parameters = [](const MixerConfig& c) {
     auto kinds = parse_mix(c.name);
     int64_t total = skeleton_parameters(c) + static_cast<int64_t>(kinds.size());
-    for (Kind k : kinds) total += component_parameters(k, c);
+    for (Kind k : kinds) total += kind_info(k).parameters(c);
     return total;
   };
   mix.test_names = {"synth-mix:R+V", "synth-mix:D+V", "synth-mix:R+Fix+D+FR+FD+V"};

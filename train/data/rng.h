@@ -6,22 +6,25 @@
 #include <utility>
 #include <vector>
 
+#include "core/random.h"
+
 namespace mixlab {
 
 // SplitMix64 (Steele, Lea and Flood 2014): one 64-bit state, good statistical quality, and the
-// same sequence on every platform.
+// same sequence on every platform. A sequential stream over the same formula as the counter-based
+// Generator (core/random.h's mix64): next() is mix64 of the state, then the state advances.
 class SplitMix64 {
  public:
   explicit SplitMix64(uint64_t seed) : state_(seed) {}
 
   uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
+    const uint64_t out = mix64(state_);
+    state_ += kSplitMix64Increment;
+    return out;
   }
 
-  // Uniform in [0, n) for n >= 1, by rejection so that no value is favoured.
+  // Uniform in [0, n) for n >= 1, by rejection so that no value is favoured. (Generator::below
+  // is the plain modulo, a different stream: the two must not be swapped.)
   uint64_t below(uint64_t n) {
     const uint64_t threshold = (0 - n) % n;  // 2^64 mod n: the biased low end to reject
     for (;;) {
