@@ -274,7 +274,7 @@ TEST_CASE("cuda: unary ops and their gradients through autograd" * doctest::skip
   for (DType dt : kFloats) {
     for (auto& [name, fn] : fns) {
       parity(
-          [&](Device dev) {
+          [&, &fn = fn](Device dev) {
             // A transposed (non-contiguous) input.
             Tensor x = leaf(rnd({1000, 17}, 21, dt, -3, 3), dev);
             Tensor y = fn(transpose(x, 0, 1));
