@@ -6,12 +6,14 @@
 //   mixlab average --out AVG C1 C2 ...            checkpoint averaging
 //
 // Exit codes: 0 success, 1 runtime failure (data, files), 2 usage errors (bad flags, unknown
-// mixer names), 130 interrupted (after saving a checkpoint).
+// mixer names), 130 / 143 interrupted by SIGINT / SIGTERM (after saving a checkpoint).
+#include <csignal>
 #include <iostream>
 
 #include "apps/commands.h"
 #include "apps/common.h"
 #include "backends/cpu/openblas_kernels.h"
+#include "train/interrupt.h"
 
 int main(int argc, char** argv) {
   mixlab::reexec_with_better_openblas_kernels(argv);
@@ -40,7 +42,8 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";
     return 2;
   } catch (const mixlab::app::Interrupted&) {
-    return 130;
+    // 128 + the signal, as a shell reports it: 130 for SIGINT, 143 for SIGTERM.
+    return 128 + (mixlab::interrupt_signal() != 0 ? mixlab::interrupt_signal() : SIGINT);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

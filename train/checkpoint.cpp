@@ -375,6 +375,13 @@ void average_checkpoints(const std::vector<std::string>& inputs, const std::stri
   write_file(output, records, std::move(metadata));
 }
 
+std::string checkpoint_checksum(const std::vector<TensorRecord>& tensors,
+                                const std::map<std::string, std::string>& metadata) {
+  std::vector<const TensorRecord*> pointers;
+  for (const auto& r : tensors) pointers.push_back(&r);
+  return checksum(pointers, metadata);
+}
+
 void capture_rng(TrainingState& state, const Generator& gen) {
   state.rng_seed = gen.seed();
   state.rng_counter = gen.counter();
