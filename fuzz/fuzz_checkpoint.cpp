@@ -5,7 +5,8 @@
 // with Error, and a refused load leaves the model unchanged.
 //
 // MIXLAB_FUZZ_WRITE_SEEDS=DIR writes a valid training checkpoint and weights file of the model
-// into DIR (how fuzz/corpus/checkpoint was made) and exits.
+// into DIR and exits: they are fuzz/corpus/safetensors/, and with a first byte 0 or 1 in front,
+// fuzz/corpus/checkpoint/.
 #include <cstdlib>
 #include <vector>
 
