@@ -39,20 +39,29 @@ class AppProcess {
       : log_(std::move(log_path)) {
     std::vector<std::string> argv_strings{mixlab_binary()};
     argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    // Everything the child needs is prepared before fork(): between fork and exec a child of a
+    // process with threads (the kernels' pool) may only call async-signal-safe functions.
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      if (!env.count(entry.substr(0, entry.find('=')))) env_strings.push_back(entry);
+    }
+    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_strings) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_ = ::fork();
     REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
-      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-      std::vector<char*> argv;
-      for (auto& a : argv_strings) argv.push_back(a.data());
-      argv.push_back(nullptr);
       const int in = ::open("/dev/null", O_RDONLY);
       const int out = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (in < 0 || out < 0) ::_exit(126);
       ::dup2(in, 0);
       ::dup2(out, 1);
       ::dup2(out, 2);
-      ::execv(argv_strings[0].c_str(), argv.data());
+      ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
   }
