@@ -346,7 +346,8 @@ TEST_CASE(
     "mixer values: synth-fdense default a is the divisor of max_len nearest its square root") {
   for (auto [l, a] : std::vector<std::pair<int64_t, int64_t>>{
            {8, 2}, {10, 2}, {12, 3}, {16, 4}, {7, 1}, {64, 8}, {50, 5}}) {
-    INFO("ℓ = " << l);
+    const int64_t ell = l;  // clang 14 cannot capture a structured binding (INFO is a lambda)
+    INFO("ℓ = " << ell);
     auto m = build("synth-fdense", {4, 2, l}, false);
     for (const auto& [name, t] : m->named_parameters()) {
       if (name == "w_a.weight") CHECK(t.shape() == Shape{2 * a, 4});
