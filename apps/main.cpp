@@ -7,8 +7,9 @@
 //   mixlab export --checkpoint CK --out FILE      weights only (optionally f16)
 //
 // Exit codes: 0 success, 1 runtime failure (data, files), 2 usage errors (bad flags, unknown
-// mixer names), 130 interrupted (after saving a checkpoint).
+// mixer names), 130 / 143 interrupted by SIGINT / SIGTERM (after saving a checkpoint).
 #include <algorithm>
+#include <csignal>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "apps/run_folder.h"
 #include "backends/cpu/openblas_kernels.h"
 #include "nn/mixer_registry.h"
+#include "train/interrupt.h"
 
 int main(int argc, char** argv) {
   mixlab::reexec_with_better_openblas_kernels(argv);
@@ -62,7 +64,8 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\nRun `mixlab mixers` for every mixer and option.\n";
     return 2;
   } catch (const mixlab::app::Interrupted&) {
-    return 130;
+    // 128 + the signal, as a shell reports it: 130 for SIGINT, 143 for SIGTERM.
+    return 128 + (mixlab::interrupt_signal() != 0 ? mixlab::interrupt_signal() : SIGINT);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

@@ -1,6 +1,8 @@
 #include "io/atomic_file.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <streambuf>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "io/fault_hooks.h"
 
 namespace mixlab {
 
@@ -23,7 +26,8 @@ std::string errno_text(int error) { return std::strerror(error); }
 // is remembered and makes the stream fail.
 class FdStreambuf : public std::streambuf {
  public:
-  explicit FdStreambuf(int fd) : fd_(fd), buffer_(1 << 16) {
+  // `enospc_limit` >= 0: a test fault (train/fault_hooks.h), the disk is "full" after so many.
+  FdStreambuf(int fd, int64_t enospc_limit) : fd_(fd), buffer_(1 << 16), room_(enospc_limit) {
     setp(buffer_.data(), buffer_.data() + buffer_.size());
   }
   int error() const { return error_; }
@@ -60,7 +64,15 @@ class FdStreambuf : public std::streambuf {
   bool write_all(const char* data, size_t count) {
     if (error_ != 0) return false;
     while (count > 0) {
-      const ssize_t written = ::write(fd_, data, count);
+      size_t allowed = count;
+      if (room_ >= 0) {
+        if (room_ == 0) {
+          error_ = ENOSPC;
+          return false;
+        }
+        allowed = std::min<size_t>(count, static_cast<size_t>(room_));
+      }
+      const ssize_t written = ::write(fd_, data, allowed);
       if (written < 0) {
         if (errno == EINTR) continue;
         error_ = errno;
@@ -68,12 +80,14 @@ class FdStreambuf : public std::streambuf {
       }
       data += written;
       count -= static_cast<size_t>(written);
+      if (room_ >= 0) room_ -= written;
     }
     return true;
   }
 
   int fd_;
   std::vector<char> buffer_;
+  int64_t room_;
   int error_ = 0;
 };
 
@@ -110,12 +124,38 @@ std::string parent_directory(const std::string& path) {
   return parent.empty() ? std::string(".") : parent.string();
 }
 
+// The pid in a name "<file>.tmp.<pid>", or 0 when the name does not have that form.
+pid_t temporary_file_pid(const std::string& name) {
+  const size_t marker = name.rfind(".tmp.");
+  if (marker == std::string::npos || marker == 0) return 0;
+  const std::string digits = name.substr(marker + 5);
+  if (digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return 0;
+  return static_cast<pid_t>(std::stol(digits));
+}
+
+bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
 }  // namespace
+
+int remove_stale_temporary_files(const std::string& directory) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, ec)) {
+    const pid_t pid = temporary_file_pid(entry.path().filename().string());
+    if (pid <= 0 || pid == ::getpid() || process_alive(pid)) continue;
+    std::error_code ignored;
+    if (entry.is_regular_file(ignored) && std::filesystem::remove(entry.path(), ignored)) ++removed;
+  }
+  return removed;
+}
 
 void write_file_atomically(const std::string& path,
                            const std::function<void(std::ostream&)>& writer) {
   check(!path.empty(), "write_file_atomically: empty path");
   const std::string where = "write_file_atomically('" + path + "'): ";
+  remove_stale_temporary_files(parent_directory(path));
   TempFile temp(path + ".tmp." + std::to_string(::getpid()));
 
   const int fd = ::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -123,7 +163,7 @@ void write_file_atomically(const std::string& path,
   temp.set_fd(fd);
 
   {
-    FdStreambuf buffer(fd);
+    FdStreambuf buffer(fd, fault_hooks::enospc_limit(path));
     std::ostream stream(&buffer);
     try {
       writer(stream);
@@ -139,6 +179,7 @@ void write_file_atomically(const std::string& path,
 
   if (::fsync(fd) != 0) fail(where, "fsync failed: ", errno_text(errno));
   if (const int error = temp.close(); error != 0) fail(where, "close failed: ", errno_text(error));
+  fault_hooks::pause_before_rename(path);
   if (::rename(temp.path().c_str(), path.c_str()) != 0) {
     fail(where, "cannot rename '", temp.path(), "' over it: ", errno_text(errno));
   }

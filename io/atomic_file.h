@@ -7,6 +7,14 @@
 // the rename (the writer throws, the disk is full, ...) the temporary file is removed, `path`
 // is left untouched, and Error is thrown naming the path.
 //
+// A process killed between creating the temporary file and the rename leaves it behind; every
+// write into a directory first removes the `*.tmp.<pid>` files there whose process is gone
+// (remove_stale_temporary_files), so the next run in a folder cleans up after a killed one.
+// Files of live processes (a concurrent writer) and of this process are kept.
+//
+// Test hooks in the environment can make a write fail as on a full disk or pause before the
+// rename (train/fault_hooks.h).
+//
 // Not safe for two threads of one process writing the same path at once (they would share the
 // temporary name); different paths are fine.
 #pragma once
@@ -18,6 +26,10 @@
 #include <string_view>
 
 namespace mixlab {
+
+// Removes the `<name>.tmp.<pid>` regular files in `directory` whose pid is neither this process
+// nor a live one; returns how many. Unreadable directories are skipped silently.
+int remove_stale_temporary_files(const std::string& directory);
 
 // `writer` streams the content; an exception from it aborts the write (rethrown as Error).
 void write_file_atomically(const std::string& path,

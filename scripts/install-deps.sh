@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mixlab builds against, only those that are missing.
-# Safe to run twice. Pass --with-data to also install Fashion-MNIST (used by `mixlab classify`).
+# Safe to run twice. Pass --with-data to also install Fashion-MNIST (used by `mixlab classify`),
+# --with-clang for the sanitizer and fuzzing builds.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libopenblas-dev libfftw3-dev doctest-dev libcli11-dev zlib1g-dev libstb-dev nlohmann-json3-dev)
 if [[ "${1:-}" == "--with-data" ]]; then pkgs+=(dataset-fashion-mnist); fi
 pkgs+=(librsvg2-bin)  # rsvg-convert: turns the SVG pictures of `mixlab study` into the PNGs under docs/
+# --with-clang: clang and its runtimes (sanitizers, libFuzzer) for scripts/ci-extra.sh and fuzz/.
+for arg in "$@"; do if [[ "$arg" == "--with-clang" ]]; then pkgs+=(clang libclang-rt-dev); fi; done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -176,7 +176,48 @@ void upgrade_in_memory(SafetensorsFile& file) {
   optimizer->second = state.dump();
 }
 
-// The whole file, structurally validated (load_safetensors) and checksum-verified.
+
+// The number of NaN and infinite elements of a float record, and the index of the first one.
+template <typename T>
+std::pair<int64_t, int64_t> count_non_finite(const std::vector<uint8_t>& bytes) {
+  int64_t count = 0, first = -1;
+  const int64_t n = static_cast<int64_t>(bytes.size() / sizeof(T));
+  for (int64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+    if (!std::isfinite(v)) {
+      if (first < 0) first = i;
+      ++count;
+    }
+  }
+  return {count, first};
+}
+
+// A model or optimizer tensor holding NaN or infinity comes from a run that diverged: loading it
+// would only carry the NaN on silently (every later loss and prediction NaN), so it is refused,
+// naming the tensor. The checksum is checked first, so this is never a damaged file.
+void check_finite(const SafetensorsFile& file, const std::string& path) {
+  for (const auto& r : file.tensors) {
+    std::pair<int64_t, int64_t> bad{0, -1};
+    if (r.dtype == "F32") bad = count_non_finite<float>(r.bytes);
+    if (r.dtype == "F64") bad = count_non_finite<double>(r.bytes);
+    if (bad.first == 0) continue;
+    double first = 0;
+    if (r.dtype == "F32") {
+      float v;
+      std::memcpy(&v, r.bytes.data() + bad.second * sizeof v, sizeof v);
+      first = v;
+    } else {
+      std::memcpy(&first, r.bytes.data() + bad.second * sizeof first, sizeof first);
+    }
+    fail("checkpoint '", path, "': tensor '", r.name, "' holds ", bad.first,
+         " non-finite value(s) (the first, element ", bad.second, ", is ", first,
+         "); the run that wrote it diverged, so it is not loaded");
+  }
+}
+
+// The whole file, structurally validated (load_safetensors), checksum-verified, and with every
+// float tensor finite.
 SafetensorsFile read_file(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
   auto it = file.metadata.find(kChecksumKey);
@@ -191,6 +232,7 @@ SafetensorsFile read_file(const std::string& path) {
           " but its content gives ", actual);
   }
   upgrade_in_memory(file);
+  check_finite(file, path);  // after widening, so an f16 export is checked too
   return file;
 }
 
@@ -412,6 +454,13 @@ void average_checkpoints(const std::vector<std::string>& inputs, const std::stri
   metadata["averaged_from"] = std::to_string(inputs.size()) + " files";
   metadata[kFormatKey] = kWeightsFormat;
   write_file(output, records, std::move(metadata));
+}
+
+std::string checkpoint_checksum(const std::vector<TensorRecord>& tensors,
+                                const std::map<std::string, std::string>& metadata) {
+  std::vector<const TensorRecord*> pointers;
+  for (const auto& r : tensors) pointers.push_back(&r);
+  return checksum(pointers, metadata);
 }
 
 void capture_rng(TrainingState& state, const Generator& gen) {

@@ -44,6 +44,7 @@
 #include "core/random.h"
 #include "nn/module.h"
 #include "train/optimizer.h"
+#include "io/safetensors.h"
 
 namespace mixlab {
 
@@ -83,6 +84,12 @@ struct TrainingState {
 
   bool operator==(const TrainingState&) const = default;
 };
+
+// The "mixlab.checksum" value (crc32:<8 hex>) for these tensors and metadata (the checksum key
+// itself is left out): what a file must hold to pass the check at load. For tools and the fuzz
+// targets that build files by hand.
+std::string checkpoint_checksum(const std::vector<TensorRecord>& tensors,
+                                const std::map<std::string, std::string>& metadata);
 
 // state.rng_* = gen's state / gen's state = state.rng_*.
 void capture_rng(TrainingState& state, const Generator& gen = default_generator());

@@ -43,6 +43,8 @@ struct Fftw<double> {
   }
   static void exec_dft(Plan p, Complex* in, Complex* out) { fftw_execute_dft(p, in, out); }
   static void exec_r2c(Plan p, double* in, Complex* out) { fftw_execute_dft_r2c(p, in, out); }
+  static void destroy(Plan p) { fftw_destroy_plan(p); }
+  static void cleanup() { fftw_cleanup(); }
 };
 template <>
 struct Fftw<float> {
@@ -68,24 +70,52 @@ struct Fftw<float> {
   }
   static void exec_dft(Plan p, Complex* in, Complex* out) { fftwf_execute_dft(p, in, out); }
   static void exec_r2c(Plan p, float* in, Complex* out) { fftwf_execute_dft_r2c(p, in, out); }
+  static void destroy(Plan p) { fftwf_destroy_plan(p); }
+  static void cleanup() { fftwf_cleanup(); }
 };
 
-// FFTW's planner is not thread-safe; execution with a finished plan is.
-std::mutex& planner_mutex() {
-  static std::mutex m;
-  return m;
-}
+// The plans of one precision, made on first use and destroyed at exit. FFTW's planner is not
+// thread-safe (execution with a finished plan is), so making a plan holds the cache's lock. The
+// destructor runs at static destruction, after every parallel kernel has returned: it destroys
+// each plan and then lets FFTW free its planner's own tables, so nothing FFTW allocated outlives
+// the process's static objects (LeakSanitizer checks exactly that).
+template <typename T>
+class PlanCache {
+ public:
+  using Plan = typename Fftw<T>::Plan;
+
+  static PlanCache& instance() {
+    static PlanCache cache;
+    return cache;
+  }
+
+  // kind 'c': 1-D complex DFT of length n, third argument the sign; kind 'r': 2-D real-to-complex
+  // of n x d, third argument d.
+  Plan get(char kind, int n, int d_or_sign) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto key = std::make_tuple(kind, n, d_or_sign);
+    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+    Plan plan = kind == 'c' ? Fftw<T>::plan_1d(n, d_or_sign) : Fftw<T>::plan_r2c_2d(n, d_or_sign);
+    plans_.emplace(key, plan);
+    return plan;
+  }
+
+  ~PlanCache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, plan] : plans_) Fftw<T>::destroy(plan);
+    plans_.clear();
+    Fftw<T>::cleanup();
+  }
+
+ private:
+  PlanCache() = default;
+  std::mutex mutex_;
+  std::map<std::tuple<char, int, int>, Plan> plans_;
+};
 
 template <typename T>
 typename Fftw<T>::Plan cached_plan(char kind, int n, int d_or_sign) {
-  static std::map<std::tuple<char, int, int>, typename Fftw<T>::Plan> cache;
-  std::lock_guard<std::mutex> lock(planner_mutex());
-  auto key = std::make_tuple(kind, n, d_or_sign);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  auto plan = kind == 'c' ? Fftw<T>::plan_1d(n, d_or_sign) : Fftw<T>::plan_r2c_2d(n, d_or_sign);
-  cache[key] = plan;
-  return plan;
+  return PlanCache<T>::instance().get(kind, n, d_or_sign);
 }
 
 template <typename T>

@@ -11,8 +11,13 @@ namespace mixlab::cpu {
 
 // exp(x): x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact n·ln2), exp(r) by its
 // degree-6 Taylor polynomial (relative error < 2e-7 there), 2^n built in the exponent bits.
+// NaN propagates as NaN: it is swapped for 0 before n is converted to an integer (converting NaN
+// to int32_t is undefined behaviour) and put back at the end; both are selects, so the loops that
+// call this still vectorise.
 inline float fast_expf(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  const bool is_nan = x != x;
+  const float input = x;
+  x = is_nan ? 0.0f : (x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x));
   float t = x * 1.44269504088896341f;
   int32_t n = static_cast<int32_t>(t + (t >= 0.0f ? 0.5f : -0.5f));
   float fn = static_cast<float>(n);
@@ -27,7 +32,8 @@ inline float fast_expf(float x) {
   int32_t bits = (n + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  const float result = p * scale;
+  return is_nan ? input : result;
 }
 
 // erf(x) as an odd/even rational function on [-4, 4] (beyond it erf is ±1 in float32); the

@@ -60,7 +60,7 @@ std::string missing_file_message(const std::string& path) {
 }  // namespace
 
 std::vector<G2PEntry> read_cmudict(const std::string& path) {
-  const std::string text = read_file_maybe_gz(path);
+  const std::string text = read_text_file(path);
   Grouper grouper;
   const auto lines = split_lines(text);
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -97,7 +97,7 @@ std::vector<G2PEntry> read_cmudict(const std::string& path) {
 }
 
 std::vector<G2PEntry> read_g2p_train(const std::string& path) {
-  const std::string text = read_file_maybe_gz(path);
+  const std::string text = read_text_file(path);
   Grouper grouper;
   const auto lines = split_lines(text);
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -116,7 +116,7 @@ std::vector<G2PEntry> read_g2p_train(const std::string& path) {
 }
 
 std::vector<G2PEntry> read_g2p_ref(const std::string& path) {
-  const std::string text = read_file_maybe_gz(path);
+  const std::string text = read_text_file(path);
   std::vector<G2PEntry> entries;
   std::unordered_map<std::string, size_t> first_line;
   const auto lines = split_lines(text);

@@ -1,5 +1,7 @@
 #include "train/data/file_io.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include <zlib.h>
@@ -49,6 +51,54 @@ std::string read_file_maybe_gz(const std::string& path) {
     if (got == 0) break;
   }
   return content;
+}
+
+size_t find_invalid_utf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+    const unsigned char lead = byte(i);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;   // overlong
+      if (lead == 0xED) high = 0x9F;  // UTF-16 surrogates
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;   // overlong
+      if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
+    } else {
+      return i;  // a continuation byte without a lead, an overlong lead, or 0xF5..0xFF
+    }
+    if (i + length > text.size() || byte(i + 1) < low || byte(i + 1) > high) return i;
+    for (size_t k = 2; k < length; ++k)
+      if ((byte(i + k) & 0xC0) != 0x80) return i;
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::string text = read_file_maybe_gz(path);
+  const size_t bad = find_invalid_utf8(text);
+  if (bad != std::string_view::npos) {
+    const std::string_view before(text.data(), bad);
+    const size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
+    const size_t line_start = before.rfind('\n');
+    const size_t column = bad - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(text[bad]));
+    fail(path, ":", line, ": invalid UTF-8 (byte ", hex, " at column ", column,
+         "); text data files must be UTF-8");
+  }
+  return text;
 }
 
 std::string find_plain_or_gz(const std::string& path) {

@@ -20,7 +20,7 @@ std::vector<std::string> tokenize(std::string_view text, Tokenization tokenizati
 }  // namespace
 
 std::vector<Seq2SeqText> read_parallel_tsv(const std::string& path, Tokenization tokenization) {
-  const std::string text = read_file_maybe_gz(path);
+  const std::string text = read_text_file(path);
   std::vector<Seq2SeqText> pairs;
   const auto lines = split_lines(text);
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -41,7 +41,7 @@ std::vector<Seq2SeqText> read_parallel_tsv(const std::string& path, Tokenization
 }
 
 std::vector<LabelledText> read_labelled_text(const std::string& path, Tokenization tokenization) {
-  const std::string text = read_file_maybe_gz(path);
+  const std::string text = read_text_file(path);
   std::vector<LabelledText> texts;
   const auto lines = split_lines(text);
   for (size_t i = 0; i < lines.size(); ++i) {

@@ -1,0 +1,24 @@
+// Fault injection for the fault tests (tests/test_faults.cpp), read from the environment by the
+// atomic file writer (train/atomic_file.cpp). Unset, they cost one getenv per file written.
+//
+//   MIXLAB_FAULT_ENOSPC=NAME                 writing a file named NAME (its last path component;
+//                                            "*" for every file) fails like a full disk: the
+//                                            first 4 KiB reach the temporary file, then write(2)
+//                                            reports ENOSPC.
+//   MIXLAB_FAULT_PAUSE_BEFORE_RENAME=NAME:MS writing NAME sleeps MS milliseconds after the
+//                                            temporary file is complete and fsync'ed and before
+//                                            it is renamed, so a test can kill the process
+//                                            inside a checkpoint write.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace mixlab::fault_hooks {
+
+// Bytes a write of `path` may put on disk before failing with ENOSPC; -1 when no fault applies.
+int64_t enospc_limit(const std::string& path);
+
+// Sleeps when a pause before the rename of `path` is asked for.
+void pause_before_rename(const std::string& path);
+
+}  // namespace mixlab::fault_hooks

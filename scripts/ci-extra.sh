@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# CI beyond the README's test command (.ci/run calls it after scripts/test.sh), in build-sanitize/
+# (clang, CUDA off):
+#   1. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection on
+#      (every report fails the test that caused it);
+#   2. a fuzz smoke run: every target in fuzz/ for a fixed number of executions;
+#   3. in build-tsan/, ThreadSanitizer over the tests that start threads: the parallel kernels,
+#      the data loader's prefetch thread, and the SIGINT/SIGTERM handling of a training run.
+# MIXLAB_CI_SKIP_TSAN=1 leaves out step 3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh --with-clang
+jobs=${MIXLAB_JOBS:-$(nproc)}
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+configure() {  # configure DIR SANITIZERS FUZZ
+  CC=clang CXX=clang++ cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMIXLAB_CUDA=OFF \
+    -DMIXLAB_BENCH=OFF -DMIXLAB_SANITIZE="$2" -DMIXLAB_FUZZ="$3" "${launcher[@]}" >/dev/null
+}
+root=$(pwd)
+
+echo "== ASan + UBSan build and suite"
+t0=$SECONDS
+configure build-sanitize address,undefined ON
+cmake --build build-sanitize -j "$jobs"
+t1=$SECONDS
+(
+  cd build-sanitize
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+  export LSAN_OPTIONS=suppressions=$root/scripts/lsan.supp:print_suppressions=0
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  MIXLAB_NUM_THREADS=1 ctest -j "$jobs" --output-on-failure --timeout 900
+)
+t2=$SECONDS
+echo "== fuzz smoke run"
+LSAN_OPTIONS=suppressions=$root/scripts/lsan.supp ./scripts/fuzz.sh build-sanitize
+t3=$SECONDS
+if [[ "${MIXLAB_CI_SKIP_TSAN:-0}" != 1 ]]; then
+  echo "== ThreadSanitizer: parallel kernels, loader prefetch, signal handling"
+  configure build-tsan thread OFF
+  cmake --build build-tsan -j "$jobs" --target mixlab mixlab_tests
+  (
+    cd build-tsan
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    # Two threads in the kernels' pool, so that the parallel loops really run in parallel.
+    MIXLAB_NUM_THREADS=2 ctest -j "$jobs" --output-on-failure --timeout 900 \
+      -R "^(parallel|loader|values|fast math|faults: SIGINT|apps: Ctrl-C)"
+  )
+fi
+t4=$SECONDS
+echo "ci-extra: sanitizer build $((t1 - t0)) s, sanitizer suite $((t2 - t1)) s," \
+  "fuzz smoke $((t3 - t2)) s, thread sanitizer $((t4 - t3)) s"

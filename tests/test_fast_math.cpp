@@ -1,0 +1,50 @@
+// The float32 exp used by the CPU kernels with non-finite inputs: a NaN activation must come out
+// as NaN (so a diverged run is visible, and a sanitizer build does not stop on the float-to-int
+// conversion inside fast_expf), and the infinities must land on the clamped limits.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "backends/cpu/fast_math.h"
+
+using namespace mixlab;
+
+namespace {
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+}  // namespace
+
+TEST_CASE("fast math: fast_expf propagates NaN and clamps the infinities") {
+  CHECK(std::isnan(cpu::fast_expf(kNaN)));
+  CHECK(std::isnan(cpu::fast_expf(-kNaN)));
+  CHECK(cpu::fast_expf(-kInf) == doctest::Approx(std::exp(-87.0)).epsilon(1e-5));
+  CHECK(cpu::fast_expf(kInf) == doctest::Approx(std::exp(88.0)).epsilon(1e-5));
+  CHECK(cpu::fast_expf(1.0f) == doctest::Approx(std::exp(1.0)).epsilon(1e-6));
+}
+
+TEST_CASE("fast math: NaN elements stay NaN through the vectorised float32 kernels") {
+  // 37 elements, so the NaNs fall both in full vector lanes and in the scalar tail.
+  std::vector<float> xs(37);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = -3.0f + 0.17f * static_cast<float>(i);
+  for (size_t i : {0, 5, 17, 36}) xs[i] = kNaN;
+  Tensor t = Tensor::from_data(xs, {static_cast<int64_t>(xs.size())});
+  struct Kernel {
+    const char* name;
+    Tensor (*fn)(const Tensor&);
+  };
+  const Kernel kernels[] = {
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"gelu", [](const Tensor& x) { return gelu(x); }},
+  };
+  for (const Kernel& k : kernels) {
+    auto y = k.fn(t).to_float_vector();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      INFO(k.name << " element " << i << " input " << xs[i] << " output " << y[i]);
+      CHECK(std::isnan(y[i]) == std::isnan(xs[i]));
+    }
+  }
+}
