@@ -546,7 +546,9 @@ TEST_CASE("apps: each usage error exits 2 with its message before anything is wr
       {"--epochs 0", "--epochs: Value 0 not in range"},
       {"--mixr gmlp", "did you mean '--mixer'?"},
   };
-  for (const auto& [flags, message] : cases) {
+  for (const auto& c : cases) {
+    const std::string& flags = c.first;  // not a structured binding: INFO captures it (clang)
+    const std::string& message = c.second;
     Run r = run_mixlab(base + flags);
     INFO(flags << "\n" << r.output);
     CHECK(r.code == 2);

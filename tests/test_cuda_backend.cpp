@@ -52,7 +52,7 @@ Tensor rnd_ints(const Shape& shape, uint64_t seed, DType dtype = DType::F32) {
 }
 
 // A leaf on `device` holding host's values.
-Tensor leaf(const Tensor& host, Device device) {
+[[maybe_unused]] Tensor leaf(const Tensor& host, Device device) {  // used by the CUDA-only cases
   Tensor t = host.to(device).detach();
   t.set_requires_grad(true);
   return t;
