@@ -485,10 +485,6 @@ std::vector<std::string> plot_training_curves(const std::string& metrics_csv_pat
   const std::string run = std::filesystem::path(metrics_csv_path).parent_path().filename().string();
   const std::string prefix = run.empty() ? "" : run + ": ";
 
-  std::vector<std::string> written;
-  plot_curves_png(png_path, prefix + "loss", phase_series(table, "loss"), "step");
-  written.push_back(png_path);
-
   std::string metric = primary_metric;
   if (metric.empty()) {
     for (const auto& column : table.columns) {
@@ -506,6 +502,49 @@ std::vector<std::string> plot_training_curves(const std::string& metrics_csv_pat
     check(std::find(table.columns.begin(), table.columns.end(), metric) != table.columns.end(),
           metrics_csv_path, ": no column '", metric, "' to plot");
   }
+  // The best checkpoint is the valid row with the highest primary metric (the lowest loss when
+  // there is none), as the trainer chooses it: marked with a dot in both plots.
+  const MetricsRow* best = nullptr;
+  for (const auto& row : table.rows) {
+    if (row.phase != "valid") continue;
+    const auto it = row.values.find(metric.empty() ? "loss" : metric);
+    if (it == row.values.end() || !std::isfinite(it->second)) continue;
+    if (best == nullptr) {
+      best = &row;
+      continue;
+    }
+    const double b = best->values.at(metric.empty() ? "loss" : metric);
+    if (metric.empty() ? it->second < b : it->second > b) best = &row;
+  }
+  auto with_best = [&](std::vector<Series> series, const std::string& column, bool log10_y) {
+    if (best == nullptr) return series;
+    const auto it = best->values.find(column);
+    if (it != best->values.end() && std::isfinite(it->second)) {
+      Series mark;
+      mark.name = "best checkpoint (step " + std::to_string(best->step) + ")";
+      mark.x = {static_cast<double>(best->step)};
+      mark.y = {log10_y ? std::log10(it->second) : it->second};
+      mark.rgb = 0x000000;
+      series.push_back(std::move(mark));
+    }
+    return series;
+  };
+
+  // A loss that falls over more than two decades is drawn on a log scale, where its late
+  // progress stays visible.
+  std::vector<Series> loss = phase_series(table, "loss");
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& se : loss)
+    for (double y : se.y) lo = std::min(lo, y), hi = std::max(hi, y);
+  const bool log_loss = lo > 0 && hi / lo > 100;
+  if (log_loss)
+    for (auto& se : loss)
+      for (double& y : se.y) y = std::log10(y);
+  std::vector<std::string> written;
+  plot_curves_png(png_path, prefix + (log_loss ? "log10 loss" : "loss"),
+                  with_best(std::move(loss), "loss", log_loss), "step");
+  written.push_back(png_path);
+
   if (!metric.empty()) {
     std::string stem = png_path;
     if (stem.size() >= 4 && stem.compare(stem.size() - 4, 4, ".png") == 0)
@@ -514,7 +553,8 @@ std::vector<std::string> plot_training_curves(const std::string& metrics_csv_pat
     for (char& c : safe)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
     const std::string path = stem + "_" + safe + ".png";
-    plot_curves_png(path, prefix + metric, phase_series(table, metric), "step");
+    plot_curves_png(path, prefix + metric, with_best(phase_series(table, metric), metric, false),
+                    "step");
     written.push_back(path);
   }
   return written;

@@ -43,6 +43,8 @@ void plot_curves_png(const std::string& path, const std::string& title,
 // column in file order, other than loss, that has a finite value in a valid row and is not a
 // learning rate, rate, time or norm column (lr, names containing "/s", "time", "norm",
 // "elapsed"). Two separate PNGs rather than two panels keep each at the full plot size.
+// Both mark the best checkpoint (the valid row with the highest primary metric, or the lowest
+// loss without one) with a black dot; a loss spanning more than two decades is drawn as log10.
 // Returns the paths written.
 std::vector<std::string> plot_training_curves(const std::string& metrics_csv_path,
                                               const std::string& png_path,

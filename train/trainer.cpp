@@ -51,6 +51,24 @@ std::string fmt(double v, const char* f = "%.4g") {
 
 }  // namespace
 
+namespace {
+
+// curves.png (and the primary metric's plot), best checkpoint marked by the task's own criterion;
+// a failure to plot is a warning, never the end of a run.
+void plot_run_curves(const std::string& out_dir, const TrainTask& task) {
+  const auto names = task.metric_names();
+  const bool has_primary =
+      std::find(names.begin(), names.end(), task.primary_metric()) != names.end();
+  try {
+    plot_training_curves(Trainer::metrics_csv(out_dir), out_dir + "/curves.png",
+                         has_primary ? task.primary_metric() : "");
+  } catch (const Error& e) {
+    std::cerr << "warning: could not plot the curves: " << e.what() << "\n";
+  }
+}
+
+}  // namespace
+
 Trainer::Trainer(TrainTask& task, const Dataset& train, const Dataset* valid,
                  TrainerOptions options, TrainingState metadata)
     : task_(task),
@@ -302,11 +320,7 @@ TrainResult Trainer::finish() {
   result_.tokens_per_second = tokens_ / train_seconds;
   if (files_ && log_) {
     log_.reset();
-    try {
-      plot_training_curves(metrics_csv(options_.out_dir), options_.out_dir + "/curves.png");
-    } catch (const Error& e) {
-      std::cerr << "warning: could not plot the curves: " << e.what() << "\n";
-    }
+    plot_run_curves(options_.out_dir, task_);
   }
   loader_.reset();
   return result_;
@@ -318,11 +332,7 @@ void Trainer::log_test(const std::map<std::string, double>& metrics) {
     std::unique_ptr<MetricsLog> log = open_metrics_log();
     log->log("test", state_.step, epoch_ + 1, metrics);
   }
-  try {
-    plot_training_curves(metrics_csv(options_.out_dir), options_.out_dir + "/curves.png");
-  } catch (const Error& e) {
-    std::cerr << "warning: could not plot the curves: " << e.what() << "\n";
-  }
+  plot_run_curves(options_.out_dir, task_);
 }
 
 std::unique_ptr<MetricsLog> Trainer::open_metrics_log() const {
