@@ -20,6 +20,7 @@
 #include "train/data/seq2seq_text.h"
 #include "train/data/text_files.h"
 #include "train/data_loader.h"
+#include "train/distributed.h"
 #include "train/interrupt.h"
 #include "train/vocab.h"
 
@@ -228,6 +229,7 @@ void add_classify_commands(CLI::App& root) {
                     metadata_for(config, d, d.description));
     TrainResult r = trainer.run();
     if (r.interrupted) throw Interrupted();
+    if (!is_primary_process()) return;  // [distributed] ranks > 0 stop after training
     std::map<std::string, double> test;
     if (!a->common.out.empty() && std::filesystem::exists(Trainer::best_checkpoint(a->common.out)))
       load_weights(Trainer::best_checkpoint(a->common.out), model);

@@ -23,6 +23,7 @@
 #include "train/data/scan.h"
 #include "train/data/seq2seq_text.h"
 #include "train/data/text_files.h"
+#include "train/distributed.h"
 #include "train/summary.h"
 #include "train/vocab.h"
 
@@ -315,6 +316,7 @@ void add_translate_commands(CLI::App& root) {
     Trainer trainer(task, train_set, &valid_set, trainer_options(a->train, a->common), meta);
     TrainResult r = trainer.run();
     if (r.interrupted) throw Interrupted();
+    if (!is_primary_process()) return;  // [distributed] ranks > 0 stop after training
     if (!a->common.out.empty() && std::filesystem::exists(Trainer::best_checkpoint(a->common.out)))
       load_weights(Trainer::best_checkpoint(a->common.out), model);
     auto test = test_and_show(task, d, src, tgt, 5);

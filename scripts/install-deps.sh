@@ -2,7 +2,8 @@
 # Installs the Debian packages mixlab builds against, only those that are missing.
 # Safe to run twice. Pass --with-data to also install Fashion-MNIST (used by `mixlab classify`).
 set -euo pipefail
-pkgs=(cmake g++ make pkg-config libopenblas-dev libfftw3-dev doctest-dev libcli11-dev zlib1g-dev libstb-dev)
+pkgs=(cmake g++ make pkg-config libopenblas-dev libfftw3-dev doctest-dev libcli11-dev zlib1g-dev libstb-dev
+      libopenmpi-dev openmpi-bin)  # MPI: optional for the build, needed by `mpirun -np N mixlab`
 if [[ "${1:-}" == "--with-data" ]]; then pkgs+=(dataset-fashion-mnist); fi
 missing=()
 for p in "${pkgs[@]}"; do

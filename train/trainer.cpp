@@ -12,6 +12,7 @@
 #include "autograd/ops.h"
 #include "train/atomic_file.h"
 #include "train/data_loader.h"
+#include "train/distributed.h"
 #include "train/grad_utils.h"
 #include "train/interrupt.h"
 #include "train/optimizer.h"
@@ -66,8 +67,11 @@ Trainer::Trainer(TrainTask& task, const Dataset& train, const Dataset* valid,
 TrainResult Trainer::run() {
   const TrainerOptions& o = options_;
   Module& model = task_.model();
+  DataParallel dp(model);  // [distributed] one process, or one rank of mpirun -np N
   DataLoaderOptions lo;
-  lo.batch_size = o.batch_size;
+  lo.batch_size = o.batch_size * dp.size();  // [distributed] global batch, sliced per rank
+  lo.shard_index = dp.rank();                // [distributed]
+  lo.shard_count = dp.size();                // [distributed]
   lo.shuffle = true;
   lo.seed = o.seed;
   lo.bucket_by_length = o.bucket_by_length;
@@ -86,24 +90,27 @@ TrainResult Trainer::run() {
   so.step_size = std::max<int64_t>(1, steps_per_epoch);
   auto schedule = make_schedule(so);
 
-  bool files = !o.out_dir.empty();
+  bool files = !o.out_dir.empty() && dp.is_root();  // [distributed] rank 0 alone writes
+  const bool quiet = o.quiet || !dp.is_root();      // [distributed] and prints
   TrainingState state = metadata_;
   int64_t start_epoch = 0, skip = 0;
   if (files) std::filesystem::create_directories(o.out_dir);
   if (o.resume) {
-    check(files, "--resume needs an output directory");
+    check(!o.out_dir.empty(), "--resume needs an output directory");
     std::string path = last_checkpoint(o.out_dir);
     check(std::filesystem::exists(path), "--resume: no checkpoint at ", path);
     TrainingState saved = load_checkpoint(path, model, *optimizer);
+    dp.check_resume(saved, path);  // [distributed] same number of ranks only
     restore_rng(saved);
     state.step = saved.step;
     if (saved.extra.count("best_metric")) state.extra["best_metric"] = saved.extra["best_metric"];
     start_epoch = saved.epoch;
     skip = saved.loader_position;
-    if (!o.quiet)
+    if (!quiet)
       std::cerr << "resumed from " << path << " at step " << saved.step << ", epoch "
                 << saved.epoch + 1 << "\n";
   }
+  dp.start(model, state);  // [distributed] rank 0's parameters everywhere; per-rank dropout
   std::unique_ptr<MetricsLog> log;
   if (files) {
     std::vector<std::string> columns = task_.metric_names();
@@ -123,7 +130,7 @@ TrainResult Trainer::run() {
   };
   double eval_seconds = 0;  // excluded from the training throughput
   auto evaluate = [&](int64_t epoch, int64_t position) {
-    if (!valid_ || valid_->size() == 0) return;
+    if (!valid_ || valid_->size() == 0 || !dp.is_root()) return;  // [distributed] rank 0 only
     auto e0 = std::chrono::steady_clock::now();
     auto metrics = task_.evaluate(*valid_);
     eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
@@ -131,7 +138,7 @@ TrainResult Trainer::run() {
     if (log) log->log("valid", state.step, epoch, metrics);
     double primary =
         metrics.count(task_.primary_metric()) ? metrics[task_.primary_metric()] : -metrics["loss"];
-    if (!o.quiet) {
+    if (!quiet) {
       std::cerr << "  valid @ step " << state.step << ":";
       for (auto& [k, v] : metrics) std::cerr << " " << k << " " << fmt(v);
       std::cerr << "\n";
@@ -164,17 +171,24 @@ TrainResult Trainer::run() {
       double loss_value = 0;
       for (int64_t k = 0; k < o.accumulate; ++k) {
         if (!loader.next(batch)) break;
-        Tensor loss = task_.loss(batch);
-        double v = loss.item();
+        // [distributed] a rank's slice of a global batch smaller than the world is empty.
+        Tensor loss = batch.size > 0 ? task_.loss(batch) : Tensor();
+        double v = loss.defined() ? loss.item() : 0.0;
+        // [distributed] the global loss and this rank's weight in it; stops every rank together
+        // when one rank's loss is not finite (rank 0 reports it).
+        DataParallel::Share share = dp.share(v, batch, task_.tokens(batch), state.step + 1);
+        v = share.loss;
+        if (dp.active() && loss.defined()) loss = mul(loss, share.weight);
         if (!std::isfinite(v))
           fail("training diverged: the loss is ", v, " at step ", state.step + 1,
                "; lower --lr or raise --warmup");
-        if (o.accumulate > 1) loss = mul(loss, 1.0 / static_cast<double>(o.accumulate));
-        loss.backward();
+        if (o.accumulate > 1 && loss.defined())  // [distributed] (undefined: an empty share)
+          loss = mul(loss, 1.0 / static_cast<double>(o.accumulate));
+        if (loss.defined()) loss.backward();
         loss_value += v;
         ++got;
-        examples += batch.size;
-        tokens += task_.tokens(batch);
+        examples += share.examples;  // [distributed] global counts
+        tokens += share.tokens;
       }
       if (got == 0) {
         epoch_done = true;
@@ -182,6 +196,7 @@ TrainResult Trainer::run() {
       }
       std::vector<Tensor> params = model.parameters();
       if (got < o.accumulate) scale_grads(params, static_cast<double>(o.accumulate) / got);
+      dp.all_reduce_gradients(params);  // [distributed] summed over ranks, before clipping
       double lr = schedule->lr_at(state.step + 1);
       optimizer->set_lr(lr);
       if (o.clip > 0) clip_grad_norm(params, o.clip);
@@ -197,23 +212,23 @@ TrainResult Trainer::run() {
         log->log("train", state.step, epoch, {{"loss", running / running_n}, {"lr", lr}});
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
                     eval_seconds;
-      if (!o.quiet)
+      if (!quiet)
         bar.update(epoch_step, {{"loss", fmt(running / running_n, "%.4f")},
                                 {"lr", fmt(lr, "%.2e")},
                                 {"ex/s", fmt(examples / std::max(secs, 1e-9), "%.0f")},
                                 {"tok/s", fmt(tokens / std::max(secs, 1e-9), "%.0f")}});
       if (o.max_steps > 0 && state.step >= o.max_steps) stop = true;
-      if (interrupted()) {
+      if (dp.interrupted()) {  // [distributed] any rank signalled: all stop at this step
         result.interrupted = true;
         stop = true;
-        if (!o.quiet) std::cerr << "\ninterrupted: saving " << last_checkpoint(o.out_dir) << "\n";
+        if (!quiet) std::cerr << "\ninterrupted: saving " << last_checkpoint(o.out_dir) << "\n";
       }
       if (!stop && o.eval_every > 0 && state.step % o.eval_every == 0) {
         evaluate(epoch, loader.position());
         model.train();
       }
     }
-    if (!o.quiet) bar.finish({{"loss", fmt(running_n ? running / running_n : 0, "%.4f")}});
+    if (!quiet) bar.finish({{"loss", fmt(running_n ? running / running_n : 0, "%.4f")}});
     if (result.interrupted) {
       save(last_checkpoint(o.out_dir), epoch, loader.position());
       break;
@@ -240,6 +255,7 @@ TrainResult Trainer::run() {
     model.train();
   }
   uninstall_interrupt_handler();
+  if (!quiet) dp.report(std::cerr);  // [distributed] communication time per step
   result.steps = state.step;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double train_seconds = std::max(result.seconds - eval_seconds, 1e-9);
