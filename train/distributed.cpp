@@ -157,7 +157,14 @@ DataParallel::~DataParallel() {
   // Leaving the trainer by an exception that only this rank saw: the others wait in a
   // collective, so ending this process normally (MPI_Finalize waits for them) would hang the
   // job. The error is printed by the caller as usual; then the whole job is aborted at exit.
-  if (active() && std::uncaught_exceptions() > 0 && !agreed_failure_) comm_.abort_job_at_exit();
+  if (!active()) return;
+  if (std::uncaught_exceptions() > 0) {
+    if (!agreed_failure_) comm_.abort_job_at_exit();
+    return;
+  }
+  // The end of training (done or interrupted): no rank leaves before rank 0 has written its
+  // last checkpoint, since a launcher may end the whole job when the first rank exits.
+  comm_.barrier();
 }
 
 void DataParallel::check_resume(const TrainingState& saved, const std::string& path) const {
@@ -199,7 +206,7 @@ DataParallel::Share DataParallel::share(double loss, const Batch& batch, int64_t
   std::vector<double> all =
       comm_.all_gather({finite ? 0.0 : 1.0, static_cast<double>(terms), finite ? loss * terms : 0.0,
                         static_cast<double>(batch.size), static_cast<double>(local_tokens),
-                        interrupted() ? 1.0 : 0.0, static_cast<double>(gen.counter())});
+                        ::mixlab::interrupted() ? 1.0 : 0.0, static_cast<double>(gen.counter())});
   double total_terms = 0, weighted = 0, counter = 0;
   int bad_rank = -1;
   any_interrupted_ = false;

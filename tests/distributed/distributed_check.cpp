@@ -10,10 +10,12 @@
 //                                                     with another rank count, a divergence
 //
 // Exit status: 0 passed, 1 failed (the reason printed), 77 skipped (no MPI in this build), 2 usage.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -334,6 +336,43 @@ int training(const std::map<std::string, std::string>& flags) {
     ++reports;
   expect(reports == 1, "expected one report of the divergence, got " + std::to_string(reports) +
                            ":\n" + diverged.output);
+  // A signal to one rank stops both at the same step, and rank 0 saves that step.
+  {
+    const fs::path dir = work / "signalled";
+    fs::create_directories(dir);
+    const std::string cmd = mpirun_prefix(mpirun, 2) + " sh -c 'echo $$ > " +
+                            (dir / "pid.").string() + "$OMPI_COMM_WORLD_RANK; exec " + mixlab +
+                            common + " --batch 2 --steps 1000000 --out " + (dir / "out").string() +
+                            "'";
+    FILE* job = popen((cmd + " > " + (dir / "log").string() + " 2>&1").c_str(), "r");
+    expect(job != nullptr, "cannot start " + cmd);
+    bool signalled = false;
+    for (int tries = 0; tries < 600 && !signalled; ++tries) {  // up to 60 s
+      usleep(100000);
+      std::ifstream pid_file(dir / "pid.1");
+      pid_t pid = 0;
+      if (fs::exists(dir / "out/metrics.csv") && losses((dir / "out").string()).size() >= 3 &&
+          (pid_file >> pid) && pid > 0)
+        signalled = kill(pid, SIGTERM) == 0;
+    }
+    const auto signal_time = fs::file_time_type::clock::now();
+    const int status = pclose(job);
+    const std::string log = read_bytes((dir / "log").string());
+    expect(signalled, "the signalled run never got going:\n" + log);
+    expect(status != 0, "a SIGTERM to rank 1 did not stop the job:\n" + log);
+    expect(
+        fs::last_write_time(dir / "out/last.safetensors") >= signal_time - std::chrono::seconds(1),
+        "no checkpoint was saved after the signal:\n" + log);
+    SafetensorsFile saved = load_safetensors((dir / "out/last.safetensors").string());
+    const std::vector<std::string> logged = losses((dir / "out").string());
+    std::ifstream metrics(dir / "out/metrics.csv");
+    std::string line, last_train;
+    while (std::getline(metrics, line))
+      if (line.rfind("train,", 0) == 0) last_train = line;
+    expect(last_train.rfind("train," + saved.metadata.at("step") + ",", 0) == 0,
+           "the saved step " + saved.metadata.at("step") + " is not the last logged one (" +
+               last_train + ")");
+  }
   std::cout << "ok\n";
   return 0;
 }
