@@ -62,6 +62,13 @@ if(MIXLAB_TESTS)
   add_test(NAME "distributed: MPI collectives (broadcast, ordered all-reduce, failure agreement)"
     COMMAND mixlab_distributed_check collectives-under-mpirun --mpirun "${mixlab_mpirun}"
             --self $<TARGET_FILE:mixlab_distributed_check>)
+  if(MIXLAB_WITH_NCCL)  # one rank, one GPU (tests/gpu/check.sh runs it where a GPU is lent)
+    add_test(NAME "distributed: NCCL collectives on one GPU"
+      COMMAND mixlab_distributed_check collectives-under-mpirun --mpirun "${mixlab_mpirun}"
+              --np 1 --device cuda --self $<TARGET_FILE:mixlab_distributed_check>)
+    set_tests_properties("distributed: NCCL collectives on one GPU"
+      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+  endif()
   set_tests_properties(
     "distributed: 2 MPI ranks equal 1 rank with twice the batch, and resume"
     "distributed: MPI collectives (broadcast, ordered all-reduce, failure agreement)"

@@ -148,6 +148,15 @@ int collectives_under_mpirun(const std::map<std::string, std::string>& flags) {
     std::cout << "SKIPPED: this build has no MPI (install libopenmpi-dev and openmpi-bin)\n";
     return kSkip;
   }
+  const bool cuda = flags.count("--device") && flags.at("--device") == "cuda";
+  if (cuda && !nccl_available()) {
+    std::cout << "SKIPPED: this build has no NCCL (it needs the CUDA backend and MPI)\n";
+    return kSkip;
+  }
+  if (cuda && !device_available(DeviceType::CUDA)) {
+    std::cout << "SKIPPED: no CUDA GPU on this machine: the NCCL collectives are not run\n";
+    return kSkip;
+  }
   const int np = flags.count("--np") ? std::stoi(flags.at("--np")) : 2;
   std::string cmd = mpirun_prefix(mpirun, np) + " " + flags.at("--self") + " collectives";
   if (flags.count("--device")) cmd += " --device " + flags.at("--device");
@@ -300,7 +309,19 @@ int training(const std::map<std::string, std::string>& flags) {
   expect(one[0] == two[0] || std::fabs(std::stod(one[0]) - std::stod(two[0])) < 1e-6,
          "the first step's losses differ");
 
-  // Resume: 3 steps, then on to 8, equals the uninterrupted 2-rank run bit for bit.
+  // Accumulation: 2 ranks x batch 4 x 2 micro-batches against 1 rank x batch 8 x 2.
+  must(train(1, 8, 4, "accumulate-one", " --accumulate 2"), "the 1-rank run with --accumulate");
+  must(train(2, 4, 4, "accumulate-two", " --accumulate 2"), "the 2-rank run with --accumulate");
+  std::vector<std::string> acc1 = losses((work / "accumulate-one").string());
+  std::vector<std::string> acc2 = losses((work / "accumulate-two").string());
+  expect(acc1.size() == 4 && acc2.size() == 4, "expected 4 train rows with --accumulate 2");
+  for (size_t i = 0; i < acc1.size(); ++i)
+    expect(
+        std::fabs(std::stod(acc1[i]) - std::stod(acc2[i])) <= 1e-5 * std::fabs(std::stod(acc1[i])),
+        "with --accumulate 2, step " + std::to_string(i + 1) + ": " + acc1[i] + " (1 rank) vs " +
+            acc2[i] + " (2 ranks)");
+
+  // Resume: 3 steps, then on to 10, equals the uninterrupted 2-rank run bit for bit.
   must(train(2, 8, 3, "resumed"), "the 2-rank run of 3 steps");
   must(train(2, 8, steps, "resumed", " --resume"), "the resumed 2-rank run");
   // (The train rows are running means since the start of the epoch or of the process, so
