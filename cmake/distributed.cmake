@@ -5,14 +5,22 @@
 # NCCL (the CUDA toolkit's) is used for GPU gradients when the CUDA backend is built and MPI is
 # found: MPI launches the ranks and carries NCCL's bootstrap id and the small host-side messages.
 #
-# Expects the engine target `mixlab_engine` to exist.
+# Expects the engine target `mixlab_engine` to exist (and its sources to be in this directory's
+# scope: the macros MIXLAB_HAVE_MPI / MIXLAB_HAVE_NCCL are set on train/distributed*.cpp only).
+set(MIXLAB_DISTRIBUTED_SOURCES
+  train/distributed.cpp train/distributed_mpi.cpp train/distributed_nccl.cpp)
 set(MIXLAB_WITH_MPI OFF)
 set(MIXLAB_WITH_NCCL OFF)
 find_package(MPI COMPONENTS C QUIET)
 if(MPI_C_FOUND)
   set(MIXLAB_WITH_MPI ON)
-  target_compile_definitions(mixlab_engine PUBLIC MIXLAB_HAVE_MPI=1)
-  target_link_libraries(mixlab_engine PUBLIC MPI::MPI_C)
+  # Only the files that talk to MPI see its headers and the macro, so that the other objects
+  # compile with the same flags whether MPI is installed or not (ccache shares them).
+  set_property(SOURCE ${MIXLAB_DISTRIBUTED_SOURCES} APPEND PROPERTY
+    COMPILE_DEFINITIONS MIXLAB_HAVE_MPI=1)
+  set_property(SOURCE ${MIXLAB_DISTRIBUTED_SOURCES} APPEND PROPERTY
+    INCLUDE_DIRECTORIES ${MPI_C_INCLUDE_DIRS})
+  target_link_libraries(mixlab_engine PUBLIC ${MPI_C_LIBRARIES})
   # FindMPI's launcher (/usr/bin/mpiexec on Debian); not /bin/mpirun, from which OpenMPI
   # would infer the installation prefix "/" and refuse to start.
   set(MIXLAB_MPIEXEC "${MPIEXEC_EXECUTABLE}")
@@ -30,8 +38,10 @@ if(MIXLAB_WITH_CUDA AND MIXLAB_WITH_MPI)
     HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
   if(MIXLAB_NCCL_INCLUDE_DIR AND MIXLAB_NCCL_LIBRARY)
     set(MIXLAB_WITH_NCCL ON)
-    target_compile_definitions(mixlab_engine PUBLIC MIXLAB_HAVE_NCCL=1)
-    target_include_directories(mixlab_engine PUBLIC ${MIXLAB_NCCL_INCLUDE_DIR})
+    set_property(SOURCE ${MIXLAB_DISTRIBUTED_SOURCES} APPEND PROPERTY
+      COMPILE_DEFINITIONS MIXLAB_HAVE_NCCL=1)
+    set_property(SOURCE ${MIXLAB_DISTRIBUTED_SOURCES} APPEND PROPERTY
+      INCLUDE_DIRECTORIES ${MIXLAB_NCCL_INCLUDE_DIR})
     target_link_libraries(mixlab_engine PUBLIC ${MIXLAB_NCCL_LIBRARY})
     message(STATUS "mixlab: NCCL found (${MIXLAB_NCCL_LIBRARY}): GPU gradients all-reduced by NCCL")
   else()
