@@ -26,6 +26,7 @@
 #include "train/data/seq2seq_text.h"
 #include "train/data/text_files.h"
 #include "train/data_loader.h"
+#include "train/distributed.h"
 #include "train/interrupt.h"
 #include "train/vocab.h"
 
@@ -288,7 +289,8 @@ void add_classify_commands(CLI::App& root) {
               << " valid, " << d.test.size() << " test\n"
               << "model: " << config.mixer << " classifier, " << model.parameter_count()
               << " parameters, max_len " << config.max_len << "\n";
-    open_run_folder(*train, a->common, a->train, config, d.desc.to_json().dump());
+    if (is_primary_process())  // [distributed] rank 0 alone owns the run folder
+      open_run_folder(*train, a->common, a->train, config, d.desc.to_json().dump());
     ClassificationTask task(model, device, a->train.label_smoothing);
     Trainer trainer(task, d.train, &d.valid, trainer_options(a->train, a->common),
                     metadata_for(config, d));
@@ -300,6 +302,7 @@ void add_classify_commands(CLI::App& root) {
       print_where_and_next(std::cerr, out, {resume});
       throw Interrupted();
     }
+    if (!is_primary_process()) return;  // [distributed] ranks > 0 stop after training
     std::map<std::string, double> test;
     if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out)))
       load_weights(Trainer::best_checkpoint(out), model);

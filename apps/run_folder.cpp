@@ -9,6 +9,7 @@
 
 #include "apps/common.h"
 #include "io/atomic_file.h"
+#include "train/distributed.h"
 
 namespace fs = std::filesystem;
 
@@ -216,7 +217,8 @@ void check_resume_model(const ModelConfig& built, const ModelConfig& stored,
 
 void check_before_training(const CLI::App& cmd, const CommonFlags& common,
                            const TrainFlags& train) {
-  check_run_folder(common.out, train.trainer.resume, train.overwrite);
+  // [distributed] rank 0 owns the folder: other ranks would see the run it has just begun.
+  if (is_primary_process()) check_run_folder(common.out, train.trainer.resume, train.overwrite);
   if (train.trainer.resume) check_resume_options(cmd, common.out);
 }
 

@@ -28,6 +28,7 @@
 #include "train/data/scan.h"
 #include "train/data/seq2seq_text.h"
 #include "train/data/text_files.h"
+#include "train/distributed.h"
 #include "train/summary.h"
 #include "train/vocab.h"
 
@@ -337,7 +338,8 @@ void add_translate_commands(CLI::App& root) {
               << tgt.size() << "\n"
               << "model: " << config.mixer << " encoder, " << config.decoder_mixer << " decoder, "
               << model.parameter_count() << " parameters\n";
-    open_run_folder(*train, a->common, a->train, config, d.desc.to_json().dump());
+    if (is_primary_process())  // [distributed] rank 0 alone owns the run folder
+      open_run_folder(*train, a->common, a->train, config, d.desc.to_json().dump());
     InMemoryDataset train_set = encode_seq2seq(d.train, src, tgt);
     InMemoryDataset valid_set = encode_seq2seq(d.valid, src, tgt);
     TranslationTask task(model, device, a->train.label_smoothing,
@@ -359,6 +361,7 @@ void add_translate_commands(CLI::App& root) {
       print_where_and_next(std::cerr, out, {resume});
       throw Interrupted();
     }
+    if (!is_primary_process()) return;  // [distributed] ranks > 0 stop after training
     if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out)))
       load_weights(Trainer::best_checkpoint(out), model);
     auto test = test_and_show(task, d, src, tgt, 5);

@@ -150,6 +150,13 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
 
 DataLoader::~DataLoader() { stop_worker(); }
 
+std::vector<size_t> shard_of_batch(const std::vector<size_t>& batch, int64_t index, int64_t count) {
+  check(count > 0 && index >= 0 && index < count, "shard_of_batch: shard ", index, " of ", count);
+  const int64_t m = static_cast<int64_t>(batch.size());
+  return std::vector<size_t>(batch.begin() + index * m / count,
+                             batch.begin() + (index + 1) * m / count);
+}
+
 int64_t DataLoader::batches_per_epoch() const {
   const int64_t n = static_cast<int64_t>(dataset_.size());
   const int64_t b = options_.batch_size;
@@ -163,6 +170,9 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   check(skip_batches >= 0 && skip_batches <= static_cast<int64_t>(plan.size()),
         "DataLoader::start_epoch: cannot skip ", skip_batches, " batches of an epoch of ",
         plan.size());
+  if (options_.shard_count > 1)  // [distributed] this process's slice of every global batch
+    for (auto& batch : plan)
+      batch = shard_of_batch(batch, options_.shard_index, options_.shard_count);
   plan_ = std::move(plan);
   position_ = skip_batches;
   if (options_.prefetch > 0) {

@@ -38,7 +38,15 @@ struct DataLoaderOptions {
   bool bucket_by_length = false;
   int64_t bucket_size_multiplier = 100;  // batches per sort pool when bucketing
   int64_t prefetch = 0;                  // batches prepared ahead by one thread; 0 = synchronous
+  // [distributed] Data parallelism (train/distributed.h): batch_size is then the global batch;
+  // the epoch is planned as above and this process gets slice shard_index of shard_count of
+  // every batch (contiguous, sizes differing by at most one; empty when a batch is smaller than
+  // shard_count). Positions and batches_per_epoch() count global batches.
+  int64_t shard_index = 0, shard_count = 1;
 };
+
+// [distributed] Slice `index` of `count` of a batch: elements [index*m/count, (index+1)*m/count).
+std::vector<size_t> shard_of_batch(const std::vector<size_t>& batch, int64_t index, int64_t count);
 
 // Collates dataset[indices] into a batch: src/tgt right-padded with pad_id to the longest in the
 // batch with their lengths; features concatenated, feature_shape = [B, F] (left empty when the

@@ -12,6 +12,7 @@
 #include "autograd/ops.h"
 #include "io/atomic_file.h"
 #include "train/data_loader.h"
+#include "train/distributed.h"
 #include "train/grad_utils.h"
 #include "train/interrupt.h"
 #include "train/optimizer.h"
@@ -84,6 +85,10 @@ Trainer::Trainer(TrainTask& task, const Dataset& train, const Dataset* valid,
 Trainer::~Trainer() = default;
 
 TrainResult Trainer::run() {
+  // [distributed] one process, or one rank of mpirun -np N; destroyed last (its destructor is the
+  // end-of-training barrier, or arms the job's abort when an error left this rank alone).
+  DataParallel dp(task_.model());
+  dp_ = &dp;
   start();
   for (int64_t epoch = start_epoch_; epoch < options_.epochs && !stop_; ++epoch) {
     begin_epoch(epoch);
@@ -96,14 +101,18 @@ TrainResult Trainer::run() {
     }
     end_epoch(epoch);
   }
-  return finish();
+  TrainResult result = finish();
+  dp_ = nullptr;
+  return result;
 }
 
 void Trainer::start() {
   const TrainerOptions& o = options_;
   Module& model = task_.model();
   DataLoaderOptions lo;
-  lo.batch_size = o.batch_size;
+  lo.batch_size = o.batch_size * dp_->size();  // [distributed] global batch, sliced per rank
+  lo.shard_index = dp_->rank();                // [distributed]
+  lo.shard_count = dp_->size();                // [distributed]
   lo.shuffle = true;
   lo.seed = o.seed;
   lo.bucket_by_length = o.bucket_by_length;
@@ -122,29 +131,34 @@ void Trainer::start() {
   so.step_size = std::max<int64_t>(1, steps_per_epoch_);
   schedule_ = make_schedule(so);
 
-  files_ = !o.out_dir.empty();
+  files_ = !o.out_dir.empty() && dp_->is_root();  // [distributed] rank 0 alone writes
+  quiet_ = o.quiet || !dp_->is_root();            // [distributed] and prints
   state_ = metadata_;
   result_ = TrainResult();
   start_epoch_ = 0;
   skip_ = 0;
   if (files_) std::filesystem::create_directories(o.out_dir);
   if (o.resume) {
-    check(files_, "--resume needs an output directory");
+    check(!o.out_dir.empty(), "--resume needs an output directory");
     std::string path = last_checkpoint(o.out_dir);
     check(std::filesystem::exists(path), "--resume: no checkpoint at ", path);
     TrainingState saved = load_checkpoint(path, model, *optimizer_);
+    dp_->check_resume(saved, path);  // [distributed] same number of ranks only
     restore_rng(saved);
     state_.step = saved.step;
     if (saved.extra.count("best_metric")) state_.extra["best_metric"] = saved.extra["best_metric"];
     start_epoch_ = saved.epoch;
     skip_ = saved.loader_position;
-    if (!o.quiet)
+    if (!quiet_)
       std::cerr << "resumed from " << path << " at step " << saved.step << ", epoch "
                 << saved.epoch + 1 << "\n";
     // Rows logged after that checkpoint (a run killed later) would be logged again.
-    drop_metrics_after(metrics_csv(o.out_dir), saved.step);
-    drop_metrics_after(metrics_jsonl(o.out_dir), saved.step);
+    if (files_) {
+      drop_metrics_after(metrics_csv(o.out_dir), saved.step);
+      drop_metrics_after(metrics_jsonl(o.out_dir), saved.step);
+    }
   }
+  dp_->start(model, state_);  // [distributed] rank 0's parameters everywhere; per-rank dropout
   if (files_) log_ = open_metrics_log();
   best_ = state_.extra.count("best_metric") ? std::stod(state_.extra["best_metric"]) : -1e300;
   eval_seconds_ = 0;
@@ -156,7 +170,7 @@ void Trainer::start() {
   total_steps_ = o.max_steps > 0 ? std::min(o.max_steps, steps_per_epoch_ * o.epochs)
                                  : steps_per_epoch_ * o.epochs;
   start_step_ = state_.step;
-  if (!o.quiet) task_.set_progress(&std::cerr);  // validation and decoding show progress too
+  if (!quiet_) task_.set_progress(&std::cerr);  // validation and decoding show progress too
   model.train();
 }
 
@@ -182,8 +196,14 @@ bool Trainer::step(int64_t epoch) {
   double loss_value = 0;
   for (int64_t k = 0; k < o.accumulate; ++k) {
     if (!loader_->next(batch)) break;
-    Tensor loss = task_.loss(batch);
-    double v = loss.item();
+    // [distributed] a rank's slice of a global batch smaller than the world is empty.
+    Tensor loss = batch.size > 0 ? task_.loss(batch) : Tensor();
+    double v = loss.defined() ? loss.item() : 0.0;
+    // [distributed] the global loss and this rank's weight in it; every rank sees the same v, so
+    // the checks below stop all ranks together (rank 0 reports).
+    DataParallel::Share share = dp_->share(v, batch, task_.tokens(batch), state_.step + 1);
+    v = share.loss;
+    if (dp_->active() && loss.defined()) loss = mul(loss, share.weight);
     if (!std::isfinite(v))
       fail("training diverged: the loss is ", v, " at step ", state_.step + 1,
            "; lower --lr or raise --warmup");
@@ -193,12 +213,13 @@ bool Trainer::step(int64_t epoch) {
            fmt(v / first_loss_, "%.3g"), " times its first value ", fmt(first_loss_),
            "; stopped before the update (", best_checkpoint(o.out_dir),
            " is kept as it was); lower --lr or raise --warmup");
-    if (o.accumulate > 1) loss = mul(loss, 1.0 / static_cast<double>(o.accumulate));
-    loss.backward();
+    if (o.accumulate > 1 && loss.defined())  // [distributed] (undefined: an empty share)
+      loss = mul(loss, 1.0 / static_cast<double>(o.accumulate));
+    if (loss.defined()) loss.backward();
     loss_value += v;
     ++got;
-    examples_ += batch.size;
-    tokens_ += task_.tokens(batch);
+    examples_ += share.examples;  // [distributed] global counts
+    tokens_ += share.tokens;
   }
   if (got == 0) {
     epoch_done_ = true;
@@ -207,6 +228,7 @@ bool Trainer::step(int64_t epoch) {
   // The update: a short last group is scaled as if full, then clip, step, clear.
   std::vector<Tensor> params = model.parameters();
   if (got < o.accumulate) scale_grads(params, static_cast<double>(o.accumulate) / got);
+  dp_->all_reduce_gradients(params);  // [distributed] summed over ranks, before clipping
   last_lr_ = schedule_->lr_at(state_.step + 1);
   optimizer_->set_lr(last_lr_);
   if (o.clip > 0) clip_grad_norm(params, o.clip);
@@ -228,16 +250,16 @@ bool Trainer::step(int64_t epoch) {
   }
   // Why the run stops here, if it does: the step budget or Ctrl-C.
   if (o.max_steps > 0 && state_.step >= o.max_steps) stop_ = true;
-  if (interrupted()) {
+  if (dp_->interrupted()) {  // [distributed] any rank signalled: all stop at this step
     result_.interrupted = true;
     stop_ = true;
-    if (!o.quiet) std::cerr << "\ninterrupted: saving " << last_checkpoint(o.out_dir) << "\n";
+    if (!quiet_) std::cerr << "\ninterrupted: saving " << last_checkpoint(o.out_dir) << "\n";
   }
   return true;
 }
 
 void Trainer::report_progress() {
-  if (options_.quiet) return;
+  if (quiet_) return;
   double secs = seconds_since_start() - eval_seconds_;
   // The whole run's remaining time at this run's training pace (evaluations not included).
   const int64_t done = state_.step - start_step_;
@@ -253,7 +275,7 @@ void Trainer::report_progress() {
 }
 
 void Trainer::evaluate_and_save(int64_t epoch, int64_t position) {
-  if (!valid_ || valid_->size() == 0) return;
+  if (!valid_ || valid_->size() == 0 || !dp_->is_root()) return;  // [distributed] rank 0 only
   auto e0 = std::chrono::steady_clock::now();
   auto metrics = task_.evaluate(*valid_);
   eval_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
@@ -267,7 +289,7 @@ void Trainer::evaluate_and_save(int64_t epoch, int64_t position) {
   }
   double primary =
       metrics.count(task_.primary_metric()) ? metrics[task_.primary_metric()] : -metrics["loss"];
-  if (!options_.quiet) {
+  if (!quiet_) {
     std::cerr << "  valid @ step " << state_.step << ":";
     for (auto& [k, v] : metrics) std::cerr << " " << k << " " << fmt(v);
     std::cerr << "\n";
@@ -282,7 +304,7 @@ void Trainer::evaluate_and_save(int64_t epoch, int64_t position) {
 
 void Trainer::end_epoch(int64_t epoch) {
   const TrainerOptions& o = options_;
-  if (!o.quiet) bar_->finish({{"loss", fmt(running_n_ ? running_loss_ / running_n_ : 0, "%.4f")}});
+  if (!quiet_) bar_->finish({{"loss", fmt(running_n_ ? running_loss_ / running_n_ : 0, "%.4f")}});
   if (result_.interrupted) {
     save(last_checkpoint(o.out_dir), epoch, loader_->position());
     return;
@@ -312,6 +334,7 @@ void Trainer::end_epoch(int64_t epoch) {
 
 TrainResult Trainer::finish() {
   uninstall_interrupt_handler();
+  if (!quiet_) dp_->report(std::cerr);  // [distributed] communication time per step
   bar_.reset();
   result_.steps = state_.step;
   result_.seconds = seconds_since_start();

@@ -62,6 +62,8 @@ class ProgressBar;
 //     while (step(epoch)) { report; maybe evaluate_and_save() }   one optimizer update each
 //     end_epoch(epoch)                        evaluate, save last (and epoch-E) checkpoints
 //   finish()                                  throughput, curves
+class DataParallel;  // train/distributed.h
+
 class Trainer {
  public:
   // `metadata` (model config JSON, vocabularies) is stored in every checkpoint.
@@ -113,6 +115,8 @@ class Trainer {
   TrainingState state_;
   TrainResult result_;
   bool files_ = false;
+  bool quiet_ = false;              // options_.quiet, or a rank other than 0
+  DataParallel* dp_ = nullptr;      // [distributed] the run's communicator (lives in run())
   int64_t steps_per_epoch_ = 0, start_epoch_ = 0, skip_ = 0;
   int64_t total_steps_ = 0, start_step_ = 0;  // for the whole run's ETA
   int64_t epoch_ = 0;                         // the epoch in progress (0-based; logged 1-based)

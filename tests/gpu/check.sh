@@ -114,6 +114,17 @@ else
   echo "== TODO(trainer): $build/mixlab does not exist yet: CPU vs GPU training comparison skipped"
 fi
 
+# NCCL smoke test (issue 17, train/distributed_nccl.cpp): one rank on one GPU checks broadcast and
+# the ordered all-reduce on device buffers; skipped where the build found no NCCL or no MPI.
+mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:FILEPATH=//p' "$build/CMakeCache.txt")
+if grep -q "mixlab: NCCL found" "$build/configure.log" && [[ -n "$mpiexec" ]]; then
+  step "nccl build" 60 cmake --build "$build" -j "$jobs" --target mixlab_distributed_check &&
+    step "nccl smoke test" 40 "$build/mixlab_distributed_check" collectives-under-mpirun \
+      --mpirun "$mpiexec" --np 1 --device cuda --self "$build/mixlab_distributed_check" || status=1
+else
+  echo "== nccl smoke test: SKIPPED (this build has no NCCL or no MPI)"
+fi
+
 echo "== total $((SECONDS - start))s"
 if ((status == 0)); then echo "GPU CHECK PASSED"; else echo "GPU CHECK FAILED"; fi
 exit $status
