@@ -8,6 +8,7 @@
 #include "apps/cli_style.h"
 #include "apps/common.h"
 #include "train/checkpoint.h"
+#include "train/progress.h"
 
 namespace mixlab::app {
 
@@ -24,7 +25,13 @@ void add_average_command(CLI::App& root) {
     if (inputs->size() < 2)
       throw UsageError("average: give at least two checkpoints (got " +
                        std::to_string(inputs->size()) + ")");
-    average_checkpoints(*inputs, *output);
+    {
+      // Shown once reading the inputs takes more than a second (a plain line when not a TTY).
+      ProgressBar bar("average", static_cast<int64_t>(inputs->size()));
+      average_checkpoints(*inputs, *output,
+                          [&](size_t read) { bar.update(static_cast<int64_t>(read)); });
+      bar.finish();
+    }
     std::cout << "averaged " << inputs->size() << " checkpoints into " << *output << "\n";
     // Which command takes it depends on the model the checkpoints hold.
     const std::string task = read_checkpoint_info(*output).config.task;

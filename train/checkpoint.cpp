@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <set>
 
 #include <zlib.h>
@@ -175,7 +176,6 @@ void upgrade_in_memory(SafetensorsFile& file) {
   state.set("param_steps", std::move(renamed));
   optimizer->second = state.dump();
 }
-
 
 // The number of NaN and infinite elements of a float record, and the index of the first one.
 template <typename T>
@@ -418,10 +418,14 @@ void export_weights(const std::string& input, const std::string& output, ExportD
   write_file(output, records, std::move(metadata));
 }
 
-void average_checkpoints(const std::vector<std::string>& inputs, const std::string& output) {
+void average_checkpoints(const std::vector<std::string>& inputs, const std::string& output,
+                         const std::function<void(size_t read)>& progress) {
   check(!inputs.empty(), "average_checkpoints: no input files");
   std::vector<SafetensorsFile> files;
-  for (const auto& path : inputs) files.push_back(read_file(path));
+  for (const auto& path : inputs) {
+    files.push_back(read_file(path));  // reading and checksumming is most of the time
+    if (progress) progress(files.size());
+  }
   const SafetensorsFile& first = files.front();
   auto is_model = [](const TensorRecord& r) { return !starts_with(r.name, kOptimizerPrefix); };
   // The same model tensors in every file, before any arithmetic.

@@ -38,6 +38,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,9 @@ std::map<std::string, std::string> load_weights(const std::string& path, Module&
 // like any checkpoint. Every input is read and checked (checksum, same tensor names, shapes and
 // dtypes; I32 buffers must be equal) before anything is written; errors name the file and tensor.
 // Optimizer state is not averaged: the result is for evaluation, not for resuming.
-void average_checkpoints(const std::vector<std::string>& inputs, const std::string& output);
+// `progress`, if given, is told how many inputs have been read and verified so far.
+void average_checkpoints(const std::vector<std::string>& inputs, const std::string& output,
+                         const std::function<void(size_t read)>& progress = {});
 
 // Weights-only export (`mixlab export`): the model tensors of a checkpoint or weights file, no
 // optimizer state, with the config, vocab_src, vocab_tgt and extra metadata carried over (plus
