@@ -349,7 +349,7 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
     t.train_len = budget == "tiny" ? 48 : 64;
     sizes = "--data listops --listops-min-len 16 --listops-len " + std::to_string(t.train_len) +
             " --pos sinusoidal --max-len 128 " +
-            Sizes{"--listops-train 2000 --dim 32 --epochs 2 --batch 64 --log-every 5",
+            Sizes{"--listops-train 20000 --dim 32 --epochs 5 --batch 64 --log-every 20",
                   "--listops-train 20000 --dim 64 --epochs 3 --log-every 20",
                   "--listops-train 20000 --dim 64 --epochs 10 --log-every 50"}
                 .pick(budget);
@@ -359,7 +359,7 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
     t.command = "classify";
     t.metric = "accuracy";
     sizes = "--data fashion-mnist --patch 7 " +
-            Sizes{"--train-limit 5000 --dim 32 --epochs 1 --log-every 5",
+            Sizes{"--dim 32 --epochs 2 --log-every 20",
                   "--dim 64 --epochs 2 --log-every 20",
                   "--dim 128 --layers 4 --epochs 8 --lr 2e-3 --warmup 400 --weight-decay 0.05 "
                   "--label-smoothing 0.1 --log-every 50"}
@@ -374,7 +374,7 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
                         : name == "scan-length" ? "length"
                                                 : "addprim_jump";
     sizes = "--data scan --split " + split + " " +
-            Sizes{"--train-limit 4000 --dim 32 --epochs 2 --batch 64 --log-every 5",
+            Sizes{"--dim 32 --epochs 8 --batch 64 --log-every 20",
                   "--dim 64 --epochs 5 --batch 64 --log-every 20",
                   "--dim 64 --epochs 20 --batch 64 --warmup 400 --log-every 50"}
                 .pick(budget);
