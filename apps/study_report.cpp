@@ -395,11 +395,40 @@ std::vector<ChartSeries> learning_curves(const StudyTask& t, const std::vector<C
 
 }  // namespace
 
+// Every mixer on one line, every task's metric and throughput side by side: the table a reader
+// compares first (the per-task sections below add parameters, wall time, curves and lengths).
+Block summary_table(const StudyOptions& o, const std::vector<StudyTask>& tasks,
+                    const std::map<std::string, std::map<std::string, Row>>& all) {
+  Block table{Block::Table, "", "", {}};
+  std::vector<std::string> header{"mixer"};
+  for (const auto& t : tasks) {
+    header.push_back(t.name + " " + t.metric + (t.higher_is_better ? " ↑" : " ↓"));
+    header.push_back(t.name + " ex/s");
+  }
+  table.rows.push_back(header);
+  for (const auto& m : o.mixers) {
+    std::vector<std::string> line{m};
+    for (const auto& t : tasks) {
+      const Row& r = all.at(t.name).at(m);
+      line.push_back(r.metric.n
+                         ? fmt(r.metric.mean) + (r.metric.n > 1 ? " ± " + fmt(r.metric.sd) : "")
+                         : "n/a");
+      line.push_back(fmt(r.throughput.mean, 0));
+    }
+    table.rows.push_back(line);
+  }
+  return table;
+}
+
 void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tasks,
                         const std::vector<CellResult>& cells) {
   std::vector<Block> doc;
   int finished = 0;
-  for (const auto& c : cells) finished += c.done;
+  double cell_seconds = 0;
+  for (const auto& c : cells) {
+    finished += c.done;
+    if (c.done) cell_seconds += c.wall_seconds;
+  }
   std::string command = "mixlab study --tasks ";
   for (size_t i = 0; i < o.tasks.size(); ++i) command += (i ? "," : "") + o.tasks[i];
   command += " --mixers ";
@@ -408,19 +437,24 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
              (o.steps > 0 ? " --steps " + std::to_string(o.steps) : "") + " --threads " +
              std::to_string(o.threads) + (o.jobs > 1 ? " --jobs " + std::to_string(o.jobs) : "") +
              " --out " + o.out;
-  doc.push_back({Block::Paragraph,
-                 "Made by `" + command + "`: " + std::to_string(finished) + " of " +
-                     std::to_string(cells.size()) +
-                     " cells finished. Each cell is a run folder under `cells/` (its training "
-                     "log beside it). Throughput is training examples per second as the "
-                     "training command reports it; wall time includes data generation and the "
-                     "final test. Cells trained side by side (--jobs) share the machine.",
-                 "",
-                 {}});
+  doc.push_back(
+      {Block::Paragraph,
+       "Made by `" + command + "`: " + std::to_string(finished) + " of " +
+           std::to_string(cells.size()) +
+           " cells finished. Each cell is a run folder under `cells/` (its training "
+           "log beside it). Throughput is training examples per second as the "
+           "training command reports it; wall time includes data generation and the "
+           "final test. Cells trained side by side (--jobs) share the machine. The finished "
+           "cells' wall times add up to " +
+           fmt(cell_seconds / 60.0, 1) + " minutes" +
+           (o.jobs > 1 ? " (" + std::to_string(o.jobs) + " at a time)" : "") + ".",
+       "",
+       {}});
   std::map<std::string, std::map<std::string, Row>> all;
+  for (const auto& t : tasks) all[t.name] = rows_of(t, o.mixers, cells);
+  doc.push_back(summary_table(o, tasks, all));
   for (const auto& t : tasks) {
-    auto rows = rows_of(t, o.mixers, cells);
-    all[t.name] = rows;
+    const auto& rows = all.at(t.name);
     std::string slug = mixer_slug(t.name);
     doc.push_back({Block::Heading, "Task: " + t.name, "", {}});
     doc.push_back(

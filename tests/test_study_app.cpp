@@ -172,4 +172,9 @@ TEST_CASE("study app: the claims are judged from the cells' numbers, contradicti
   CHECK(
       report.find("| synth-fixed | 150 | 400 | 10.0 | 0.600 ± 0.000 (2 seeds) | yes | up to ℓ |") !=
       std::string::npos);
+  // The summary: every mixer on one line, each task's metric and throughput; the wall times of
+  // the 14 finished cells (10 s each) are added up.
+  CHECK(report.find(" ↑ | scan ex/s |") != std::string::npos);
+  CHECK(report.find("| synth-mix:R+V | 0.940 ± 0.014 | 450 |") != std::string::npos);
+  CHECK(report.find("add up to 2.3 minutes") != std::string::npos);
 }
