@@ -34,12 +34,12 @@ void add_average_command(CLI::App& root) {
     }
     std::cout << "averaged " << inputs->size() << " checkpoints into " << *output << "\n";
     // Which command takes it depends on the model the checkpoints hold.
-    const std::string task = read_checkpoint_info(*output).config.task;
+    const ModelTask task = read_checkpoint_info(*output).config.task;
     const std::string mixlab = shell_quote(program_path()), avg = shell_quote(*output);
     print_where_and_next(
         std::cout, "",
-        {task == "translate" ? mixlab + " translate eval --checkpoint " + avg + " --beam 4"
-                             : mixlab + " classify eval --checkpoint " + avg});
+        {task == ModelTask::Translate ? mixlab + " translate eval --checkpoint " + avg + " --beam 4"
+                                      : mixlab + " classify eval --checkpoint " + avg});
   });
 }
 

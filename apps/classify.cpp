@@ -41,7 +41,7 @@ struct ListOpsFlags {
 
 struct ClassificationData {
   InMemoryDataset train, valid, test;
-  std::string input = "tokens";
+  InputKind input = InputKind::Tokens;
   Vocab vocab;
   std::vector<std::string> labels;
   int64_t longest = 0;
@@ -62,7 +62,7 @@ int64_t longest_tokens(const std::vector<const InMemoryDataset*>& sets) {
 }
 
 void add_image_info(ClassificationData& d) {
-  d.input = "image";
+  d.input = InputKind::Image;
   int64_t pixels = d.train.size() ? static_cast<int64_t>(d.train.at(0).features.size()) : 0;
   d.side = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(pixels))));
   check(d.side * d.side == pixels, "images of ", pixels, " pixels are not square");
@@ -166,20 +166,20 @@ ClassificationData load_data(const DataDescription& desc, const Vocab* model = n
   d.desc = desc;
   if (!model) d.desc.labels = d.labels;
   d.description = d.desc.summary();
-  if (d.input == "tokens") d.longest = longest_tokens({&d.train, &d.valid, &d.test});
+  if (d.input == InputKind::Tokens) d.longest = longest_tokens({&d.train, &d.valid, &d.test});
   return d;
 }
 
 ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf,
                              const ClassificationData& d, int64_t patch, const std::string& pool) {
   ModelConfig c;
-  c.task = "classify";
+  c.task = ModelTask::Classify;
   apply_model_flags(mf, cf.seed, c);
   c.classes = static_cast<int64_t>(d.labels.size());
-  c.pool = pool;
-  int64_t extra = pool == "cls" ? 1 : 0;
-  if (d.input == "image") {
-    c.input = "image";
+  c.pool = parse_pool_kind(pool);  // --pool: checked by the CLI, read once here
+  int64_t extra = c.pool == PoolKind::Cls ? 1 : 0;
+  c.input = d.input;
+  if (d.input == InputKind::Image) {
     c.image_channels = 1;
     c.image_height = c.image_width = d.side;
     if (patch <= 0 || d.side % patch != 0)
@@ -188,7 +188,6 @@ ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf,
     c.patch = patch;
     c.max_len = (d.side / patch) * (d.side / patch) + extra;
   } else {
-    c.input = "tokens";
     c.vocab = static_cast<int64_t>(d.vocab.size());
     c.max_len = d.longest + extra;
   }
@@ -199,7 +198,7 @@ ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf,
 TrainingState metadata_for(const ModelConfig& c, const ClassificationData& d) {
   TrainingState s;
   s.config_json = c.to_json().dump();
-  s.vocab_src = d.input == "tokens" ? d.vocab.to_string() : "";
+  s.vocab_src = d.input == InputKind::Tokens ? d.vocab.to_string() : "";
   std::string labels;
   for (const auto& l : d.labels) labels += (labels.empty() ? "" : "\n") + l;
   s.extra["labels"] = labels;
@@ -313,7 +312,7 @@ void add_classify_commands(CLI::App& root) {
     if (out.empty()) return;
     const std::string best = shell_quote(Trainer::best_checkpoint(out));
     std::string predict = mixlab + " classify predict --checkpoint " + best;
-    if (d.input == "image")
+    if (d.input == InputKind::Image)
       predict += " --images IDX_IMAGE_FILE";
     else
       predict =
@@ -357,9 +356,9 @@ void add_classify_commands(CLI::App& root) {
       desc = describe_data("listops", e->listops, desc.seed);
     desc.labels = checkpoint_labels(l.info);
     const bool images = desc.kind == "fashion-mnist" || desc.kind == "idx";
-    if (images != (l.info.config.input == "image"))
+    if (images != (l.info.config.input == InputKind::Image))
       throw UsageError("--data: " + desc.summary() + " holds " + (images ? "images" : "tokens") +
-                       ", but the checkpoint classifies " + l.info.config.input + "s");
+                       ", but the checkpoint classifies " + to_string(l.info.config.input) + "s");
     std::cerr << "data: " << desc.summary() << (desc == stored ? ", the checkpoint's" : "") << "\n";
     Vocab vocab = l.info.vocab_src.empty() ? Vocab() : Vocab::from_string(l.info.vocab_src);
     UnknownTokens unknown;

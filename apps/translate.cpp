@@ -305,7 +305,7 @@ void add_translate_commands(CLI::App& root) {
     Device device = setup_runtime(a->common);
     check_before_training(*train, a->common, a->train);
     ModelConfig config;
-    config.task = "translate";
+    config.task = ModelTask::Translate;
     apply_model_flags(a->model, a->common.seed, config);
     config.decoder_mixer = a->decoder_mixer;
     config.decoder_mixer_options = parse_mixer_options(a->decoder_mixer, a->decoder_options);

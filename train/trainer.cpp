@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "autograd/ops.h"
+#include "core/enum_names.h"
 #include "io/atomic_file.h"
 #include "train/data_loader.h"
 #include "train/distributed.h"
@@ -26,9 +27,12 @@ namespace mixlab {
 
 namespace {
 
+constexpr EnumName<OptimizerKind> kOptimizerNames[] = {
+    {OptimizerKind::AdamW, "adamw"}, {OptimizerKind::Adam, "adam"}, {OptimizerKind::Sgd, "sgd"}};
+
 std::unique_ptr<Optimizer> make_optimizer(const TrainerOptions& o, const Module& model) {
   auto groups = param_groups(model, o.weight_decay);
-  if (o.optimizer == "sgd") {
+  if (o.optimizer == OptimizerKind::Sgd) {
     SgdOptions s;
     s.lr = o.lr;
     s.momentum = o.momentum;
@@ -39,9 +43,8 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainerOptions& o, const Module&
   a.beta1 = o.beta1;
   a.beta2 = o.beta2;
   a.eps = o.eps;
-  if (o.optimizer == "adam") return std::make_unique<Adam>(std::move(groups), a);
-  if (o.optimizer == "adamw") return std::make_unique<AdamW>(std::move(groups), a);
-  fail("unknown optimizer '", o.optimizer, "': expected adamw, adam or sgd");
+  if (o.optimizer == OptimizerKind::Adam) return std::make_unique<Adam>(std::move(groups), a);
+  return std::make_unique<AdamW>(std::move(groups), a);
 }
 
 std::string fmt(double v, const char* f = "%.4g") {
@@ -51,6 +54,11 @@ std::string fmt(double v, const char* f = "%.4g") {
 }
 
 }  // namespace
+
+std::string to_string(OptimizerKind kind) { return enum_to_string(kOptimizerNames, kind); }
+OptimizerKind parse_optimizer_kind(std::string_view name) {
+  return enum_parse(kOptimizerNames, "optimizer", name);
+}
 
 namespace {
 
