@@ -25,10 +25,10 @@
 #include "train/data/listops.h"
 #include "train/data/seq2seq_text.h"
 #include "train/data/text_files.h"
-#include "train/data_loader.h"
-#include "train/distributed.h"
-#include "train/interrupt.h"
-#include "train/vocab.h"
+#include "train/data/data_loader.h"
+#include "train/distributed/distributed.h"
+#include "train/run/interrupt.h"
+#include "train/data/vocab.h"
 
 namespace mixlab::app {
 

@@ -12,7 +12,7 @@
 #include "nn/mixer_registry.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
-#include "train/summary.h"
+#include "train/run/summary.h"
 
 namespace mixlab::app {
 

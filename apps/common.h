@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "nn/model_config.h"
-#include "train/trainer.h"
-#include "train/vocab.h"
+#include "train/loop/trainer.h"
+#include "train/data/vocab.h"
 
 namespace mixlab::app {
 

@@ -15,11 +15,11 @@
 #include "nn/mixing_capture.h"
 #include "nn/models.h"
 #include "io/atomic_file.h"
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 #include "train/data/idx.h"
 #include "io/json.h"
 #include "io/safetensors.h"
-#include "train/vocab.h"
+#include "train/data/vocab.h"
 
 namespace mixlab::app {
 

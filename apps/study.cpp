@@ -20,7 +20,7 @@
 #include "nn/mixer_registry.h"
 #include "nn/models.h"
 #include "io/atomic_file.h"
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 #include "train/data/listops.h"
 #include "io/json.h"
 #include "io/run_log.h"

@@ -28,9 +28,9 @@
 #include "train/data/scan.h"
 #include "train/data/seq2seq_text.h"
 #include "train/data/text_files.h"
-#include "train/distributed.h"
-#include "train/summary.h"
-#include "train/vocab.h"
+#include "train/distributed/distributed.h"
+#include "train/run/summary.h"
+#include "train/data/vocab.h"
 
 namespace mixlab::app {
 

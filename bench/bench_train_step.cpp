@@ -35,9 +35,9 @@
 #include "core/parallel.h"
 #include "nn/mixer_registry.h"
 #include "nn/models.h"
-#include "train/grad_utils.h"
-#include "train/optimizer.h"
-#include "train/tasks.h"
+#include "train/optim/grad_utils.h"
+#include "train/optim/optimizer.h"
+#include "train/loop/tasks.h"
 
 using namespace mixlab;
 

@@ -44,7 +44,7 @@ Tensor gather_batch(const Tensor& t, const std::vector<int32_t>& index) {
 }
 
 // The decoder's blocks and final norm under one name, as the encoder's: "decoder.layers.N.*" and
-// "decoder.final_norm.*" (train/checkpoint_names.h renames the older "decoder.N.*" and
+// "decoder.final_norm.*" (train/run/checkpoint_names.h renames the older "decoder.N.*" and
 // "decoder_norm.*" on load).
 class DecoderStack : public Module {
  public:

@@ -7,8 +7,8 @@
 #include "core/random.h"
 #include "io/json.h"
 #include "io/safetensors.h"
-#include "train/data_loader.h"
-#include "train/trainer.h"
+#include "train/data/data_loader.h"
+#include "train/loop/trainer.h"
 #include "tests/test_helpers.h"
 
 using namespace mixlab;

@@ -1,11 +1,11 @@
-// Learning-rate schedules (train/schedule.h): values at chosen steps against the formulas.
+// Learning-rate schedules (train/optim/schedule.h): values at chosen steps against the formulas.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <numbers>
 
 #include "core/error.h"
-#include "train/schedule.h"
+#include "train/optim/schedule.h"
 
 using namespace mixlab;
 

@@ -1,4 +1,4 @@
-#include "train/schedule.h"
+#include "train/optim/schedule.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "train/trainer.h"
+#include "train/loop/trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,16 +12,16 @@
 #include "autograd/ops.h"
 #include "core/enum_names.h"
 #include "io/atomic_file.h"
-#include "train/data_loader.h"
-#include "train/distributed.h"
-#include "train/grad_utils.h"
-#include "train/interrupt.h"
-#include "train/optimizer.h"
+#include "train/data/data_loader.h"
+#include "train/distributed/distributed.h"
+#include "train/optim/grad_utils.h"
+#include "train/run/interrupt.h"
+#include "train/optim/optimizer.h"
 #include "io/plot.h"
-#include "train/progress.h"
+#include "train/run/progress.h"
 #include "io/run_log.h"
-#include "train/schedule.h"
-#include "train/summary.h"
+#include "train/optim/schedule.h"
+#include "train/run/summary.h"
 
 namespace mixlab {
 

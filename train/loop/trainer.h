@@ -8,9 +8,9 @@
 #include <memory>
 #include <string>
 
-#include "train/checkpoint.h"
-#include "train/schedule.h"
-#include "train/tasks.h"
+#include "train/run/checkpoint.h"
+#include "train/optim/schedule.h"
+#include "train/loop/tasks.h"
 
 namespace mixlab {
 
@@ -67,7 +67,7 @@ class ProgressBar;
 //     while (step(epoch)) { report; maybe evaluate_and_save() }   one optimizer update each
 //     end_epoch(epoch)                        evaluate, save last (and epoch-E) checkpoints
 //   finish()                                  throughput, curves
-class DataParallel;  // train/distributed.h
+class DataParallel;  // train/distributed/distributed.h
 
 class Trainer {
  public:
