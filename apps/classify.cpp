@@ -77,21 +77,21 @@ DataDescription describe_data(const std::string& name_in, const ListOpsFlags& lf
   DataDescription d;
   d.seed = seed;
   if (name == "fashion-mnist") {
-    d.kind = "fashion-mnist";
+    d.kind = DataKind::FashionMnist;
     d.path = default_fashion_mnist_dir();
     d.held_out = "the last 5,000 training images";
   } else if (std::filesystem::is_directory(name)) {
-    d.kind = "idx";
+    d.kind = DataKind::Idx;
     d.path = absolute_path(name);
     d.held_out = "the last 10% of training images, at most 5,000";
   } else if (name == "listops") {
-    d.kind = "listops";
+    d.kind = DataKind::ListOps;
     d.generator = {{"min_len", lf.min_len}, {"max_len", lf.max_len}, {"depth", lf.depth},
                    {"args", lf.args},       {"train", lf.train},     {"valid", lf.valid},
                    {"test", lf.test}};
     d.held_out = "generated valid and test sets";
   } else if (std::filesystem::is_regular_file(name)) {
-    d.kind = "labelled-text";
+    d.kind = DataKind::LabelledText;
     d.path = absolute_path(name);
     d.held_out = "the last 10% of lines (validation and test)";
   } else {
@@ -108,17 +108,17 @@ DataDescription describe_data(const std::string& name_in, const ListOpsFlags& lf
 ClassificationData load_data(const DataDescription& desc, const Vocab* model = nullptr,
                              UnknownTokens* unknown = nullptr) {
   ClassificationData d;
-  if (desc.kind == "fashion-mnist" || desc.kind == "idx") {
+  if (desc.kind == DataKind::FashionMnist || desc.kind == DataKind::Idx) {
     InMemoryDataset train = load_fashion_mnist(desc.path, "train");
     size_t n = train.size(), hold = std::min<size_t>(5000, n / 10);
     d.train = take(train.examples(), 0, n - hold);
     d.valid = take(train.examples(), n - hold, n);
     d.test = load_fashion_mnist(desc.path, "test");
     add_image_info(d);
-    if (desc.kind == "fashion-mnist")
+    if (desc.kind == DataKind::FashionMnist)
       d.labels = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                   "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
-  } else if (desc.kind == "listops") {
+  } else if (desc.kind == DataKind::ListOps) {
     auto g = [&](const char* key) {
       auto it = desc.generator.find(key);
       check(it != desc.generator.end(), "the ListOps description has no '", key, "'");
@@ -137,7 +137,7 @@ ClassificationData load_data(const DataDescription& desc, const Vocab* model = n
     d.test = take(all.examples(), g("train") + g("valid"), all.size());
     d.vocab = listops_vocab();
     for (int i = 0; i < 10; ++i) d.labels.push_back(std::to_string(i));
-  } else if (desc.kind == "labelled-text") {
+  } else if (desc.kind == DataKind::LabelledText) {
     auto texts = read_labelled_text(desc.path);
     size_t hold = std::max<size_t>(1, texts.size() / 10);
     check(texts.size() > hold, desc.path, ": too few examples to hold out a validation set");
@@ -161,7 +161,7 @@ ClassificationData load_data(const DataDescription& desc, const Vocab* model = n
     }
     d.test = d.valid;
   } else {
-    fail("the data of kind '", desc.kind, "' is not classification data");
+    fail("the data of kind '", to_string(desc.kind), "' is not classification data");
   }
   d.desc = desc;
   if (!model) d.desc.labels = d.labels;
@@ -315,10 +315,10 @@ void add_classify_commands(CLI::App& root) {
     if (d.input == InputKind::Image)
       predict += " --images IDX_IMAGE_FILE";
     else
-      predict =
-          "echo " +
-          shell_quote(d.desc.kind == "listops" ? "[MAX 3 [MIN 4 7 ] 2 ]" : "A LINE OF TOKENS") +
-          " | " + predict;
+      predict = "echo " +
+                shell_quote(d.desc.kind == DataKind::ListOps ? "[MAX 3 [MIN 4 7 ] 2 ]"
+                                                             : "A LINE OF TOKENS") +
+                " | " + predict;
     print_where_and_next(std::cout, out,
                          {predict, mixlab + " classify eval --checkpoint " + best,
                           resume + " --epochs " + std::to_string(a->train.trainer.epochs * 2) +
@@ -350,12 +350,13 @@ void add_classify_commands(CLI::App& root) {
     if (!e->common.data.empty()) {
       desc = describe_data(e->common.data, e->listops,
                            eval->get_option("--seed")->count() ? e->common.seed : stored.seed);
-      if (desc.kind == "listops" && stored.kind == "listops") desc.generator = stored.generator;
+      if (desc.kind == DataKind::ListOps && stored.kind == DataKind::ListOps)
+        desc.generator = stored.generator;
     }
-    if (desc.kind == "listops" && desc.generator.empty())  // an older checkpoint
+    if (desc.kind == DataKind::ListOps && desc.generator.empty())  // an older checkpoint
       desc = describe_data("listops", e->listops, desc.seed);
     desc.labels = checkpoint_labels(l.info);
-    const bool images = desc.kind == "fashion-mnist" || desc.kind == "idx";
+    const bool images = desc.kind == DataKind::FashionMnist || desc.kind == DataKind::Idx;
     if (images != (l.info.config.input == InputKind::Image))
       throw UsageError("--data: " + desc.summary() + " holds " + (images ? "images" : "tokens") +
                        ", but the checkpoint classifies " + to_string(l.info.config.input) + "s");
