@@ -121,7 +121,9 @@ TEST_CASE("trainer: each optimizer kind builds that optimizer; the names are the
   InMemoryDataset train = reverse_data(16, 7);
   const std::pair<OptimizerKind, const char*> kinds[] = {
       {OptimizerKind::AdamW, "AdamW"}, {OptimizerKind::Adam, "Adam"}, {OptimizerKind::Sgd, "SGD"}};
-  for (const auto& [kind, type] : kinds) {
+  for (const auto& entry : kinds) {  // no structured binding: CAPTURE's lambda (clang 14)
+    const OptimizerKind kind = entry.first;
+    const std::string type = entry.second;
     CAPTURE(type);
     CHECK(parse_optimizer_kind(to_string(kind)) == kind);
     Translator model(reverse_config(8));
