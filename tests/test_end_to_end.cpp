@@ -117,7 +117,7 @@ TEST_CASE("end to end: a small translator learns to reverse sequences") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("trainer: each optimizer kind builds that optimizer; the names are the CLI's") {
+TEST_CASE("trainer: each optimizer kind builds that optimizer and keeps the CLI name") {
   InMemoryDataset train = reverse_data(16, 7);
   const std::pair<OptimizerKind, const char*> kinds[] = {
       {OptimizerKind::AdamW, "AdamW"}, {OptimizerKind::Adam, "Adam"}, {OptimizerKind::Sgd, "SGD"}};

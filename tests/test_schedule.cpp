@@ -97,7 +97,7 @@ TEST_CASE("schedule: make_schedule builds each kind by name") {
   CHECK(make_schedule(o)->describe().find("step") == 0);
 }
 
-TEST_CASE("schedule: names read back to their kinds; an unknown name lists the valid ones") {
+TEST_CASE("schedule: names read back to their kinds and an unknown name lists the valid ones") {
   for (ScheduleKind k : {ScheduleKind::Constant, ScheduleKind::Cosine, ScheduleKind::InverseSqrt,
                          ScheduleKind::Step})
     CHECK(parse_schedule_kind(to_string(k)) == k);
