@@ -148,7 +148,7 @@ TEST_CASE("export: weights only, at most 40% of the checkpoint, decodes identica
   CHECK(greedy(from_export) == greedy(from_checkpoint));
 }
 
-TEST_CASE("export: f16 halves the tensor data; weights within half precision, widened on load") {
+TEST_CASE("export: f16 halves the tensor data, weights within half precision, widened on load") {
   testing::TempDir dir;
   Translator trained(translator_config());
   write_trained_checkpoint(trained, dir.file("best.safetensors"));
