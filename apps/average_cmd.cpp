@@ -1,14 +1,14 @@
 // `mixlab average --out AVG.safetensors C1 C2 ...`: checkpoint averaging. The mean of the last
 // few end-of-epoch checkpoints (train with --keep-epochs N) is usually a better model than any
 // one of them; the result is a weights file that `eval`, `run` and `predict` take like any
-// checkpoint. All inputs are checked before anything is written (train/checkpoint.h).
+// checkpoint. All inputs are checked before anything is written (train/run/checkpoint.h).
 #include <iostream>
 
 #include "apps/commands.h"
 #include "apps/cli_style.h"
 #include "apps/common.h"
-#include "train/checkpoint.h"
-#include "train/progress.h"
+#include "train/run/checkpoint.h"
+#include "train/run/progress.h"
 
 namespace mixlab::app {
 
@@ -34,12 +34,12 @@ void add_average_command(CLI::App& root) {
     }
     std::cout << "averaged " << inputs->size() << " checkpoints into " << *output << "\n";
     // Which command takes it depends on the model the checkpoints hold.
-    const std::string task = read_checkpoint_info(*output).config.task;
+    const ModelTask task = read_checkpoint_info(*output).config.task;
     const std::string mixlab = shell_quote(program_path()), avg = shell_quote(*output);
     print_where_and_next(
         std::cout, "",
-        {task == "translate" ? mixlab + " translate eval --checkpoint " + avg + " --beam 4"
-                             : mixlab + " classify eval --checkpoint " + avg});
+        {task == ModelTask::Translate ? mixlab + " translate eval --checkpoint " + avg + " --beam 4"
+                                      : mixlab + " classify eval --checkpoint " + avg});
   });
 }
 

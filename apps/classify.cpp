@@ -25,10 +25,10 @@
 #include "train/data/listops.h"
 #include "train/data/seq2seq_text.h"
 #include "train/data/text_files.h"
-#include "train/data_loader.h"
-#include "train/distributed.h"
-#include "train/interrupt.h"
-#include "train/vocab.h"
+#include "train/data/data_loader.h"
+#include "train/distributed/distributed.h"
+#include "train/run/interrupt.h"
+#include "train/data/vocab.h"
 
 namespace mixlab::app {
 
@@ -41,7 +41,7 @@ struct ListOpsFlags {
 
 struct ClassificationData {
   InMemoryDataset train, valid, test;
-  std::string input = "tokens";
+  InputKind input = InputKind::Tokens;
   Vocab vocab;
   std::vector<std::string> labels;
   int64_t longest = 0;
@@ -62,7 +62,7 @@ int64_t longest_tokens(const std::vector<const InMemoryDataset*>& sets) {
 }
 
 void add_image_info(ClassificationData& d) {
-  d.input = "image";
+  d.input = InputKind::Image;
   int64_t pixels = d.train.size() ? static_cast<int64_t>(d.train.at(0).features.size()) : 0;
   d.side = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(pixels))));
   check(d.side * d.side == pixels, "images of ", pixels, " pixels are not square");
@@ -77,21 +77,21 @@ DataDescription describe_data(const std::string& name_in, const ListOpsFlags& lf
   DataDescription d;
   d.seed = seed;
   if (name == "fashion-mnist") {
-    d.kind = "fashion-mnist";
+    d.kind = DataKind::FashionMnist;
     d.path = default_fashion_mnist_dir();
     d.held_out = "the last 5,000 training images";
   } else if (std::filesystem::is_directory(name)) {
-    d.kind = "idx";
+    d.kind = DataKind::Idx;
     d.path = absolute_path(name);
     d.held_out = "the last 10% of training images, at most 5,000";
   } else if (name == "listops") {
-    d.kind = "listops";
+    d.kind = DataKind::ListOps;
     d.generator = {{"min_len", lf.min_len}, {"max_len", lf.max_len}, {"depth", lf.depth},
                    {"args", lf.args},       {"train", lf.train},     {"valid", lf.valid},
                    {"test", lf.test}};
     d.held_out = "generated valid and test sets";
   } else if (std::filesystem::is_regular_file(name)) {
-    d.kind = "labelled-text";
+    d.kind = DataKind::LabelledText;
     d.path = absolute_path(name);
     d.held_out = "the last 10% of lines (validation and test)";
   } else {
@@ -108,17 +108,17 @@ DataDescription describe_data(const std::string& name_in, const ListOpsFlags& lf
 ClassificationData load_data(const DataDescription& desc, const Vocab* model = nullptr,
                              UnknownTokens* unknown = nullptr) {
   ClassificationData d;
-  if (desc.kind == "fashion-mnist" || desc.kind == "idx") {
+  if (desc.kind == DataKind::FashionMnist || desc.kind == DataKind::Idx) {
     InMemoryDataset train = load_fashion_mnist(desc.path, "train");
     size_t n = train.size(), hold = std::min<size_t>(5000, n / 10);
     d.train = take(train.examples(), 0, n - hold);
     d.valid = take(train.examples(), n - hold, n);
     d.test = load_fashion_mnist(desc.path, "test");
     add_image_info(d);
-    if (desc.kind == "fashion-mnist")
+    if (desc.kind == DataKind::FashionMnist)
       d.labels = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                   "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
-  } else if (desc.kind == "listops") {
+  } else if (desc.kind == DataKind::ListOps) {
     auto g = [&](const char* key) {
       auto it = desc.generator.find(key);
       check(it != desc.generator.end(), "the ListOps description has no '", key, "'");
@@ -137,7 +137,7 @@ ClassificationData load_data(const DataDescription& desc, const Vocab* model = n
     d.test = take(all.examples(), g("train") + g("valid"), all.size());
     d.vocab = listops_vocab();
     for (int i = 0; i < 10; ++i) d.labels.push_back(std::to_string(i));
-  } else if (desc.kind == "labelled-text") {
+  } else if (desc.kind == DataKind::LabelledText) {
     auto texts = read_labelled_text(desc.path);
     size_t hold = std::max<size_t>(1, texts.size() / 10);
     check(texts.size() > hold, desc.path, ": too few examples to hold out a validation set");
@@ -161,25 +161,25 @@ ClassificationData load_data(const DataDescription& desc, const Vocab* model = n
     }
     d.test = d.valid;
   } else {
-    fail("the data of kind '", desc.kind, "' is not classification data");
+    fail("the data of kind '", to_string(desc.kind), "' is not classification data");
   }
   d.desc = desc;
   if (!model) d.desc.labels = d.labels;
   d.description = d.desc.summary();
-  if (d.input == "tokens") d.longest = longest_tokens({&d.train, &d.valid, &d.test});
+  if (d.input == InputKind::Tokens) d.longest = longest_tokens({&d.train, &d.valid, &d.test});
   return d;
 }
 
 ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf,
                              const ClassificationData& d, int64_t patch, const std::string& pool) {
   ModelConfig c;
-  c.task = "classify";
+  c.task = ModelTask::Classify;
   apply_model_flags(mf, cf.seed, c);
   c.classes = static_cast<int64_t>(d.labels.size());
-  c.pool = pool;
-  int64_t extra = pool == "cls" ? 1 : 0;
-  if (d.input == "image") {
-    c.input = "image";
+  c.pool = parse_pool_kind(pool);  // --pool: checked by the CLI, read once here
+  int64_t extra = c.pool == PoolKind::Cls ? 1 : 0;
+  c.input = d.input;
+  if (d.input == InputKind::Image) {
     c.image_channels = 1;
     c.image_height = c.image_width = d.side;
     if (patch <= 0 || d.side % patch != 0)
@@ -188,7 +188,6 @@ ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf,
     c.patch = patch;
     c.max_len = (d.side / patch) * (d.side / patch) + extra;
   } else {
-    c.input = "tokens";
     c.vocab = static_cast<int64_t>(d.vocab.size());
     c.max_len = d.longest + extra;
   }
@@ -199,7 +198,7 @@ ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf,
 TrainingState metadata_for(const ModelConfig& c, const ClassificationData& d) {
   TrainingState s;
   s.config_json = c.to_json().dump();
-  s.vocab_src = d.input == "tokens" ? d.vocab.to_string() : "";
+  s.vocab_src = d.input == InputKind::Tokens ? d.vocab.to_string() : "";
   std::string labels;
   for (const auto& l : d.labels) labels += (labels.empty() ? "" : "\n") + l;
   s.extra["labels"] = labels;
@@ -313,13 +312,13 @@ void add_classify_commands(CLI::App& root) {
     if (out.empty()) return;
     const std::string best = shell_quote(Trainer::best_checkpoint(out));
     std::string predict = mixlab + " classify predict --checkpoint " + best;
-    if (d.input == "image")
+    if (d.input == InputKind::Image)
       predict += " --images IDX_IMAGE_FILE";
     else
-      predict =
-          "echo " +
-          shell_quote(d.desc.kind == "listops" ? "[MAX 3 [MIN 4 7 ] 2 ]" : "A LINE OF TOKENS") +
-          " | " + predict;
+      predict = "echo " +
+                shell_quote(d.desc.kind == DataKind::ListOps ? "[MAX 3 [MIN 4 7 ] 2 ]"
+                                                             : "A LINE OF TOKENS") +
+                " | " + predict;
     print_where_and_next(std::cout, out,
                          {predict, mixlab + " classify eval --checkpoint " + best,
                           resume + " --epochs " + std::to_string(a->train.trainer.epochs * 2) +
@@ -351,15 +350,16 @@ void add_classify_commands(CLI::App& root) {
     if (!e->common.data.empty()) {
       desc = describe_data(e->common.data, e->listops,
                            eval->get_option("--seed")->count() ? e->common.seed : stored.seed);
-      if (desc.kind == "listops" && stored.kind == "listops") desc.generator = stored.generator;
+      if (desc.kind == DataKind::ListOps && stored.kind == DataKind::ListOps)
+        desc.generator = stored.generator;
     }
-    if (desc.kind == "listops" && desc.generator.empty())  // an older checkpoint
+    if (desc.kind == DataKind::ListOps && desc.generator.empty())  // an older checkpoint
       desc = describe_data("listops", e->listops, desc.seed);
     desc.labels = checkpoint_labels(l.info);
-    const bool images = desc.kind == "fashion-mnist" || desc.kind == "idx";
-    if (images != (l.info.config.input == "image"))
+    const bool images = desc.kind == DataKind::FashionMnist || desc.kind == DataKind::Idx;
+    if (images != (l.info.config.input == InputKind::Image))
       throw UsageError("--data: " + desc.summary() + " holds " + (images ? "images" : "tokens") +
-                       ", but the checkpoint classifies " + l.info.config.input + "s");
+                       ", but the checkpoint classifies " + to_string(l.info.config.input) + "s");
     std::cerr << "data: " << desc.summary() << (desc == stored ? ", the checkpoint's" : "") << "\n";
     Vocab vocab = l.info.vocab_src.empty() ? Vocab() : Vocab::from_string(l.info.vocab_src);
     UnknownTokens unknown;

@@ -12,7 +12,7 @@
 #include "nn/mixer_registry.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
-#include "train/summary.h"
+#include "train/run/summary.h"
 
 namespace mixlab::app {
 
@@ -114,12 +114,12 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f) {
   opt(cmd->add_option("--steps", f.steps, "stop after N optimizer steps (0: no limit)"))
       ->check(non_negative());
   opt(cmd->add_option("--batch", t.batch_size, "batch size"))->check(CLI::Range(1, 1 << 20));
-  opt(cmd->add_option("--optimizer", t.optimizer, "optimizer"))
+  opt(cmd->add_option("--optimizer", f.optimizer, "optimizer"))
       ->check(CLI::IsMember({"adamw", "adam", "sgd"}));
   opt(cmd->add_option("--lr", t.lr, "peak learning rate"))->check(CLI::PositiveNumber);
   opt(cmd->add_option("--weight-decay", t.weight_decay, "weight decay (not on biases and norms)"))
       ->check(non_negative());
-  opt(cmd->add_option("--schedule", t.schedule, "learning-rate schedule"))
+  opt(cmd->add_option("--schedule", f.schedule, "learning-rate schedule"))
       ->check(CLI::IsMember({"constant", "cosine", "inverse_sqrt", "step"}));
   opt(cmd->add_option("--warmup", t.warmup, "warm-up steps"))->check(non_negative());
   opt(cmd->add_option("--clip", t.clip, "gradient-norm clip (0: off)"))->check(non_negative());
@@ -196,13 +196,12 @@ void apply_model_flags(const ModelFlags& f, uint64_t seed, ModelConfig& c) {
   c.decoder_layers = f.layers;
   c.ffn_dim = f.ffn_dim;
   c.dropout = f.dropout;
-  c.positions = f.positions;
   c.seed = seed;
   if (c.dim <= 0 || c.heads <= 0 || c.dim % c.heads != 0)
     throw UsageError("--dim " + std::to_string(c.dim) + " must be a positive multiple of --heads " +
                      std::to_string(c.heads));
   try {
-    parse_position_kind(c.positions);
+    c.positions = parse_position_kind(f.positions);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
@@ -210,6 +209,8 @@ void apply_model_flags(const ModelFlags& f, uint64_t seed, ModelConfig& c) {
 
 TrainerOptions trainer_options(const TrainFlags& f, const CommonFlags& c) {
   TrainerOptions t = f.trainer;
+  t.optimizer = parse_optimizer_kind(f.optimizer);  // the CLI checked the names
+  t.schedule = parse_schedule_kind(f.schedule);
   t.max_steps = f.steps;
   t.out_dir = c.out;
   t.seed = c.seed;

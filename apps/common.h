@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "nn/model_config.h"
-#include "train/trainer.h"
-#include "train/vocab.h"
+#include "train/loop/trainer.h"
+#include "train/data/vocab.h"
 
 namespace mixlab::app {
 
@@ -43,6 +43,9 @@ struct ModelFlags {
 
 struct TrainFlags {
   TrainerOptions trainer;
+  // Names on the command line and in config.ini; trainer_options() parses them into the enums.
+  std::string optimizer = to_string(TrainerOptions().optimizer);
+  std::string schedule = to_string(TrainerOptions().schedule);
   int64_t steps = 0;
   double label_smoothing = 0.0;
   int64_t train_limit = 0;  // use only the first N training examples (0 = all)

@@ -2,13 +2,29 @@
 
 #include <filesystem>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 
 namespace mixlab::app {
 
+namespace {
+constexpr EnumName<DataKind> kDataKindNames[] = {{DataKind::Scan, "scan"},
+                                                 {DataKind::G2p, "g2p"},
+                                                 {DataKind::Tsv, "tsv"},
+                                                 {DataKind::FashionMnist, "fashion-mnist"},
+                                                 {DataKind::Idx, "idx"},
+                                                 {DataKind::ListOps, "listops"},
+                                                 {DataKind::LabelledText, "labelled-text"}};
+}  // namespace
+
+std::string to_string(DataKind kind) { return enum_to_string(kDataKindNames, kind); }
+DataKind parse_data_kind(std::string_view name) {
+  return enum_parse(kDataKindNames, "data kind", name);
+}
+
 Json DataDescription::to_json() const {
   Json j = Json::object();
-  j.set("kind", kind);
+  j.set("kind", to_string(kind));
   if (!path.empty()) j.set("path", path);
   if (!split.empty()) j.set("split", split);
   if (!tokens.empty()) j.set("tokens", tokens);
@@ -29,7 +45,7 @@ Json DataDescription::to_json() const {
 
 DataDescription DataDescription::from_json(const Json& j) {
   DataDescription d;
-  d.kind = j.at("kind").as_string();
+  d.kind = parse_data_kind(j.at("kind").as_string());
   auto text = [&](const char* key, std::string& out) {
     if (const Json* v = j.find(key)) out = v->as_string();
   };
@@ -47,24 +63,30 @@ DataDescription DataDescription::from_json(const Json& j) {
 
 std::string DataDescription::summary() const {
   std::string s;
-  if (kind == "scan")
-    s = "SCAN " + split + " split";
-  else if (kind == "g2p")
-    s = "CMUdict g014b2b";
-  else if (kind == "tsv")
-    s = "parallel text " + path + " (" + tokens + ")";
-  else if (kind == "fashion-mnist")
-    s = "Fashion-MNIST (" + path + ")";
-  else if (kind == "idx")
-    s = "IDX images " + path;
-  else if (kind == "labelled-text")
-    s = "labelled text " + path;
-  else if (kind == "listops") {
-    s = "ListOps (generated";
-    for (const auto& [k, v] : generator) s += ", " + k + " " + std::to_string(v);
-    s += ")";
-  } else {
-    s = kind;
+  switch (kind) {
+    case DataKind::Scan:
+      s = "SCAN " + split + " split";
+      break;
+    case DataKind::G2p:
+      s = "CMUdict g014b2b";
+      break;
+    case DataKind::Tsv:
+      s = "parallel text " + path + " (" + tokens + ")";
+      break;
+    case DataKind::FashionMnist:
+      s = "Fashion-MNIST (" + path + ")";
+      break;
+    case DataKind::Idx:
+      s = "IDX images " + path;
+      break;
+    case DataKind::LabelledText:
+      s = "labelled text " + path;
+      break;
+    case DataKind::ListOps:
+      s = "ListOps (generated";
+      for (const auto& [k, v] : generator) s += ", " + k + " " + std::to_string(v);
+      s += ")";
+      break;
   }
   s += " (seed " + std::to_string(seed);
   if (!held_out.empty()) s += "; held out: " + held_out;
@@ -78,20 +100,20 @@ DataDescription read_data_description(const std::string& stored) {
   auto after = [&](const std::string& prefix) { return stored.substr(prefix.size()); };
   auto starts = [&](const std::string& prefix) { return stored.rfind(prefix, 0) == 0; };
   if (starts("SCAN ")) {
-    d.kind = "scan";
+    d.kind = DataKind::Scan;
     d.split = after("SCAN ").substr(0, after("SCAN ").find(' '));
   } else if (starts("CMUdict")) {
-    d.kind = "g2p";
+    d.kind = DataKind::G2p;
   } else if (starts("parallel text ")) {
-    d.kind = "tsv";
+    d.kind = DataKind::Tsv;
     d.path = after("parallel text ");
     d.tokens = "words";
   } else if (starts("ListOps")) {
-    d.kind = "listops";
+    d.kind = DataKind::ListOps;
   } else if (starts("Fashion-MNIST")) {
-    d.kind = "fashion-mnist";
+    d.kind = DataKind::FashionMnist;
   } else if (starts("labelled text ")) {
-    d.kind = "labelled-text";
+    d.kind = DataKind::LabelledText;
     d.path = after("labelled text ").substr(0, after("labelled text ").find(" (last"));
   } else {
     fail("the checkpoint's data description '", stored,

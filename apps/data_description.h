@@ -9,14 +9,20 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/json.h"
 
 namespace mixlab::app {
 
+// The kinds of data; the JSON holds the names to_string gives ("scan", "fashion-mnist", ...).
+enum class DataKind { Scan, G2p, Tsv, FashionMnist, Idx, ListOps, LabelledText };
+std::string to_string(DataKind kind);
+DataKind parse_data_kind(std::string_view name);  // names the valid kinds when `name` is none
+
 struct DataDescription {
-  std::string kind;
+  DataKind kind = DataKind::Scan;
   std::string path;    // the file or folder read; empty for generated and shipped sets
   std::string split;   // scan: simple | length | addprim_jump
   std::string tokens;  // tsv: words | chars

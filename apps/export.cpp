@@ -8,7 +8,7 @@
 
 #include "apps/commands.h"
 #include "apps/common.h"
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 
 namespace mixlab::app {
 

@@ -15,11 +15,11 @@
 #include "nn/mixing_capture.h"
 #include "nn/models.h"
 #include "io/atomic_file.h"
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 #include "train/data/idx.h"
 #include "io/json.h"
 #include "io/safetensors.h"
-#include "train/vocab.h"
+#include "train/data/vocab.h"
 
 namespace mixlab::app {
 
@@ -137,8 +137,8 @@ std::string html_page(const InspectOptions& o, const ModelConfig& c, const std::
       "figure{margin:0}img{max-width:100%;border:1px solid #ddd}"
       "figcaption{font-size:12px;color:#555}code{background:#f4f4f4}</style></head><body>\n";
   h += "<h1>Mixing matrices</h1>\n<p>checkpoint <code>" + xml_escape(o.checkpoint) +
-       "</code>: " + xml_escape(c.task) + ", mixer <b>" + xml_escape(c.mixer) + "</b>";
-  if (c.task == "translate")
+       "</code>: " + xml_escape(to_string(c.task)) + ", mixer <b>" + xml_escape(c.mixer) + "</b>";
+  if (c.task == ModelTask::Translate)
     h += ", decoder self-mixer <b>" + xml_escape(c.decoder_mixer) + "</b>, cross <b>" +
          xml_escape(c.cross) + "</b>";
   h += ", d=" + std::to_string(c.dim) + ", h=" + std::to_string(c.heads) +
@@ -167,12 +167,12 @@ InspectResult run_inspect(const InspectOptions& o) {
   std::string input_text = o.input, answer;
   ImageInput image;
   NoGradGuard no_grad;
-  if (c.task == "classify") {
+  if (c.task == ModelTask::Classify) {
     Classifier model(c);
     load_weights(o.checkpoint, model);
     model.eval();
     Tensor inputs;
-    if (c.input == "image") {
+    if (c.input == InputKind::Image) {
       if (o.image < 0) throw UsageError("this checkpoint classifies images: pass --image N");
       image = load_image(o);
       inputs = Tensor::from_data(image.features, {1, static_cast<int64_t>(image.features.size())});
@@ -190,7 +190,7 @@ InspectResult run_inspect(const InspectOptions& o) {
                          " tokens; the model takes at most max_len = " + std::to_string(c.max_len));
       inputs = Tensor::from_data(ids, {1, static_cast<int64_t>(ids.size())});
     }
-    if (c.pool == "cls") seq.source.insert(seq.source.begin(), "[CLS]");
+    if (c.pool == PoolKind::Cls) seq.source.insert(seq.source.begin(), "[CLS]");
     MixingRecorder recorder(model);
     Tensor logits = model.forward(inputs);
     matrices = recorder.matrices();
@@ -288,10 +288,10 @@ InspectResult run_inspect(const InspectOptions& o) {
       groups.back().second.push_back(file);
 
       // Image classifiers: a square token-by-token matrix over the patches, drawn on the image.
-      int64_t patches = static_cast<int64_t>(seq.source.size()) - (c.pool == "cls" ? 1 : 0);
-      int64_t first = c.pool == "cls" ? 1 : 0;
-      if (c.input == "image" && c.task == "classify" && m.rows == "query" && m.cols == "key" &&
-          m.n_rows() == patches + first && m.n_cols() == patches + first) {
+      int64_t first = c.pool == PoolKind::Cls ? 1 : 0;
+      int64_t patches = static_cast<int64_t>(seq.source.size()) - first;
+      if (c.input == InputKind::Image && c.task == ModelTask::Classify && m.rows == "query" &&
+          m.cols == "key" && m.n_rows() == patches + first && m.n_cols() == patches + first) {
         std::vector<std::vector<double>> w(patches, std::vector<double>(patches));
         for (int64_t q = 0; q < patches; ++q)
           for (int64_t k = 0; k < patches; ++k) w[q][k] = m.at(0, h, q + first, k + first);

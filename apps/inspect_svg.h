@@ -1,6 +1,6 @@
 // The pictures of `mixlab inspect` and `mixlab study`, written as SVG.
 //
-// Why SVG and not the PNG writer of train/plot.cpp: that writer's 5x7 bitmap font has capitals
+// Why SVG and not the PNG writer of io/plot.cpp: that writer's 5x7 bitmap font has capitals
 // only, so mixed-case tokens ("Walk", "jump", "<bos>") and 40-60 labels per axis cannot be drawn
 // legibly with it. SVG text is drawn by the browser (or rsvg-convert) in a real font at any size,
 // stays sharp when zoomed, and each heatmap cell carries its exact value as a hover tooltip.

@@ -20,7 +20,7 @@
 #include "apps/run_folder.h"
 #include "backends/cpu/openblas_kernels.h"
 #include "nn/mixer_registry.h"
-#include "train/interrupt.h"
+#include "train/run/interrupt.h"
 
 int main(int argc, char** argv) {
   mixlab::reexec_with_better_openblas_kernels(argv);

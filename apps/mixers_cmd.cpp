@@ -5,7 +5,7 @@
 
 #include "apps/commands.h"
 #include "nn/mixer_registry.h"
-#include "train/summary.h"
+#include "train/run/summary.h"
 
 namespace mixlab::app {
 

@@ -9,7 +9,7 @@
 
 #include "apps/common.h"
 #include "io/atomic_file.h"
-#include "train/distributed.h"
+#include "train/distributed/distributed.h"
 
 namespace fs = std::filesystem;
 

@@ -20,7 +20,7 @@
 #include "nn/mixer_registry.h"
 #include "nn/models.h"
 #include "io/atomic_file.h"
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 #include "train/data/listops.h"
 #include "io/json.h"
 #include "io/run_log.h"
@@ -251,7 +251,7 @@ void finish_cell(const StudyTask& t, CellResult& r, int code, double seconds) {
   if (!r.has_metric || !r.has_throughput) read_metrics_fallback(r.dir + "/metrics.csv", t, r);
   std::string best = r.dir + "/best.safetensors";
   CheckpointInfo info = read_checkpoint_info(best);
-  if (info.config.task == "classify")
+  if (info.config.task == ModelTask::Classify)
     r.parameters = Classifier(info.config).parameter_count();
   else
     r.parameters = Translator(info.config).parameter_count();

@@ -28,9 +28,9 @@
 #include "train/data/scan.h"
 #include "train/data/seq2seq_text.h"
 #include "train/data/text_files.h"
-#include "train/distributed.h"
-#include "train/summary.h"
-#include "train/vocab.h"
+#include "train/distributed/distributed.h"
+#include "train/run/summary.h"
+#include "train/data/vocab.h"
 
 namespace mixlab::app {
 
@@ -75,16 +75,16 @@ DataDescription describe_data(const std::string& name_in, const std::string& spl
   DataDescription d;
   d.seed = seed;
   if (name == "scan") {
-    d.kind = "scan";
+    d.kind = DataKind::Scan;
     d.split = split;
     d.held_out = "5% of train, chosen by the seed";
   } else if (name == "g2p") {
-    d.kind = "g2p";
+    d.kind = DataKind::G2p;
     d.held_out = "2,670 training words, the same for every seed";
   } else if (std::filesystem::is_regular_file(name)) {
     if (tokens != "words" && tokens != "chars")
       throw UsageError("--tokens " + tokens + ": expected words or chars");
-    d.kind = "tsv";
+    d.kind = DataKind::Tsv;
     d.path = absolute_path(name);
     d.tokens = tokens;
     d.held_out = "the last 10% of lines (also the test set)";
@@ -96,7 +96,7 @@ DataDescription describe_data(const std::string& name_in, const std::string& spl
 
 TranslationData load_data(const DataDescription& desc) {
   TranslationData d;
-  if (desc.kind == "scan") {
+  if (desc.kind == DataKind::Scan) {
     ScanSplit s;
     try {
       s = scan_split(desc.split, desc.seed);
@@ -106,7 +106,7 @@ TranslationData load_data(const DataDescription& desc) {
     d.train = std::move(s.train);
     d.test = std::move(s.test);
     hold_out(d.train, d.valid, 0.05, desc.seed);
-  } else if (desc.kind == "g2p") {
+  } else if (desc.kind == DataKind::G2p) {
     // The dev words do not follow --seed: runs with other seeds are chosen on (and can be
     // ensembled over) the same 2,670 held-out words. Seed 0 gives the split earlier runs used.
     G2PData g = load_g2p(default_g2p_dir(), 2670, /*seed=*/0);
@@ -114,7 +114,7 @@ TranslationData load_data(const DataDescription& desc) {
     g2p_side(g.dev, d.valid, d.valid_refs);
     g2p_side(g.test, d.test, d.test_refs);
     d.src_tokens = "chars";
-  } else if (desc.kind == "tsv") {
+  } else if (desc.kind == DataKind::Tsv) {
     bool chars = desc.tokens == "chars";
     d.train = read_parallel_tsv(desc.path, chars ? Tokenization::kChars : Tokenization::kWords);
     size_t hold = std::max<size_t>(1, d.train.size() / 10);
@@ -125,7 +125,7 @@ TranslationData load_data(const DataDescription& desc) {
     d.src_tokens = desc.tokens;
     if (chars) d.tgt_join = "";
   } else {
-    fail("the data of kind '", desc.kind, "' is not translation data");
+    fail("the data of kind '", to_string(desc.kind), "' is not translation data");
   }
   d.desc = desc;
   d.description = desc.summary();
@@ -305,7 +305,7 @@ void add_translate_commands(CLI::App& root) {
     Device device = setup_runtime(a->common);
     check_before_training(*train, a->common, a->train);
     ModelConfig config;
-    config.task = "translate";
+    config.task = ModelTask::Translate;
     apply_model_flags(a->model, a->common.seed, config);
     config.decoder_mixer = a->decoder_mixer;
     config.decoder_mixer_options = parse_mixer_options(a->decoder_mixer, a->decoder_options);
@@ -422,8 +422,9 @@ void add_translate_commands(CLI::App& root) {
     DataDescription desc = stored;
     if (!e->common.data.empty() || !e->split.empty() || !e->tokens.empty() ||
         eval->get_option("--seed")->count()) {
-      std::string data = e->common.data.empty() ? (stored.path.empty() ? stored.kind : stored.path)
-                                                : e->common.data;
+      std::string data = e->common.data.empty()
+                             ? (stored.path.empty() ? to_string(stored.kind) : stored.path)
+                             : e->common.data;
       std::string split = !e->split.empty()       ? e->split
                           : !stored.split.empty() ? stored.split
                                                   : "simple";

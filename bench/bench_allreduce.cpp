@@ -1,5 +1,5 @@
-// The cost of the gradient all-reduce alone (train/distributed.h), without the waiting for the
-// slowest rank that the trainer's own measurement includes: under mpirun, every rank sums a
+// The cost of the gradient all-reduce alone (train/distributed/distributed.h), without the waiting
+// for the slowest rank that the trainer's own measurement includes: under mpirun, every rank sums a
 // float32 buffer of --floats elements --iters times, with a barrier before each timed call.
 //
 //   mpirun -np 2 build/bench_allreduce --floats 100000 --iters 50
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "train/distributed.h"
+#include "train/distributed/distributed.h"
 
 using namespace mixlab;
 

@@ -35,9 +35,9 @@
 #include "core/parallel.h"
 #include "nn/mixer_registry.h"
 #include "nn/models.h"
-#include "train/grad_utils.h"
-#include "train/optimizer.h"
-#include "train/tasks.h"
+#include "train/optim/grad_utils.h"
+#include "train/optim/optimizer.h"
+#include "train/loop/tasks.h"
 
 using namespace mixlab;
 
@@ -189,21 +189,23 @@ int main(int argc, char** argv) {
       return usage_error(flag + " takes a number, got '" + value + "'");
     }
   }
-  if (o.task != "translate" && o.task != "classify")
-    return usage_error("--task must be translate or classify, got '" + o.task + "'");
+  ModelConfig c;
+  try {
+    c.task = parse_model_task(o.task);
+  } catch (const Error& e) {
+    return usage_error(std::string("--") + e.what());  // "--task 'x' is not one of: ..."
+  }
   if (o.steps < 1) return usage_error("--steps must be at least 1");
 
-  ModelConfig c;
-  c.task = o.task;
   c.dim = o.dim;
   c.heads = 4;
   c.layers = c.decoder_layers = o.layers;
-  c.dropout = o.dropout >= 0 ? o.dropout : (o.task == "translate" ? 0.1 : 0.0);
+  c.dropout = o.dropout >= 0 ? o.dropout : (c.task == ModelTask::Translate ? 0.1 : 0.0);
   std::unique_ptr<Module> model;
   std::unique_ptr<TrainTask> task;
   Batch b;
   std::string shape;
-  if (o.task == "translate") {
+  if (c.task == ModelTask::Translate) {
     c.mixer = c.decoder_mixer = c.cross = "attention";
     c.max_len = c.tgt_max_len = o.len;
     c.vocab = 31;
@@ -218,7 +220,7 @@ int main(int argc, char** argv) {
     if (o.patch < 1 || kImageSide % o.patch != 0)
       return usage_error("--patch must divide 28, got " + std::to_string(o.patch));
     c.mixer = o.mixer;
-    c.input = "image";
+    c.input = InputKind::Image;
     c.classes = kClasses;
     c.image_channels = 1;
     c.image_height = c.image_width = kImageSide;
@@ -252,7 +254,7 @@ int main(int argc, char** argv) {
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2];
   long long params = model->parameter_count();
-  std::string label = o.task == "translate" ? "translator" : "classifier " + o.mixer;
+  std::string label = c.task == ModelTask::Translate ? "translator" : "classifier " + o.mixer;
   std::printf(
       "mixlab %s d=%lld layers=%lld batch=%lld %s dropout=%g threads=%d params=%lld: "
       "median step %.2f ms, %.1f examples/s, peak RSS %.1f MiB\n",

@@ -1,4 +1,4 @@
-# Data-parallel training across processes (train/distributed*.cpp, docs/distributed.md).
+# Data-parallel training across processes (train/distributed/*.cpp, docs/distributed.md).
 #
 # MPI (OpenMPI from Debian's libopenmpi-dev) is optional: without it mixlab builds and trains in
 # one process, and refuses to run when a launcher such as mpirun starts several copies of it.
@@ -6,9 +6,12 @@
 # found: MPI launches the ranks and carries NCCL's bootstrap id and the small host-side messages.
 #
 # Expects the train layer's library `mixlab_train` to exist (and its sources to be in this
-# directory's scope: the macros MIXLAB_HAVE_MPI / MIXLAB_HAVE_NCCL are set on train/distributed*.cpp only).
+# directory's scope: the macros MIXLAB_HAVE_MPI / MIXLAB_HAVE_NCCL are set on
+# train/distributed/*.cpp only).
 set(MIXLAB_DISTRIBUTED_SOURCES
-  train/distributed.cpp train/distributed_mpi.cpp train/distributed_nccl.cpp)
+  train/distributed/distributed.cpp
+  train/distributed/distributed_mpi.cpp
+  train/distributed/distributed_nccl.cpp)
 set(MIXLAB_WITH_MPI OFF)
 set(MIXLAB_WITH_NCCL OFF)
 find_package(MPI COMPONENTS C QUIET)

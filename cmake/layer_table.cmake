@@ -4,7 +4,8 @@
 #
 #   mixlab (apps/)                the command line
 #        |
-#   mixlab_train (train/)         data sets and loaders, losses, optimisers, the trainer
+#   mixlab_train (train/)         data/ sets and loader, optim/ optimisers and schedules, run/
+#        |                        checkpoints and progress, distributed/, loop/ the trainer
 #        |
 #   mixlab_nn (nn/)               modules, mixers, models
 #      /     \

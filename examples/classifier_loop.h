@@ -10,9 +10,9 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "nn/models.h"
-#include "train/checkpoint.h"
-#include "train/data_loader.h"
-#include "train/optimizer.h"
+#include "train/run/checkpoint.h"
+#include "train/data/data_loader.h"
+#include "train/optim/optimizer.h"
 
 namespace example {
 using namespace mixlab;

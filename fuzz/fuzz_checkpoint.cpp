@@ -1,8 +1,8 @@
-// The checkpoint loader (train/checkpoint.h) on a small model with an AdamW optimizer. The first
-// byte's low bit chooses whether the input (the rest) keeps its own checksum or, when it parses as
-// safetensors, gets a valid one, so that the checks behind the checksum (names, shapes, dtypes,
-// finite values, training and optimizer state) are reached too. Every input is loaded or refused
-// with Error, and a refused load leaves the model unchanged.
+// The checkpoint loader (train/run/checkpoint.h) on a small model with an AdamW optimizer.
+// The first byte's low bit chooses whether the input (the rest) keeps its own checksum or, when it
+// parses as safetensors, gets a valid one, so that the checks behind the checksum (names, shapes,
+// dtypes, finite values, training and optimizer state) are reached too. Every input is loaded or
+// refused with Error, and a refused load leaves the model unchanged.
 //
 // MIXLAB_FUZZ_WRITE_SEEDS=DIR writes a valid training checkpoint and weights file of the model
 // into DIR and exits: they are fuzz/corpus/safetensors/, and with a first byte 0 or 1 in front,
@@ -14,8 +14,8 @@
 #include "core/random.h"
 #include "fuzz/fuzz_input.h"
 #include "nn/layers.h"
-#include "train/checkpoint.h"
-#include "train/optimizer.h"
+#include "train/run/checkpoint.h"
+#include "train/optim/optimizer.h"
 
 namespace {
 

@@ -78,7 +78,7 @@ PositionKind parse_position_kind(const std::string& name) {
   if (name == "none") return PositionKind::None;
   fail("unknown positional embedding '", name, "': expected learned, sinusoidal or none");
 }
-std::string position_kind_name(PositionKind kind) {
+std::string to_string(PositionKind kind) {
   switch (kind) {
     case PositionKind::Learned:
       return "learned";
@@ -107,7 +107,7 @@ PositionalEmbedding::PositionalEmbedding(PositionKind k, int64_t max_len_, int64
   }
 }
 std::string PositionalEmbedding::extra_repr() const {
-  return position_kind_name(kind) + ", max_len=" + std::to_string(max_len);
+  return to_string(kind) + ", max_len=" + std::to_string(max_len);
 }
 Tensor PositionalEmbedding::forward(const Tensor& x, int64_t offset) const {
   if (kind == PositionKind::None) return x;

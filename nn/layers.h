@@ -83,7 +83,7 @@ class FeedForward : public Module {
 
 enum class PositionKind { Learned, Sinusoidal, None };
 PositionKind parse_position_kind(const std::string& name);  // learned|sinusoidal|none
-std::string position_kind_name(PositionKind kind);
+std::string to_string(PositionKind kind);
 
 // Positional embeddings added to token embeddings: a learned [ℓ, d] table (N(0, 0.02²)), the
 // sinusoidal table of Vaswani et al. (a buffer), or nothing.

@@ -2,9 +2,17 @@
 
 #include <sstream>
 
+#include "core/enum_names.h"
+
 namespace mixlab {
 
 namespace {
+constexpr EnumName<ModelTask> kTaskNames[] = {{ModelTask::Classify, "classify"},
+                                              {ModelTask::Translate, "translate"}};
+constexpr EnumName<InputKind> kInputNames[] = {{InputKind::Tokens, "tokens"},
+                                               {InputKind::Image, "image"}};
+constexpr EnumName<PoolKind> kPoolNames[] = {{PoolKind::Mean, "mean"}, {PoolKind::Cls, "cls"}};
+
 Json options_json(const std::map<std::string, std::string>& options) {
   Json out = Json::object();
   for (const auto& [k, v] : options) out.set(k, Json(v));
@@ -17,9 +25,16 @@ std::map<std::string, std::string> options_from(const Json& j) {
 }
 }  // namespace
 
+std::string to_string(ModelTask task) { return enum_to_string(kTaskNames, task); }
+std::string to_string(InputKind input) { return enum_to_string(kInputNames, input); }
+std::string to_string(PoolKind pool) { return enum_to_string(kPoolNames, pool); }
+ModelTask parse_model_task(std::string_view name) { return enum_parse(kTaskNames, "task", name); }
+InputKind parse_input_kind(std::string_view name) { return enum_parse(kInputNames, "input", name); }
+PoolKind parse_pool_kind(std::string_view name) { return enum_parse(kPoolNames, "pool", name); }
+
 Json ModelConfig::to_json() const {
   Json j = Json::object();
-  j.set("task", task);
+  j.set("task", to_string(task));
   j.set("mixer", mixer);
   j.set("mixer_options", options_json(mixer_options));
   j.set("decoder_mixer", decoder_mixer);
@@ -33,15 +48,15 @@ Json ModelConfig::to_json() const {
   j.set("max_len", max_len);
   j.set("tgt_max_len", tgt_max_len);
   j.set("dropout", dropout);
-  j.set("positions", positions);
-  j.set("input", input);
+  j.set("positions", to_string(positions));
+  j.set("input", to_string(input));
   j.set("vocab", vocab);
   j.set("classes", classes);
   j.set("image_channels", image_channels);
   j.set("image_height", image_height);
   j.set("image_width", image_width);
   j.set("patch", patch);
-  j.set("pool", pool);
+  j.set("pool", to_string(pool));
   j.set("tgt_vocab", tgt_vocab);
   j.set("tie_output", tie_output);
   j.set("seed", static_cast<int64_t>(seed));
@@ -52,7 +67,7 @@ ModelConfig ModelConfig::from_json(const Json& j) {
   ModelConfig c;
   for (const auto& [key, v] : j.as_object()) {
     if (key == "task")
-      c.task = v.as_string();
+      c.task = parse_model_task(v.as_string());
     else if (key == "mixer")
       c.mixer = v.as_string();
     else if (key == "mixer_options")
@@ -80,9 +95,9 @@ ModelConfig ModelConfig::from_json(const Json& j) {
     else if (key == "dropout")
       c.dropout = v.as_double();
     else if (key == "positions")
-      c.positions = v.as_string();
+      c.positions = parse_position_kind(v.as_string());
     else if (key == "input")
-      c.input = v.as_string();
+      c.input = parse_input_kind(v.as_string());
     else if (key == "vocab")
       c.vocab = v.as_int64();
     else if (key == "classes")
@@ -96,7 +111,7 @@ ModelConfig ModelConfig::from_json(const Json& j) {
     else if (key == "patch")
       c.patch = v.as_int64();
     else if (key == "pool")
-      c.pool = v.as_string();
+      c.pool = parse_pool_kind(v.as_string());
     else if (key == "tgt_vocab")
       c.tgt_vocab = v.as_int64();
     else if (key == "tie_output")

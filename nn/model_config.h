@@ -4,13 +4,28 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "io/json.h"
+#include "nn/layers.h"  // PositionKind, beside the PositionalEmbedding it selects
 
 namespace mixlab {
 
+// The closed choices of a configuration. In JSON (model.json, every checkpoint) and on the
+// command line they are the names to_string gives; parse_X reads them back and names the
+// valid ones when a name is wrong.
+enum class ModelTask { Classify, Translate };
+enum class InputKind { Tokens, Image };  // classifier input: token ids or image patches
+enum class PoolKind { Mean, Cls };       // mean over valid tokens, or a learned class token
+std::string to_string(ModelTask task);   // classify | translate
+std::string to_string(InputKind input);  // tokens | image
+std::string to_string(PoolKind pool);    // mean | cls
+ModelTask parse_model_task(std::string_view name);
+InputKind parse_input_kind(std::string_view name);
+PoolKind parse_pool_kind(std::string_view name);
+
 struct ModelConfig {
-  std::string task = "classify";  // classify | translate
+  ModelTask task = ModelTask::Classify;
   // Encoder mixer (classifier and translator encoder) and its options.
   std::string mixer = "attention";
   std::map<std::string, std::string> mixer_options;
@@ -26,13 +41,13 @@ struct ModelConfig {
   int64_t max_len = 64;        // ℓ of the encoder (source / tokens / patches)
   int64_t tgt_max_len = 64;    // ℓ of the decoder
   double dropout = 0.1;
-  std::string positions = "learned";  // learned | sinusoidal | none
+  PositionKind positions = PositionKind::Learned;
   // Classifier inputs.
-  std::string input = "tokens";  // tokens | image
-  int64_t vocab = 0;             // token vocabulary (classifier) or source vocabulary
+  InputKind input = InputKind::Tokens;
+  int64_t vocab = 0;  // token vocabulary (classifier) or source vocabulary
   int64_t classes = 0;
   int64_t image_channels = 1, image_height = 28, image_width = 28, patch = 4;
-  std::string pool = "mean";  // mean (over valid tokens) | cls (a learned class token)
+  PoolKind pool = PoolKind::Mean;
   // Translator outputs.
   int64_t tgt_vocab = 0;
   bool tie_output = false;  // head weight tied to the target embedding (own bias kept)

@@ -44,7 +44,7 @@ Tensor gather_batch(const Tensor& t, const std::vector<int32_t>& index) {
 }
 
 // The decoder's blocks and final norm under one name, as the encoder's: "decoder.layers.N.*" and
-// "decoder.final_norm.*" (train/checkpoint_names.h renames the older "decoder.N.*" and
+// "decoder.final_norm.*" (train/run/checkpoint_names.h renames the older "decoder.N.*" and
 // "decoder_norm.*" on load).
 class DecoderStack : public Module {
  public:
@@ -92,26 +92,21 @@ Tensor Encoder::forward(const Tensor& x, const MixerContext& ctx) {
 
 // ---- Classifier ----
 Classifier::Classifier(const ModelConfig& c) : config_(c) {
-  check(c.task == "classify", "Classifier: config task is '", c.task, "'");
+  check(c.task == ModelTask::Classify, "Classifier: config task is '", to_string(c.task), "'");
   check(c.classes > 1, "Classifier: needs at least 2 classes, got ", c.classes);
   Generator gen(c.seed);
-  if (c.input == "tokens") {
+  if (c.input == InputKind::Tokens) {
     check(c.vocab > 0, "Classifier: token input needs a vocabulary size");
     tokens_ = register_module("embed", std::make_shared<Embedding>(c.vocab, c.dim, gen));
-  } else if (c.input == "image") {
+  } else {
     patches_ = register_module(
         "embed", std::make_shared<PatchEmbedding>(c.image_channels, c.image_height, c.image_width,
                                                   c.patch, c.dim, gen));
-  } else {
-    fail("Classifier: input must be 'tokens' or 'image', got '", c.input, "'");
   }
-  check(c.pool == "mean" || c.pool == "cls", "Classifier: pool must be mean or cls, got '", c.pool,
-        "'");
-  if (c.pool == "cls")
+  if (c.pool == PoolKind::Cls)
     cls_token_ = register_parameter("cls_token", init::normal({1, 1, c.dim}, 0.02, gen));
-  positions_ =
-      register_module("positions", std::make_shared<PositionalEmbedding>(
-                                       parse_position_kind(c.positions), c.max_len, c.dim, gen));
+  positions_ = register_module(
+      "positions", std::make_shared<PositionalEmbedding>(c.positions, c.max_len, c.dim, gen));
   encoder_ = register_module(
       "encoder", std::make_shared<Encoder>(block_config(c, mixer_config(c, c.mixer, c.mixer_options,
                                                                         c.max_len, false, 1)),
@@ -146,16 +141,15 @@ Tensor Classifier::forward(const Tensor& inputs, const std::vector<int32_t>& len
 
 // ---- Translator ----
 Translator::Translator(const ModelConfig& c) : config_(c) {
-  check(c.task == "translate", "Translator: config task is '", c.task, "'");
+  check(c.task == ModelTask::Translate, "Translator: config task is '", to_string(c.task), "'");
   check(c.vocab > 0 && c.tgt_vocab > 0, "Translator: source and target vocabularies are needed");
   Generator gen(c.seed);
   src_embed_ = register_module("src_embed", std::make_shared<Embedding>(c.vocab, c.dim, gen));
   tgt_embed_ = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.dim, gen));
-  PositionKind kind = parse_position_kind(c.positions);
-  src_pos_ = register_module("src_pos",
-                             std::make_shared<PositionalEmbedding>(kind, c.max_len, c.dim, gen));
+  src_pos_ = register_module(
+      "src_pos", std::make_shared<PositionalEmbedding>(c.positions, c.max_len, c.dim, gen));
   tgt_pos_ = register_module(
-      "tgt_pos", std::make_shared<PositionalEmbedding>(kind, c.tgt_max_len, c.dim, gen));
+      "tgt_pos", std::make_shared<PositionalEmbedding>(c.positions, c.tgt_max_len, c.dim, gen));
   encoder_ = register_module(
       "encoder", std::make_shared<Encoder>(block_config(c, mixer_config(c, c.mixer, c.mixer_options,
                                                                         c.max_len, false, 1)),

@@ -27,7 +27,7 @@ except ImportError:
     print("torch_interop.py: torch is not installed; skipped", file=sys.stderr)
     sys.exit(77)
 
-PAD, BOS, EOS, UNK = 0, 1, 2, 3  # train/vocab.h: the four specials come first, in this order
+PAD, BOS, EOS, UNK = 0, 1, 2, 3  # train/data/vocab.h: the four specials come first, in this order
 TORCH_DTYPES = {"F32": torch.float32, "F16": torch.float16, "F64": torch.float64,
                 "I32": torch.int32}
 
@@ -54,7 +54,7 @@ def read_safetensors(path):
 
 
 def current_key(name):
-    """Older files' decoder names in today's convention (train/checkpoint_names.cpp)."""
+    """Older files' decoder names in today's convention (train/run/checkpoint_names.cpp)."""
     if name.startswith("decoder_norm."):
         return "decoder.final_norm.ln." + name[len("decoder_norm."):]
     parts = name.split(".")

@@ -22,7 +22,7 @@
 #include "core/error.h"
 #include "tests/app_runner.h"
 #include "tests/temp_dir.h"
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 #include "train/data/cmudict.h"
 #include "io/json.h"
 #include "io/safetensors.h"

@@ -1,5 +1,5 @@
-// Checkpoints (train/checkpoint.h): weights round trip, the exact-resume guarantee, refusal of
-// damaged or mismatching files without touching the model, atomic replacement, and (when
+// Checkpoints (train/run/checkpoint.h): weights round trip, the exact-resume guarantee,
+// refusal of damaged or mismatching files without touching the model, atomic replacement, and (when
 // python3 is there) an independent reader in Python.
 #include <doctest/doctest.h>
 
@@ -22,11 +22,11 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "nn/layers.h"
-#include "train/checkpoint.h"
-#include "train/data_loader.h"
-#include "train/grad_utils.h"
+#include "train/run/checkpoint.h"
+#include "train/data/data_loader.h"
+#include "train/optim/grad_utils.h"
 #include "io/json.h"
-#include "train/schedule.h"
+#include "train/optim/schedule.h"
 
 using namespace mixlab;
 namespace fs = std::filesystem;

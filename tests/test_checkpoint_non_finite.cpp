@@ -12,8 +12,8 @@
 #include "core/random.h"
 #include "nn/layers.h"
 #include "tests/temp_dir.h"
-#include "train/checkpoint.h"
-#include "train/optimizer.h"
+#include "train/run/checkpoint.h"
+#include "train/optim/optimizer.h"
 
 using namespace mixlab;
 

@@ -1,4 +1,4 @@
-// The DataLoader (train/data_loader.h): seeded order, bucketing, collation, resume, prefetch.
+// The DataLoader (train/data/data_loader.h): seeded order, bucketing, collation, resume, prefetch.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "train/data_loader.h"
+#include "train/data/data_loader.h"
 
 using namespace mixlab;
 

@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "core/error.h"
-#include "train/vocab.h"
+#include "train/data/vocab.h"
 
 using namespace mixlab;
 using Tokens = std::vector<std::string>;

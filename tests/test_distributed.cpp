@@ -1,5 +1,5 @@
-// Data parallelism (train/distributed.h) in one process: the shards of a batch, the loader's
-// per-rank view, the loss-term counts, the per-rank dropout seeds, and the single-process
+// Data parallelism (train/distributed/distributed.h) in one process: the shards of a batch, the
+// loader's per-rank view, the loss-term counts, the per-rank dropout seeds, and the single-process
 // pass-through. The multi-process checks run under mpirun: tests/distributed/distributed_check.cpp.
 #include <doctest/doctest.h>
 
@@ -9,8 +9,8 @@
 
 #include "core/random.h"
 #include "nn/layers.h"
-#include "train/data_loader.h"
-#include "train/distributed.h"
+#include "train/data/data_loader.h"
+#include "train/distributed/distributed.h"
 
 using namespace mixlab;
 

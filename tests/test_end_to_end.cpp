@@ -5,8 +5,10 @@
 #include <filesystem>
 
 #include "core/random.h"
-#include "train/data_loader.h"
-#include "train/trainer.h"
+#include "io/json.h"
+#include "io/safetensors.h"
+#include "train/data/data_loader.h"
+#include "train/loop/trainer.h"
 #include "tests/test_helpers.h"
 
 using namespace mixlab;
@@ -51,7 +53,7 @@ InMemoryDataset reverse_data(int64_t n, uint64_t seed) {
 // A one-block translator for reverse_data: sources of up to 8 tokens, targets with <bos>.
 ModelConfig reverse_config(int64_t dim) {
   ModelConfig c;
-  c.task = "translate";
+  c.task = ModelTask::Translate;
   c.dim = dim;
   c.heads = 2;
   c.layers = 1;
@@ -69,7 +71,7 @@ ModelConfig reverse_config(int64_t dim) {
 TEST_CASE("end to end: a small classifier reaches 90 percent on generated data") {
   InMemoryDataset train = majority_data(1200, 1), valid = majority_data(300, 2);
   ModelConfig c;
-  c.task = "classify";
+  c.task = ModelTask::Classify;
   c.dim = 32;
   c.heads = 2;
   c.layers = 1;
@@ -113,6 +115,37 @@ TEST_CASE("end to end: a small translator learns to reverse sequences") {
   CHECK(std::filesystem::exists(dir / "metrics.csv"));
   CHECK(std::filesystem::exists(dir / "curves.png"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("trainer: each optimizer kind builds that optimizer and keeps the CLI name") {
+  InMemoryDataset train = reverse_data(16, 7);
+  const std::pair<OptimizerKind, const char*> kinds[] = {
+      {OptimizerKind::AdamW, "AdamW"}, {OptimizerKind::Adam, "Adam"}, {OptimizerKind::Sgd, "SGD"}};
+  for (const auto& entry : kinds) {  // no structured binding: CAPTURE's lambda (clang 14)
+    const OptimizerKind kind = entry.first;
+    const std::string type = entry.second;
+    CAPTURE(type);
+    CHECK(parse_optimizer_kind(to_string(kind)) == kind);
+    Translator model(reverse_config(8));
+    TranslationTask task(model, Device::cpu());
+    TrainerOptions o;
+    o.optimizer = kind;
+    o.max_steps = 1;
+    o.batch_size = 8;
+    o.quiet = true;
+    o.prefetch = 0;
+    auto dir = std::filesystem::temp_directory_path() /
+               ("mixlab_e2e_optimizer_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    o.out_dir = dir.string();
+    Trainer(task, train, nullptr, o, TrainingState{}).run();
+    SafetensorsFile saved = load_safetensors((dir / "last.safetensors").string());
+    CHECK(Json::parse(saved.metadata.at("optimizer")).at("type").as_string() == type);
+    std::filesystem::remove_all(dir);
+  }
+  CHECK(to_string(OptimizerKind::AdamW) == "adamw");  // the word config.ini keeps
+  CHECK_THROWS_WITH_AS(parse_optimizer_kind("adamx"),
+                       "optimizer 'adamx' is not one of: adamw, adam, sgd", Error);
 }
 
 TEST_CASE(

@@ -1,7 +1,7 @@
-// Weights-only export and the checkpoint key convention (train/checkpoint.h, checkpoint_names.h,
-// float16.h): float16 conversion, the export's size and exact decoding, and an older checkpoint
-// (a committed fixture written by the code before the renaming) still loading and decoding as it
-// did when it was written.
+// Weights-only export and the checkpoint key convention (train/run/checkpoint.h,
+// checkpoint_names.h, float16.h): float16 conversion, the export's size and exact decoding, and an
+// older checkpoint (a committed fixture written by the code before the renaming) still loading and
+// decoding as it did when it was written.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,10 +14,10 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "nn/models.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_names.h"
-#include "train/float16.h"
-#include "train/optimizer.h"
+#include "train/run/checkpoint.h"
+#include "train/run/checkpoint_names.h"
+#include "train/run/float16.h"
+#include "train/optim/optimizer.h"
 #include "io/safetensors.h"
 
 using namespace mixlab;
@@ -148,7 +148,7 @@ TEST_CASE("export: weights only, at most 40% of the checkpoint, decodes identica
   CHECK(greedy(from_export) == greedy(from_checkpoint));
 }
 
-TEST_CASE("export: f16 halves the tensor data; weights within half precision, widened on load") {
+TEST_CASE("export: f16 halves the tensor data, weights within half precision, widened on load") {
   testing::TempDir dir;
   Translator trained(translator_config());
   write_trained_checkpoint(trained, dir.file("best.safetensors"));

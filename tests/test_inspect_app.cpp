@@ -15,10 +15,10 @@
 #include "nn/models.h"
 #include "tests/cli_runner.h"
 #include "tests/temp_dir.h"
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 #include "io/json.h"
 #include "io/safetensors.h"
-#include "train/vocab.h"
+#include "train/data/vocab.h"
 
 using namespace mixlab;
 using mixlab::testing::CliResult;

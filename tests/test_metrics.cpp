@@ -1,4 +1,4 @@
-// Evaluation metrics (train/metrics.h) against values computed by hand.
+// Evaluation metrics (train/loop/metrics.h) against values computed by hand.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "train/metrics.h"
+#include "train/loop/metrics.h"
 
 using namespace mixlab;
 

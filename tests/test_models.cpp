@@ -15,7 +15,7 @@ namespace {
 
 ModelConfig tiny_classifier(const std::string& mixer) {
   ModelConfig c;
-  c.task = "classify";
+  c.task = ModelTask::Classify;
   c.mixer = mixer;
   c.dim = 16;
   c.heads = 2;
@@ -30,7 +30,7 @@ ModelConfig tiny_classifier(const std::string& mixer) {
 
 ModelConfig tiny_translator(const std::string& encoder, const std::string& decoder) {
   ModelConfig c;
-  c.task = "translate";
+  c.task = ModelTask::Translate;
   c.mixer = encoder;
   c.decoder_mixer = decoder;
   c.dim = 16;
@@ -67,6 +67,33 @@ TEST_CASE("models: parameter names are dotted paths and print shows the tree") {
   CHECK(tree.find("parameters: " + std::to_string(t.parameter_count())) != std::string::npos);
   ModelConfig back = ModelConfig::from_json(Json::parse(t.config().to_json().dump()));
   CHECK(back.to_json() == t.config().to_json());
+}
+
+TEST_CASE("models: the config's closed choices are enums written as the same names as before") {
+  ModelConfig c;
+  c.task = ModelTask::Translate;
+  c.input = InputKind::Image;
+  c.pool = PoolKind::Cls;
+  c.positions = PositionKind::Sinusoidal;
+  // The JSON every checkpoint stores keeps the words older checkpoints hold.
+  const Json j = c.to_json();
+  CHECK(j.at("task").as_string() == "translate");
+  CHECK(j.at("input").as_string() == "image");
+  CHECK(j.at("pool").as_string() == "cls");
+  CHECK(j.at("positions").as_string() == "sinusoidal");
+  ModelConfig back = ModelConfig::from_json(j);
+  CHECK(back.task == ModelTask::Translate);
+  CHECK(back.input == InputKind::Image);
+  CHECK(back.pool == PoolKind::Cls);
+  CHECK(back.positions == PositionKind::Sinusoidal);
+  // A wrong name is refused naming the field, the value and the valid names.
+  CHECK_THROWS_WITH_AS(ModelConfig::from_json(Json::parse(R"({"task": "regress"})")),
+                       "task 'regress' is not one of: classify, translate", Error);
+  CHECK_THROWS_WITH_AS(ModelConfig::from_json(Json::parse(R"({"input": "audio"})")),
+                       "input 'audio' is not one of: tokens, image", Error);
+  CHECK_THROWS_WITH_AS(ModelConfig::from_json(Json::parse(R"({"pool": "max"})")),
+                       "pool 'max' is not one of: mean, cls", Error);
+  CHECK_THROWS_AS(ModelConfig::from_json(Json::parse(R"({"positions": "rotary"})")), Error);
 }
 
 namespace {
@@ -123,12 +150,12 @@ TEST_CASE("models: a resmlp decoder ends with the affine map, as its encoder doe
 
 TEST_CASE("models: image classifier cuts 28x28 into 49 patches") {
   ModelConfig c = tiny_classifier("attention");
-  c.input = "image";
+  c.input = InputKind::Image;
   c.max_len = 49;
   Classifier m(c);
   Tensor images = rand32({2, 28 * 28}, 1);
   CHECK(m.forward(images).shape() == Shape{2, 3});
-  c.pool = "cls";
+  c.pool = PoolKind::Cls;
   c.max_len = 50;
   Classifier with_cls(c);
   CHECK(with_cls.forward(images).shape() == Shape{2, 3});

@@ -1,5 +1,5 @@
-// Optimizers (train/optimizer.h) against updates computed by hand here, and the gradient
-// utilities (train/grad_utils.h): norm, clipping, accumulation over micro-batches.
+// Optimizers (train/optim/optimizer.h) against updates computed by hand here, and the gradient
+// utilities (train/optim/grad_utils.h): norm, clipping, accumulation over micro-batches.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,8 +13,8 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "nn/layers.h"
-#include "train/grad_utils.h"
-#include "train/optimizer.h"
+#include "train/optim/grad_utils.h"
+#include "train/optim/optimizer.h"
 
 using namespace mixlab;
 

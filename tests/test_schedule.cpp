@@ -1,11 +1,11 @@
-// Learning-rate schedules (train/schedule.h): values at chosen steps against the formulas.
+// Learning-rate schedules (train/optim/schedule.h): values at chosen steps against the formulas.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <numbers>
 
 #include "core/error.h"
-#include "train/schedule.h"
+#include "train/optim/schedule.h"
 
 using namespace mixlab;
 
@@ -86,15 +86,23 @@ TEST_CASE("schedule: make_schedule builds each kind by name") {
   o.min_lr = 0.001;
   o.step_size = 5;
   o.gamma = 0.1;
-  o.kind = "constant";
+  o.kind = ScheduleKind::Constant;
   CHECK(make_schedule(o)->lr_at(7) == 0.01);
-  o.kind = "cosine";
+  o.kind = ScheduleKind::Cosine;
   CHECK(make_schedule(o)->lr_at(60) == doctest::Approx(0.0055));
-  o.kind = "inverse_sqrt";
+  o.kind = ScheduleKind::InverseSqrt;
   CHECK(make_schedule(o)->lr_at(40) == doctest::Approx(0.005));
-  o.kind = "step";
+  o.kind = ScheduleKind::Step;
   CHECK(make_schedule(o)->lr_at(6) == doctest::Approx(0.001));
   CHECK(make_schedule(o)->describe().find("step") == 0);
-  o.kind = "linear";
-  CHECK_THROWS_AS(make_schedule(o), Error);
+}
+
+TEST_CASE("schedule: names read back to their kinds and an unknown name lists the valid ones") {
+  for (ScheduleKind k : {ScheduleKind::Constant, ScheduleKind::Cosine, ScheduleKind::InverseSqrt,
+                         ScheduleKind::Step})
+    CHECK(parse_schedule_kind(to_string(k)) == k);
+  CHECK(to_string(ScheduleKind::InverseSqrt) == "inverse_sqrt");  // the name config.ini keeps
+  CHECK_THROWS_WITH_AS(parse_schedule_kind("linear"),
+                       "schedule 'linear' is not one of: constant, cosine, inverse_sqrt, step",
+                       Error);
 }

@@ -1,5 +1,5 @@
 // Terminal and file output for training runs: progress bar, metrics CSV, PNG plots, summary
-// tables and the Ctrl-C flag (train/progress.h, run_log.h, plot.h, summary.h, interrupt.h).
+// tables and the Ctrl-C flag (train/run/progress.h, run_log.h, plot.h, summary.h, interrupt.h).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -16,11 +16,11 @@
 
 #include "tests/temp_dir.h"
 #include "core/error.h"
-#include "train/interrupt.h"
+#include "train/run/interrupt.h"
 #include "io/plot.h"
-#include "train/progress.h"
+#include "train/run/progress.h"
 #include "io/run_log.h"
-#include "train/summary.h"
+#include "train/run/summary.h"
 
 // Decoding the PNGs back lets the tests look at pixels, not just headers.
 #pragma GCC diagnostic push

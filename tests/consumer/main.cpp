@@ -12,7 +12,7 @@
 #include <mixlab/autograd/ops.h>
 #include <mixlab/nn/mixer_registry.h>
 #include <mixlab/nn/models.h>
-#include <mixlab/train/optimizer.h>
+#include <mixlab/train/optim/optimizer.h>
 
 int main(int argc, char** argv) {
   using namespace mixlab;

@@ -1,4 +1,5 @@
-// Checks of data-parallel training (train/distributed.h), run by CTest and tests/gpu/check.sh.
+// Checks of data-parallel training (train/distributed/distributed.h), run by CTest and
+// tests/gpu/check.sh.
 //
 //   distributed_check collectives [--device cuda]     under mpirun: each rank checks broadcast,
 //                                                     the ordered all-reduce, all_gather and the
@@ -28,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "train/distributed.h"
+#include "train/distributed/distributed.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;

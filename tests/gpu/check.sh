@@ -114,7 +114,7 @@ else
   echo "== TODO(trainer): $build/mixlab does not exist yet: CPU vs GPU training comparison skipped"
 fi
 
-# NCCL smoke test (issue 17, train/distributed_nccl.cpp): one rank on one GPU checks broadcast and
+# NCCL smoke test (issue 17, train/distributed/distributed_nccl.cpp): one rank on one GPU checks broadcast and
 # the ordered all-reduce on device buffers; skipped where the build found no NCCL or no MPI.
 mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:FILEPATH=//p' "$build/CMakeCache.txt")
 if grep -q "mixlab: NCCL found" "$build/configure.log" && [[ -n "$mpiexec" ]]; then

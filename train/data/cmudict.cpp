@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "train/data/file_io.h"
 #include "train/data/rng.h"
-#include "train/vocab.h"
+#include "train/data/vocab.h"
 
 namespace mixlab {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 
 namespace mixlab {
 

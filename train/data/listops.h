@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "train/data/seq2seq_text.h"
-#include "train/vocab.h"
+#include "train/data/vocab.h"
 
 namespace mixlab {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "train/dataset.h"
-#include "train/vocab.h"
+#include "train/data/dataset.h"
+#include "train/data/vocab.h"
 
 namespace mixlab {
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace mixlab {
 
@@ -77,15 +78,19 @@ class StepDecaySchedule : public LrSchedule {
   int64_t step_size_;
 };
 
-// A schedule chosen by name, for configs and command lines.
+// The schedules by kind; on command lines and in config.ini by the names to_string gives.
+enum class ScheduleKind { Constant, Cosine, InverseSqrt, Step };
+std::string to_string(ScheduleKind kind);  // constant | cosine | inverse_sqrt | step
+ScheduleKind parse_schedule_kind(std::string_view name);
+
 struct ScheduleOptions {
-  std::string kind = "constant";  // constant | cosine | inverse_sqrt | step
-  double lr = 1e-3;               // the base (peak) rate
-  int64_t warmup_steps = 0;       // cosine, inverse_sqrt (>= 1 there)
-  int64_t total_steps = 0;        // cosine
-  double min_lr = 0.0;            // cosine
-  int64_t step_size = 1;          // step
-  double gamma = 0.1;             // step
+  ScheduleKind kind = ScheduleKind::Constant;
+  double lr = 1e-3;          // the base (peak) rate
+  int64_t warmup_steps = 0;  // cosine, inverse_sqrt (>= 1 there)
+  int64_t total_steps = 0;   // cosine
+  double min_lr = 0.0;       // cosine
+  int64_t step_size = 1;     // step
+  double gamma = 0.1;        // step
 };
 std::unique_ptr<LrSchedule> make_schedule(const ScheduleOptions& options);
 

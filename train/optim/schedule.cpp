@@ -1,15 +1,21 @@
-#include "train/schedule.h"
+#include "train/optim/schedule.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <sstream>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 
 namespace mixlab {
 
 namespace {
+constexpr EnumName<ScheduleKind> kScheduleNames[] = {{ScheduleKind::Constant, "constant"},
+                                                     {ScheduleKind::Cosine, "cosine"},
+                                                     {ScheduleKind::InverseSqrt, "inverse_sqrt"},
+                                                     {ScheduleKind::Step, "step"}};
+
 void check_step(int64_t step) { check(step >= 0, "lr schedule: step ", step, " is negative"); }
 
 template <typename... Parts>
@@ -86,13 +92,23 @@ std::string StepDecaySchedule::describe() const {
   return describe_as("step(lr=", base_, ", step_size=", step_size_, ", gamma=", gamma_, ")");
 }
 
+std::string to_string(ScheduleKind kind) { return enum_to_string(kScheduleNames, kind); }
+ScheduleKind parse_schedule_kind(std::string_view name) {
+  return enum_parse(kScheduleNames, "schedule", name);
+}
+
 std::unique_ptr<LrSchedule> make_schedule(const ScheduleOptions& o) {
-  if (o.kind == "constant") return std::make_unique<ConstantSchedule>(o.lr);
-  if (o.kind == "cosine")
-    return std::make_unique<WarmupCosineSchedule>(o.lr, o.warmup_steps, o.total_steps, o.min_lr);
-  if (o.kind == "inverse_sqrt") return std::make_unique<InverseSqrtSchedule>(o.lr, o.warmup_steps);
-  if (o.kind == "step") return std::make_unique<StepDecaySchedule>(o.lr, o.step_size, o.gamma);
-  fail("unknown lr schedule '", o.kind, "' (expected constant, cosine, inverse_sqrt or step)");
+  switch (o.kind) {
+    case ScheduleKind::Constant:
+      return std::make_unique<ConstantSchedule>(o.lr);
+    case ScheduleKind::Cosine:
+      return std::make_unique<WarmupCosineSchedule>(o.lr, o.warmup_steps, o.total_steps, o.min_lr);
+    case ScheduleKind::InverseSqrt:
+      return std::make_unique<InverseSqrtSchedule>(o.lr, o.warmup_steps);
+    case ScheduleKind::Step:
+      return std::make_unique<StepDecaySchedule>(o.lr, o.step_size, o.gamma);
+  }
+  fail("make_schedule: invalid schedule kind ", static_cast<int>(o.kind));
 }
 
 }  // namespace mixlab

@@ -10,7 +10,7 @@
 // Streams: the CUDA backend runs on its own stream and NCCL on another; the backend is
 // synchronised before each collective and the NCCL stream after it, so no kernel sees a buffer
 // half-written.
-#include "train/distributed.h"
+#include "train/distributed/distributed.h"
 
 #ifdef MIXLAB_HAVE_NCCL
 #include <cuda_runtime.h>

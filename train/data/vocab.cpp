@@ -1,4 +1,4 @@
-#include "train/vocab.h"
+#include "train/data/vocab.h"
 
 #include <algorithm>
 #include <map>

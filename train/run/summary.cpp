@@ -1,4 +1,4 @@
-#include "train/summary.h"
+#include "train/run/summary.h"
 
 #include <algorithm>
 #include <cmath>

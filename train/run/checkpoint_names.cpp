@@ -1,4 +1,4 @@
-#include "train/checkpoint_names.h"
+#include "train/run/checkpoint_names.h"
 
 #include <cctype>
 

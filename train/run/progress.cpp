@@ -1,4 +1,4 @@
-#include "train/progress.h"
+#include "train/run/progress.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "train/trainer.h"
+#include "train/loop/trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,25 +10,29 @@
 #include <memory>
 
 #include "autograd/ops.h"
+#include "core/enum_names.h"
 #include "io/atomic_file.h"
-#include "train/data_loader.h"
-#include "train/distributed.h"
-#include "train/grad_utils.h"
-#include "train/interrupt.h"
-#include "train/optimizer.h"
+#include "train/data/data_loader.h"
+#include "train/distributed/distributed.h"
+#include "train/optim/grad_utils.h"
+#include "train/run/interrupt.h"
+#include "train/optim/optimizer.h"
 #include "io/plot.h"
-#include "train/progress.h"
+#include "train/run/progress.h"
 #include "io/run_log.h"
-#include "train/schedule.h"
-#include "train/summary.h"
+#include "train/optim/schedule.h"
+#include "train/run/summary.h"
 
 namespace mixlab {
 
 namespace {
 
+constexpr EnumName<OptimizerKind> kOptimizerNames[] = {
+    {OptimizerKind::AdamW, "adamw"}, {OptimizerKind::Adam, "adam"}, {OptimizerKind::Sgd, "sgd"}};
+
 std::unique_ptr<Optimizer> make_optimizer(const TrainerOptions& o, const Module& model) {
   auto groups = param_groups(model, o.weight_decay);
-  if (o.optimizer == "sgd") {
+  if (o.optimizer == OptimizerKind::Sgd) {
     SgdOptions s;
     s.lr = o.lr;
     s.momentum = o.momentum;
@@ -39,9 +43,8 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainerOptions& o, const Module&
   a.beta1 = o.beta1;
   a.beta2 = o.beta2;
   a.eps = o.eps;
-  if (o.optimizer == "adam") return std::make_unique<Adam>(std::move(groups), a);
-  if (o.optimizer == "adamw") return std::make_unique<AdamW>(std::move(groups), a);
-  fail("unknown optimizer '", o.optimizer, "': expected adamw, adam or sgd");
+  if (o.optimizer == OptimizerKind::Adam) return std::make_unique<Adam>(std::move(groups), a);
+  return std::make_unique<AdamW>(std::move(groups), a);
 }
 
 std::string fmt(double v, const char* f = "%.4g") {
@@ -51,6 +54,11 @@ std::string fmt(double v, const char* f = "%.4g") {
 }
 
 }  // namespace
+
+std::string to_string(OptimizerKind kind) { return enum_to_string(kOptimizerNames, kind); }
+OptimizerKind parse_optimizer_kind(std::string_view name) {
+  return enum_parse(kOptimizerNames, "optimizer", name);
+}
 
 namespace {
 

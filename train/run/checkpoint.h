@@ -34,7 +34,7 @@
 //   state.step = updates done; state.epoch / loader_position = loader.epoch() / position();
 //   capture_rng(state) after the last update (the dropout stream is default_generator()).
 // and after loading: restore_rng(state); loader.start_epoch(state.epoch, state.loader_position);
-// the lr for update t comes from the schedule (train/schedule.h) as a function of t alone.
+// the lr for update t comes from the schedule (train/optim/schedule.h) as a function of t alone.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -44,7 +44,7 @@
 
 #include "core/random.h"
 #include "nn/module.h"
-#include "train/optimizer.h"
+#include "train/optim/optimizer.h"
 #include "io/safetensors.h"
 
 namespace mixlab {
@@ -54,7 +54,8 @@ void save_weights(const std::string& path, const Module& model,
                   const std::map<std::string, std::string>& metadata = {});
 
 // Loads a weights file, or the model part of a training checkpoint. Returns the file's metadata.
-// Older key names are renamed (train/checkpoint_names.h) and F16 tensors widened to F32 first.
+// Older key names are renamed (train/run/checkpoint_names.h) and F16 tensors widened to F32
+// first.
 std::map<std::string, std::string> load_weights(const std::string& path, Module& model);
 
 // Checkpoint averaging (as fairseq's average_checkpoints.py): the model tensors of `inputs`,

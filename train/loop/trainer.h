@@ -8,19 +8,25 @@
 #include <memory>
 #include <string>
 
-#include "train/checkpoint.h"
-#include "train/tasks.h"
+#include "train/run/checkpoint.h"
+#include "train/optim/schedule.h"
+#include "train/loop/tasks.h"
 
 namespace mixlab {
+
+// The optimizers the trainer builds; on command lines and in config.ini by their names.
+enum class OptimizerKind { AdamW, Adam, Sgd };
+std::string to_string(OptimizerKind kind);  // adamw | adam | sgd
+OptimizerKind parse_optimizer_kind(std::string_view name);
 
 struct TrainerOptions {
   int64_t epochs = 10;
   int64_t max_steps = 0;  // stop after this many optimizer steps (0: no limit)
   int64_t batch_size = 64;
-  bool bucket_by_length = false;    // seq2seq: batches of similar lengths
-  std::string optimizer = "adamw";  // adamw | adam | sgd
+  bool bucket_by_length = false;  // seq2seq: batches of similar lengths
+  OptimizerKind optimizer = OptimizerKind::AdamW;
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.98, eps = 1e-9, momentum = 0.9;
-  std::string schedule = "cosine";  // constant | cosine | inverse_sqrt | step
+  ScheduleKind schedule = ScheduleKind::Cosine;
   int64_t warmup = 100;
   double min_lr = 0.0;
   double clip = 1.0;        // global gradient-norm clip (0: off)
@@ -49,7 +55,6 @@ struct TrainResult {
 };
 
 class DataLoader;
-class LrSchedule;
 class MetricsLog;
 class Optimizer;
 class ProgressBar;
@@ -62,7 +67,7 @@ class ProgressBar;
 //     while (step(epoch)) { report; maybe evaluate_and_save() }   one optimizer update each
 //     end_epoch(epoch)                        evaluate, save last (and epoch-E) checkpoints
 //   finish()                                  throughput, curves
-class DataParallel;  // train/distributed.h
+class DataParallel;  // train/distributed/distributed.h
 
 class Trainer {
  public:
@@ -115,8 +120,8 @@ class Trainer {
   TrainingState state_;
   TrainResult result_;
   bool files_ = false;
-  bool quiet_ = false;              // options_.quiet, or a rank other than 0
-  DataParallel* dp_ = nullptr;      // [distributed] the run's communicator (lives in run())
+  bool quiet_ = false;          // options_.quiet, or a rank other than 0
+  DataParallel* dp_ = nullptr;  // [distributed] the run's communicator (lives in run())
   int64_t steps_per_epoch_ = 0, start_epoch_ = 0, skip_ = 0;
   int64_t total_steps_ = 0, start_step_ = 0;  // for the whole run's ETA
   int64_t epoch_ = 0;                         // the epoch in progress (0-based; logged 1-based)

@@ -1,6 +1,6 @@
 // SGD with momentum, dampening, Nesterov and L2 weight decay: torch.optim.SGD's rule, one
 // Backend::sgd_update call per parameter.
-#include "train/optimizer.h"
+#include "train/optim/optimizer.h"
 
 namespace mixlab {
 

@@ -1,4 +1,4 @@
-// Tasks adapt a model to the generic training loop (train/trainer.h): how a batch becomes a
+// Tasks adapt a model to the generic training loop (train/loop/trainer.h): how a batch becomes a
 // loss, and how a data set is evaluated. Both tasks move batches to the model's device.
 #pragma once
 #include <map>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "nn/models.h"
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 
 namespace mixlab {
 

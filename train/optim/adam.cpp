@@ -1,6 +1,6 @@
 // Adam (L2 decay through the gradient) and AdamW (decoupled decay): torch.optim.Adam/AdamW's
 // rules with bias correction, one Backend::adam_update call per parameter.
-#include "train/optimizer.h"
+#include "train/optim/optimizer.h"
 
 #include <cmath>
 

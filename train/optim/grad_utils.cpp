@@ -1,4 +1,4 @@
-#include "train/grad_utils.h"
+#include "train/optim/grad_utils.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "train/tasks.h"
+#include "train/loop/tasks.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,9 +7,9 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "train/data_loader.h"
-#include "train/metrics.h"
-#include "train/progress.h"
+#include "train/data/data_loader.h"
+#include "train/loop/metrics.h"
+#include "train/run/progress.h"
 
 namespace mixlab {
 

@@ -25,8 +25,8 @@
 
 #include "autograd/tensor.h"
 #include "nn/module.h"
-#include "train/checkpoint.h"
-#include "train/dataset.h"
+#include "train/run/checkpoint.h"
+#include "train/data/dataset.h"
 
 namespace mixlab {
 
@@ -94,7 +94,7 @@ bool is_primary_process();
 
 // ---- the trainer's side ----
 
-// The trainer's hooks (train/trainer.cpp, marked "[distributed]"). With one process every
+// The trainer's hooks (train/loop/trainer.cpp, marked "[distributed]"). With one process every
 // method is a pass-through and nothing is exchanged, so single-process training is unchanged.
 class DataParallel {
  public:

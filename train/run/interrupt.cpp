@@ -1,4 +1,4 @@
-#include "train/interrupt.h"
+#include "train/run/interrupt.h"
 
 #include <atomic>
 #include <csignal>

@@ -6,7 +6,7 @@
 // allgather only move bytes, so the result does not depend on the algorithm MPI chooses, and
 // each element is summed by exactly one rank: every rank holds identical bits. The traffic per
 // rank is 2(N-1)/N of the buffer, the same as a ring all-reduce.
-#include "train/distributed.h"
+#include "train/distributed/distributed.h"
 
 #ifdef MIXLAB_HAVE_MPI
 // The C API only: the deprecated C++ bindings need another library (libmpi_cxx).

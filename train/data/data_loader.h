@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "train/dataset.h"
+#include "train/data/dataset.h"
 
 namespace mixlab {
 
@@ -38,8 +38,8 @@ struct DataLoaderOptions {
   bool bucket_by_length = false;
   int64_t bucket_size_multiplier = 100;  // batches per sort pool when bucketing
   int64_t prefetch = 0;                  // batches prepared ahead by one thread; 0 = synchronous
-  // [distributed] Data parallelism (train/distributed.h): batch_size is then the global batch;
-  // the epoch is planned as above and this process gets slice shard_index of shard_count of
+  // [distributed] Data parallelism (train/distributed/distributed.h): batch_size is then the global
+  // batch; the epoch is planned as above and this process gets slice shard_index of shard_count of
   // every batch (contiguous, sizes differing by at most one; empty when a batch is smaller than
   // shard_count). Positions and batches_per_epoch() count global batches.
   int64_t shard_index = 0, shard_count = 1;

@@ -1,4 +1,4 @@
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 
 #include <algorithm>
 #include <bit>
@@ -15,8 +15,8 @@
 #include "autograd/grad_mode.h"
 #include "io/json.h"
 #include "io/safetensors.h"
-#include "train/checkpoint_names.h"
-#include "train/float16.h"
+#include "train/run/checkpoint_names.h"
+#include "train/run/float16.h"
 
 namespace mixlab {
 

@@ -1,6 +1,6 @@
 // The optimizer base: groups, names, the step loop and checkpoint state. The update rules live in
-// train/sgd.cpp and train/adam.cpp.
-#include "train/optimizer.h"
+// train/optim/sgd.cpp and train/optim/adam.cpp.
+#include "train/optim/optimizer.h"
 
 #include <set>
 #include <unordered_map>

@@ -1,4 +1,4 @@
-#include "train/float16.h"
+#include "train/run/float16.h"
 
 #include <bit>
 #include <cmath>

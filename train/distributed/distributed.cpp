@@ -1,4 +1,4 @@
-#include "train/distributed.h"
+#include "train/distributed/distributed.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/random.h"
-#include "train/interrupt.h"
+#include "train/run/interrupt.h"
 
 namespace mixlab {
 

@@ -1,4 +1,4 @@
-#include "train/data_loader.h"
+#include "train/data/data_loader.h"
 
 #include <algorithm>
 #include <limits>
