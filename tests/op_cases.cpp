@@ -629,7 +629,9 @@ void add_optimizer_cases(std::vector<OpCase>& t) {
 // The flat updates (every parameter in one call): weight decay on [0, decayed) only.
 void add_flat_optimizer_cases(std::vector<OpCase>& t) {
   for (int64_t n : {1, 17, 1000}) {
-    for (int64_t decayed : {int64_t{0}, n / 2, n}) {
+    for (int64_t part = 0; part <= 2; ++part) {
+      const int64_t decayed = part * n / 2;                     // none, half, all decayed
+      if (part > 0 && decayed == (part - 1) * n / 2) continue;  // n = 1: half is none
       const std::string what =
           " 3 steps n=" + std::to_string(n) + " decayed=" + std::to_string(decayed);
       t.push_back({"adam_update_flat",
