@@ -18,6 +18,30 @@ Tensor accumulate(const Tensor& current, const Tensor& incoming) {
   if (!current.defined()) return incoming;
   return add(current, incoming);
 }
+
+// A leaf's gradient. With a grad slot (a view into an optimizer's flat gradient buffer) the first
+// gradient is copied into the slot and later ones are added there in place, so every gradient
+// stays in the one buffer the optimizer, clipping and zeroing sweep in single passes; the sums
+// are the same float additions as add()'s. The slot is the optimizer's own memory, so no other
+// holder sees it change except through .grad. Without a slot (or when the gradient was replaced
+// by hand, or the parameter moved) a fresh tensor holds the sum, as always.
+void accumulate_leaf(const Tensor& leaf, const Tensor& incoming) {
+  TensorImpl& impl = leaf.impl();
+  if (impl.grad_slot && (!impl.grad || impl.grad == impl.grad_slot)) {
+    Tensor slot(impl.grad_slot);
+    if (slot.shape() == incoming.shape() && slot.dtype() == incoming.dtype() &&
+        slot.device() == incoming.device()) {
+      if (!impl.grad) {
+        slot.copy_(incoming);
+        impl.grad = impl.grad_slot;
+      } else if (slot.numel() > 0) {
+        backend_for(slot.device()).binary(BinaryOp::Add, slot.view(), incoming.view(), slot.view());
+      }
+      return;
+    }
+  }
+  leaf.set_grad(contiguous(accumulate(leaf.grad(), incoming)));
+}
 }  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
@@ -75,7 +99,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
 
   NoGradGuard no_grad;
   if (root.is_leaf()) {
-    root.set_grad(contiguous(accumulate(root.grad(), grad)));
+    accumulate_leaf(root, grad);
     return;
   }
 
@@ -117,7 +141,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         Tensor& slot = grads[in.grad_fn().get()];
         slot = accumulate(slot, gi);
       } else {
-        in.set_grad(contiguous(accumulate(in.grad(), gi)));
+        accumulate_leaf(in, gi);
       }
     }
     if (!retain_graph) {  // free what backward no longer needs, as soon as it is used

@@ -177,6 +177,7 @@ Tensor Tensor::detach() const {
   auto impl = std::make_shared<TensorImpl>(*impl_);
   impl->grad_fn.reset();
   impl->grad.reset();
+  impl->grad_slot.reset();  // a detached copy must not write into the original's gradient
   impl->requires_grad = false;
   return Tensor(impl);
 }

@@ -41,6 +41,9 @@ struct TensorImpl {
   bool requires_grad = false;        // set on leaves by the user
   std::shared_ptr<TensorImpl> grad;  // accumulated by backward() on leaves
   std::shared_ptr<Node> grad_fn;     // set on results of recorded ops
+  // Where backward() puts this leaf's gradient when set (an optimizer's flat gradient buffer,
+  // train/optimizer.h): the first gradient is copied into it, later ones are added in place.
+  std::shared_ptr<TensorImpl> grad_slot;
 };
 
 class Tensor {
@@ -113,6 +116,9 @@ class Tensor {
   Tensor grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
   void set_grad(const Tensor& g) const { impl().grad = g.impl_; }
   void zero_grad() const { impl().grad.reset(); }  // like PyTorch's set_to_none
+  // The preallocated home of this leaf's gradient (see TensorImpl::grad_slot); undefined = none.
+  Tensor grad_slot() const { return impl().grad_slot ? Tensor(impl().grad_slot) : Tensor(); }
+  void set_grad_slot(const Tensor& slot) const { impl().grad_slot = slot.impl_; }
   const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
   void set_grad_fn(std::shared_ptr<Node> node) { impl().grad_fn = std::move(node); }
   // Reverse-mode from this scalar (grad defaults to 1) or with an explicit upstream gradient.

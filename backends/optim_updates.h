@@ -20,6 +20,13 @@ struct SgdArgs {
   bool first_step;  // momentum buffer starts as the gradient itself (PyTorch's rule)
 };
 
+// The same arguments with weight decay off: the undecayed part of a flat update (biases, norms).
+template <typename Args>
+MIXLAB_HOST_DEVICE Args without_decay(Args a) {
+  a.weight_decay = 0;
+  return a;
+}
+
 // Element i of parameter p with gradient g and moments m, v.
 template <typename T>
 MIXLAB_HOST_DEVICE void adam_element(T* p, const T* g, T* m, T* v, int64_t i, const AdamArgs& a) {

@@ -626,6 +626,57 @@ void add_optimizer_cases(std::vector<OpCase>& t) {
   }
 }
 
+// The flat updates (every parameter in one call): weight decay on [0, decayed) only.
+void add_flat_optimizer_cases(std::vector<OpCase>& t) {
+  for (int64_t n : {1, 17, 1000}) {
+    for (int64_t part = 0; part <= 2; ++part) {
+      const int64_t decayed = part * n / 2;                     // none, half, all decayed
+      if (part > 0 && decayed == (part - 1) * n / 2) continue;  // n = 1: half is none
+      const std::string what =
+          " 3 steps n=" + std::to_string(n) + " decayed=" + std::to_string(decayed);
+      t.push_back({"adam_update_flat",
+                   "adamw" + what,
+                   {Input::uniform({n}, 230), Input::uniform({n}, 232), Input::uniform({n}, 233),
+                    Input::uniform({n}, 234)},
+                   [decayed](const Ctx& c, const In& in) {
+                     Tensor p = in[0].clone();
+                     Tensor m = Tensor::zeros(p.shape(), c.dtype, c.device);
+                     Tensor v = Tensor::zeros(p.shape(), c.dtype, c.device);
+                     for (int step = 1; step <= 3; ++step) {
+                       AdamArgs a{};
+                       a.lr = 1e-2, a.beta1 = 0.9, a.beta2 = 0.999, a.eps = 1e-8;
+                       a.weight_decay = 0.5, a.decoupled = true;
+                       a.bias_correction1 = 1 - std::pow(a.beta1, step);
+                       a.bias_correction2 = 1 - std::pow(a.beta2, step);
+                       c.kernels().adam_update_flat(p.view(), in[step].view(), m.view(), v.view(),
+                                                    decayed, a);
+                     }
+                     return Out{p, m, v};
+                   },
+                   Tol{1e-5, 1e-6},
+                   Tol{1e-12, 1e-14}});
+      t.push_back({"sgd_update_flat",
+                   "sgd momentum" + what,
+                   {Input::uniform({n}, 240), Input::uniform({n}, 242), Input::uniform({n}, 243),
+                    Input::uniform({n}, 244)},
+                   [decayed](const Ctx& c, const In& in) {
+                     Tensor p = in[0].clone();
+                     Tensor buf = Tensor::zeros(p.shape(), c.dtype, c.device);
+                     for (int step = 1; step <= 3; ++step) {
+                       SgdArgs a{};
+                       a.lr = 0.1, a.momentum = 0.9, a.weight_decay = 0.5;
+                       a.first_step = step == 1;
+                       c.kernels().sgd_update_flat(p.view(), in[step].view(), buf.view(), decayed,
+                                                   a);
+                     }
+                     return Out{p, buf};
+                   },
+                   Tol{1e-6, 1e-7},
+                   Tol{1e-12, 1e-14}});
+    }
+  }
+}
+
 std::vector<OpCase> build_table() {
   std::vector<OpCase> t;
   add_memory_cases(t);
@@ -636,6 +687,7 @@ std::vector<OpCase> build_table() {
   add_index_and_random_cases(t);
   add_fft_cases(t);
   add_optimizer_cases(t);
+  add_flat_optimizer_cases(t);
   return t;
 }
 

@@ -1,36 +1,72 @@
-// Optimizer updates, one pass over each parameter tensor; the per-element rules (PyTorch's) are
-// shared with the CUDA kernels (backends/optim_updates.h).
+// Optimizer updates, one pass over a parameter tensor or over a range of an optimizer's flat
+// buffer; the per-element rules (PyTorch's) are shared with the CUDA kernels
+// (backends/optim_updates.h). Every element is independent, so the split over threads changes
+// no number.
+#include <algorithm>
+
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
 #include "core/dtype_dispatch.h"
 
 namespace mixlab {
 
-void CpuBackend::adam_update(const View& param, const View& grad, const View& m, const View& v,
-                             const AdamArgs& a) {
+namespace {
+// element(i, args) for i in [0, n), split over threads: `a` (with its weight decay) for
+// i < decayed, the same arguments without decay after.
+template <typename Args, typename Element>
+void for_each_element(int64_t n, int64_t decayed, const Args& a, Element element) {
+  const Args plain = without_decay(a);
+  parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) {
+    const int64_t split = std::clamp(decayed, b, e);
+    for (int64_t i = b; i < split; ++i) element(i, a);
+    for (int64_t i = split; i < e; ++i) element(i, plain);
+  });
+}
+
+void adam_loop(const View& param, const View& grad, const View& m, const View& v, int64_t decayed,
+               const AdamArgs& a) {
   dispatch_floating(param.dtype, "adam_update", [&](auto tag) {
     using T = decltype(tag);
     T* p = param.as<T>();
     const T* g = grad.as<T>();
     T* pm = m.as<T>();
     T* pv = v.as<T>();
-    parallel_for(param.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) adam_element(p, g, pm, pv, i, a);
-    });
+    for_each_element(param.numel(), decayed, a,
+                     [&](int64_t i, const AdamArgs& args) { adam_element(p, g, pm, pv, i, args); });
   });
 }
 
-void CpuBackend::sgd_update(const View& param, const View& grad, const View& buf,
-                            const SgdArgs& a) {
+void sgd_loop(const View& param, const View& grad, const View& buf, int64_t decayed,
+              const SgdArgs& a) {
   dispatch_floating(param.dtype, "sgd_update", [&](auto tag) {
     using T = decltype(tag);
     T* p = param.as<T>();
     const T* g = grad.as<T>();
     T* pb = buf.as<T>();
-    parallel_for(param.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) sgd_element(p, g, pb, i, a);
-    });
+    for_each_element(param.numel(), decayed, a,
+                     [&](int64_t i, const SgdArgs& args) { sgd_element(p, g, pb, i, args); });
   });
+}
+}  // namespace
+
+void CpuBackend::adam_update(const View& param, const View& grad, const View& m, const View& v,
+                             const AdamArgs& a) {
+  adam_loop(param, grad, m, v, param.numel(), a);
+}
+
+void CpuBackend::sgd_update(const View& param, const View& grad, const View& buf,
+                            const SgdArgs& a) {
+  sgd_loop(param, grad, buf, param.numel(), a);
+}
+
+void CpuBackend::adam_update_flat(const View& param, const View& grad, const View& m, const View& v,
+                                  int64_t decayed, const AdamArgs& a) {
+  adam_loop(param, grad, m, v, decayed, a);
+}
+
+void CpuBackend::sgd_update_flat(const View& param, const View& grad, const View& buf,
+                                 int64_t decayed, const SgdArgs& a) {
+  sgd_loop(param, grad, buf, decayed, a);
 }
 
 }  // namespace mixlab

@@ -4,9 +4,16 @@
 // reduction per tensor, the partial sums added on the device, and a single scalar copied to the
 // host at the end (no per-element host loop, so a GPU run stays on the GPU).
 //
-// Gradients are replaced, never scaled in place: backward() may hand the very same gradient
-// tensor to two leaves (the two inputs of an add, say), and an in-place scale would then hit that
-// storage twice.
+// The flat path: when every parameter's gradient sits in its slot of an optimizer's flat gradient
+// buffer (train/optimizer.h) and together they tile one contiguous range, the norm is ONE
+// squared-sum reduction over that range and the scale ONE in-place pass over it. The slots are
+// the optimizer's own memory, one per parameter, so scaling them in place is safe. The flat norm
+// adds the squares in a different order than the per-tensor one (in float64 partial sums over
+// large ranges), so the two agree to float rounding, not bit for bit.
+//
+// Otherwise gradients are replaced, never scaled in place: backward() may hand the very same
+// gradient tensor to two leaves (the two inputs of an add, say), and an in-place scale would then
+// hit that storage twice.
 //
 // Gradient accumulation over micro-batches (an effective batch of k·b with the memory of b):
 //

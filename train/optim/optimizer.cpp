@@ -1,8 +1,11 @@
-// The optimizer base: groups, names, the step loop and checkpoint state. The update rules live in
-// train/optim/sgd.cpp and train/optim/adam.cpp.
+// The optimizer base: groups, names, the flat buffer, the step loop and checkpoint state. The
+// update rules live in train/optim/sgd.cpp and train/optim/adam.cpp.
 #include "train/optim/optimizer.h"
 
+#include <algorithm>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
@@ -36,8 +39,8 @@ std::string join(const std::vector<std::string>& items) {
 }
 }  // namespace
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr)
-    : groups_(std::move(groups)), lr_(lr) {
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, bool flat_buffer)
+    : groups_(std::move(groups)), lr_(lr), want_flat_(flat_buffer) {
   check(lr >= 0, "optimizer: learning rate must be >= 0, got ", lr);
   std::set<const TensorImpl*> seen;
   std::set<std::string> names;
@@ -68,6 +71,158 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr)
   }
   state_.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) state_[g].resize(groups_[g].params.size());
+  if (want_flat_) build_flat();
+}
+
+Optimizer::~Optimizer() { release_grad_slots(); }
+
+// ---- the flat buffer ----
+
+void Optimizer::release_grad_slots() {
+  if (!flat_.grads.defined()) return;
+  for (const auto& group : groups_)
+    for (const Tensor& p : group.params) {
+      TensorImpl& t = p.impl();
+      if (t.grad_slot && t.grad_slot->storage == flat_.grads.impl().storage) t.grad_slot.reset();
+    }
+}
+
+void Optimizer::build_flat() {
+  release_grad_slots();
+  flat_ = FlatBuffers{};
+  std::vector<Tensor> all;
+  for (const auto& group : groups_) all.insert(all.end(), group.params.begin(), group.params.end());
+  if (all.empty()) return;
+  const Device device = all[0].device();
+  const DType dtype = all[0].dtype();
+  // Parameters that share memory (one a view of another) would be untied by separate copies.
+  std::vector<std::tuple<const Storage*, int64_t, int64_t>> spans;
+  for (const Tensor& p : all) {
+    if (p.device() != device || p.dtype() != dtype || !p.is_contiguous()) return;
+    spans.emplace_back(p.impl().storage.get(), p.offset(), p.offset() + p.numel());
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t j = 1; j < spans.size(); ++j)
+    if (std::get<0>(spans[j]) == std::get<0>(spans[j - 1]) &&
+        std::get<1>(spans[j]) < std::get<2>(spans[j - 1]))
+      return;
+
+  std::vector<int64_t> offsets{0};
+  for (const Tensor& p : all) offsets.push_back(offsets.back() + p.numel());
+  Tensor params = Tensor::empty({offsets.back()}, dtype, device);
+  Tensor grads = Tensor::zeros({offsets.back()}, dtype, device);
+  for (size_t k = 0; k < all.size(); ++k) {
+    const Tensor& p = all[k];
+    const Shape strides = contiguous_strides(p.shape());
+    Tensor value = make_view(params, p.shape(), strides, offsets[k]);
+    value.copy_(p);
+    Tensor slot = make_view(grads, p.shape(), strides, offsets[k]);
+    Tensor g = p.grad();
+    if (g.defined() && g.shape() == p.shape() && g.dtype() == dtype && g.device() == device) {
+      slot.copy_(g);
+      p.set_grad(slot);
+    }
+    p.set_grad_slot(slot);
+    // The parameter's own TensorImpl becomes the view, so every handle on it follows.
+    TensorImpl& t = p.impl();
+    t.storage = params.impl().storage;
+    t.strides = strides;
+    t.offset = offsets[k];
+  }
+  flat_.params = params;
+  flat_.grads = grads;
+  flat_.offsets = std::move(offsets);
+}
+
+bool Optimizer::flat_intact() const {
+  if (!flat_.params.defined()) return false;
+  const TensorImpl& base = flat_.params.impl();
+  size_t k = 0;
+  for (const auto& group : groups_)
+    for (const Tensor& p : group.params) {
+      const TensorImpl& t = p.impl();
+      if (t.storage != base.storage || t.dtype != base.dtype || t.offset != flat_.offsets[k] ||
+          p.numel() != flat_.offsets[k + 1] - flat_.offsets[k] || !p.is_contiguous() ||
+          !t.grad_slot || t.grad_slot->storage != flat_.grads.impl().storage ||
+          t.grad_slot->offset != flat_.offsets[k])
+        return false;
+      ++k;
+    }
+  return true;
+}
+
+bool Optimizer::is_flat() const { return flat_intact(); }
+
+void Optimizer::bind_flat_slots(size_t num_slots) {
+  const Tensor& params = flat_.params;
+  flat_.slots.clear();
+  for (size_t s = 0; s < num_slots; ++s)
+    flat_.slots.push_back(Tensor::zeros(params.shape(), params.dtype(), params.device()));
+  size_t k = 0;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t i = 0; i < groups_[g].params.size(); ++i, ++k) {
+      const Tensor& p = groups_[g].params[i];
+      ParamState& st = state_[g][i];
+      std::vector<Tensor> views;
+      for (size_t s = 0; s < num_slots; ++s) {
+        Tensor view =
+            make_view(flat_.slots[s], p.shape(), contiguous_strides(p.shape()), flat_.offsets[k]);
+        if (st.step > 0 && s < st.slots.size()) {
+          const Tensor& old = st.slots[s];
+          view.copy_(old.device() == view.device() ? old : old.to(view.device()));
+        }
+        views.push_back(view);
+      }
+      st.slots = std::move(views);
+    }
+}
+
+void Optimizer::step_flat_runs(const std::vector<FlatItem>& items) {
+  struct Run {
+    size_t first_k, last_k;
+    int64_t decayed_end;  // element index where the undecayed part begins
+    int64_t step;
+    double weight_decay, lr_scale;
+    bool undecayed_part;  // an undecayed parameter joined: no decayed one may follow
+  };
+  std::optional<Run> run;
+  auto range = [](const Tensor& flat, int64_t begin, int64_t end) {
+    return make_view(flat, {end - begin}, {1}, flat.offset() + begin);
+  };
+  auto flush = [&] {
+    if (!run) return;
+    const int64_t begin = flat_.offsets[run->first_k], end = flat_.offsets[run->last_k + 1];
+    std::vector<Tensor> slots;
+    for (const Tensor& s : flat_.slots) slots.push_back(range(s, begin, end));
+    update_flat(range(flat_.params, begin, end), range(flat_.grads, begin, end), slots,
+                run->decayed_end - begin, run->step, run->weight_decay, lr_ * run->lr_scale);
+    run.reset();
+  };
+  for (const FlatItem& item : items) {
+    const ParamGroup& group = groups_[item.g];
+    ParamState& st = state_[item.g][item.i];
+    const int64_t step = st.step + 1;
+    const double wd = group.weight_decay;
+    const int64_t end = flat_.offsets[item.k + 1];
+    bool joins =
+        run && item.k == run->last_k + 1 && step == run->step && group.lr_scale == run->lr_scale;
+    if (joins) {
+      if (!run->undecayed_part && wd == run->weight_decay)
+        run->decayed_end = end;
+      else if (wd == 0)
+        run->undecayed_part = true;
+      else
+        joins = false;
+    }
+    if (!joins) {
+      flush();
+      run = Run{item.k,         item.k, wd == 0 ? flat_.offsets[item.k] : end, step, wd,
+                group.lr_scale, wd == 0};
+    }
+    run->last_k = item.k;
+    st.step = step;
+  }
+  flush();
 }
 
 void Optimizer::set_lr(double lr) {
@@ -77,6 +232,9 @@ void Optimizer::set_lr(double lr) {
 
 void Optimizer::step() {
   NoGradGuard no_grad;  // nothing here is differentiable; a contiguous() copy must not record
+  // Parameters moved or replaced since the layout was made (Module::to(), a load that swapped
+  // storage, another optimizer over them): lay them out again (values and gradients copied).
+  if (want_flat_ && !flat_intact()) build_flat();
   // Check every parameter first, so that a bad gradient leaves no parameter half-stepped.
   struct Work {
     size_t g, i;
@@ -113,12 +271,23 @@ void Optimizer::step() {
   }
 
   const size_t num_slots = slot_names().size();
+  const bool flat = flat_.params.defined();
+  if (flat && num_slots > 0 && flat_.slots.empty()) bind_flat_slots(num_slots);
+  std::vector<size_t> group_start{0};  // layout position of each group's first parameter
+  for (const auto& group : groups_) group_start.push_back(group_start.back() + group.params.size());
+
+  std::vector<FlatItem> in_slots;  // gradients in their flat slots: stepped together below
   for (Work& w : work) {
     const ParamGroup& group = groups_[w.g];
     const Tensor& p = group.params[w.i];
+    if (flat && w.grad.impl_ptr() == p.impl().grad_slot) {
+      in_slots.push_back({w.g, w.i, group_start[w.g] + w.i});
+      continue;
+    }
+    // A gradient set by hand (or no flat layout): the per-tensor kernel.
     if (!w.grad.is_contiguous()) w.grad = w.grad.contiguous();
     ParamState& st = state_[w.g][w.i];
-    if (st.step == 0) {
+    if (st.slots.size() != num_slots) {  // flat slots are bound (and zero) before the 1st step
       st.slots.clear();
       for (size_t s = 0; s < num_slots; ++s)
         st.slots.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
@@ -126,6 +295,7 @@ void Optimizer::step() {
     ++st.step;
     update(p, w.grad, st.slots, st.step, group, lr_ * group.lr_scale);
   }
+  step_flat_runs(in_slots);
   ++steps_taken_;
 }
 
@@ -225,6 +395,7 @@ void Optimizer::load_state(const Json& state, const std::map<std::string, Tensor
   if (!problems.empty()) fail("optimizer state (", type_name(), "): ", join(problems));
 
   state_ = std::move(fresh);
+  flat_.slots.clear();  // the next step binds the flat state buffers again, from these tensors
   lr_ = lr;
   steps_taken_ = steps_taken;
 }

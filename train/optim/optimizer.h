@@ -1,9 +1,30 @@
 // Optimizers over parameter groups: SGD (momentum, dampening, Nesterov), Adam and AdamW.
 //
-// Each update is ONE backend kernel call per parameter tensor (Backend::sgd_update /
-// Backend::adam_update) on the parameter's own device: no autograd graph, no temporaries, no
-// host round trip. The rules are PyTorch's (torch.optim.SGD / Adam / AdamW, default flags):
+// The flat buffer (llm.c's params_memory / grads_memory / m_memory / v_memory): when the
+// parameters share one device and dtype, the optimizer lays them out back to back in ONE buffer,
+// group by group (param_groups() puts the decayed tensors first), copies their values there and
+// makes each parameter tensor a view into it (the same TensorImpl, so modules and every other
+// handle see it; forward and backward code is unchanged). Each parameter also gets a slot in a
+// flat gradient buffer (TensorImpl::grad_slot): backward() copies a leaf's first gradient into
+// its slot and adds later ones there in place. The moments (exp_avg, exp_avg_sq /
+// momentum_buffer) get one flat buffer each at the first step. A step is then ONE backend call
+// (Backend::adam_update_flat / sgd_update_flat) over the whole range, with one boundary index:
+// elements before it get the group's weight decay, elements after it none. clip_grad_norm and
+// scale_grads (train/grad_utils.h) see the same range and make one reduction and one in-place
+// scale over it. zero_grad() stays set-to-none: the next first gradient overwrites its slot, so
+// no pass over memory is needed at all.
 //
+// A step splits into more calls only where the per-tensor rule demands it: a parameter without a
+// gradient (skipped, as in PyTorch), parameters at different step counts (different bias
+// corrections), groups with different lr_scale or a decayed group after an undecayed one; a
+// gradient set by hand (not in its slot) is updated with the per-tensor kernel
+// (Backend::adam_update / sgd_update). When the parameters were moved or replaced after the
+// optimizer was built (Module::to(), assign_in_place) the next step lays them out again; mixed
+// devices or dtypes, or parameters that share memory, keep the per-tensor path. The options'
+// `flat_buffer = false` keeps the per-tensor path throughout (tests compare the two).
+//
+// The rules are PyTorch's (torch.optim.SGD / Adam / AdamW, default flags), element by element
+// the same on both paths (backends/optim_updates.h):
 //   SGD    d = g + wd·p;  b = d on a parameter's first step, else μ·b + (1-τ)·d;
 //          d = d + μ·b (Nesterov) or b;  p -= lr·d
 //   Adam   g += wd·p (L2 through the gradient)              m = β1·m + (1-β1)·g
@@ -63,7 +84,7 @@ std::vector<ParamGroup> param_groups(const Module& module, double weight_decay);
 
 class Optimizer {
  public:
-  virtual ~Optimizer() = default;
+  virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
@@ -75,6 +96,14 @@ class Optimizer {
   void step();
   // Drops every gradient (PyTorch's set_to_none=True).
   void zero_grad();
+
+  // ---- the flat buffer (see the top of this file) ----
+  // True while every parameter is a view into one flat buffer of this optimizer.
+  bool is_flat() const;
+  // The flat parameter and gradient buffers (1-D, every parameter in group order); undefined
+  // without the flat layout.
+  const Tensor& flat_params() const { return flat_.params; }
+  const Tensor& flat_grads() const { return flat_.grads; }
 
   void set_lr(double lr);
   double lr() const { return lr_; }
@@ -99,7 +128,7 @@ class Optimizer {
   void load_state(const Json& state, const std::map<std::string, Tensor>& tensors);
 
  protected:
-  Optimizer(std::vector<ParamGroup> groups, double lr);
+  Optimizer(std::vector<ParamGroup> groups, double lr, bool flat_buffer);
 
   // The state tensors a parameter gets on its first step, in order (zeros, like the param).
   virtual std::vector<std::string> slot_names() const = 0;
@@ -108,23 +137,56 @@ class Optimizer {
   // The one kernel call. `step` is the parameter's step count including this one (1 = first).
   virtual void update(const Tensor& param, const Tensor& grad, std::vector<Tensor>& slots,
                       int64_t step, const ParamGroup& group, double lr) = 0;
+  // The one kernel call over a range of the flat buffers (all 1-D, the same length): elements
+  // [0, decayed) get `weight_decay`, the rest none; every parameter in the range is at `step`.
+  virtual void update_flat(const Tensor& params, const Tensor& grads,
+                           const std::vector<Tensor>& slots, int64_t decayed, int64_t step,
+                           double weight_decay, double lr) = 0;
 
  private:
   struct ParamState {
     int64_t step = 0;
-    std::vector<Tensor> slots;  // empty until the first step
+    // Empty until the first step; with the flat layout, views into flat_.slots (zero while
+    // step == 0).
+    std::vector<Tensor> slots;
   };
+  // The flat layout; params undefined when the parameters are not laid out flat.
+  struct FlatBuffers {
+    Tensor params, grads;          // 1-D, every parameter's elements back to back in group order
+    std::vector<Tensor> slots;     // 1-D, one per slot name; empty until the first step
+    std::vector<int64_t> offsets;  // each parameter's start in group order, then the total
+  };
+  // (Re)builds the flat layout from the parameters as they are now (values, gradients), or
+  // leaves it empty when they cannot share one buffer.
+  void build_flat();
+  // Whether every parameter (and its gradient slot) still lives where build_flat() put it.
+  bool flat_intact() const;
+  // Allocates the flat state buffers and makes every parameter's state tensors views into them
+  // (copying the state of parameters that have some; the rest stay zero).
+  void bind_flat_slots(size_t num_slots);
+  // Clears the gradient slots that point into this optimizer's flat gradient buffer.
+  void release_grad_slots();
+  // One flat update per run of consecutive parameters (see the top of this file); each item is
+  // a parameter whose gradient is in its slot: group g, index i, position k in the layout.
+  struct FlatItem {
+    size_t g, i, k;
+  };
+  void step_flat_runs(const std::vector<FlatItem>& items);
+
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<ParamState>> state_;  // parallel to groups_[g].params
   double lr_;
   int64_t steps_taken_ = 0;
+  bool want_flat_;
+  FlatBuffers flat_;
 };
 
 struct SgdOptions {
   double lr = 0.01;
   double momentum = 0.0;
   double dampening = 0.0;
-  bool nesterov = false;  // needs momentum > 0 and dampening == 0 (PyTorch's rule)
+  bool nesterov = false;    // needs momentum > 0 and dampening == 0 (PyTorch's rule)
+  bool flat_buffer = true;  // false: the per-tensor path (one kernel call per parameter)
 };
 
 class Sgd : public Optimizer {
@@ -138,8 +200,11 @@ class Sgd : public Optimizer {
   Json hyper_json() const override;
   void update(const Tensor& param, const Tensor& grad, std::vector<Tensor>& slots, int64_t step,
               const ParamGroup& group, double lr) override;
+  void update_flat(const Tensor& params, const Tensor& grads, const std::vector<Tensor>& slots,
+                   int64_t decayed, int64_t step, double weight_decay, double lr) override;
 
  private:
+  SgdArgs args_for(int64_t step, double weight_decay, double lr) const;
   SgdOptions options_;
 };
 
@@ -148,6 +213,7 @@ struct AdamOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  bool flat_buffer = true;  // false: the per-tensor path (one kernel call per parameter)
 };
 
 // Adam with L2 regularisation through the gradient (torch.optim.Adam's weight_decay).
@@ -163,8 +229,11 @@ class Adam : public Optimizer {
   Json hyper_json() const override;
   void update(const Tensor& param, const Tensor& grad, std::vector<Tensor>& slots, int64_t step,
               const ParamGroup& group, double lr) override;
+  void update_flat(const Tensor& params, const Tensor& grads, const std::vector<Tensor>& slots,
+                   int64_t decayed, int64_t step, double weight_decay, double lr) override;
 
  private:
+  AdamArgs args_for(int64_t step, double weight_decay, double lr) const;
   AdamOptions options_;
   bool decoupled_;
 };

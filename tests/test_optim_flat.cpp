@@ -1,0 +1,291 @@
+// The optimizers' flat buffer (train/optimizer.h): parameters become views into one buffer,
+// gradients land in their slots, one kernel call covers the model, and the numbers are those of
+// the per-tensor path (flat_buffer = false), through clipping, skipped parameters and a resume.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/random.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "train/optim/grad_utils.h"
+#include "train/optim/optimizer.h"
+#include "tests/app_runner.h"
+#include "tests/temp_dir.h"
+
+using namespace mixlab;
+
+namespace {
+
+// Matrices (decayed) and biases and a norm (not decayed), plus a branch used only on some steps,
+// so that a parameter misses steps and falls behind in its own step count.
+class TinyNet : public Module {
+ public:
+  explicit TinyNet(uint64_t seed) : gen_(seed) {
+    fc1 = register_module("fc1", std::make_shared<Linear>(6, 8, true, gen_));
+    norm = register_module("norm", std::make_shared<LayerNorm>(8));
+    fc2 = register_module("fc2", std::make_shared<Linear>(8, 3, true, gen_));
+    extra = register_module("extra", std::make_shared<Linear>(6, 3, true, gen_));
+  }
+  std::string type_name() const override { return "TinyNet"; }
+  Tensor forward(const Tensor& x, bool use_extra) const {
+    Tensor y = fc2->forward(gelu(norm->forward(fc1->forward(x))));
+    return use_extra ? add(y, extra->forward(x)) : y;
+  }
+  std::shared_ptr<Linear> fc1, fc2, extra;
+  std::shared_ptr<LayerNorm> norm;
+
+ private:
+  Generator gen_;
+};
+
+// The batch of step s: a pure function of s.
+Tensor loss_at(const TinyNet& net, int s) {
+  Generator gen(100 + s);
+  Tensor x = Tensor::uniform({5, 6}, -1, 1, gen);
+  Tensor y = Tensor::from_data(std::vector<int32_t>{0, 1, 2, 1, s % 3}, {5});
+  return cross_entropy(net.forward(x, s % 3 != 1), y);
+}
+
+std::unique_ptr<Optimizer> make(const std::string& kind, const TinyNet& net, bool flat) {
+  if (kind == "sgd") {
+    SgdOptions o;
+    o.lr = 0.05, o.momentum = 0.9, o.flat_buffer = flat;
+    return std::make_unique<Sgd>(param_groups(net, 0.01), o);
+  }
+  AdamOptions o;
+  o.lr = 1e-2, o.flat_buffer = flat;
+  if (kind == "adam") return std::make_unique<Adam>(param_groups(net, 0.01), o);
+  return std::make_unique<AdamW>(param_groups(net, 0.1), o);
+}
+
+void train_steps(const TinyNet& net, Optimizer& opt, int from, int to, double clip) {
+  for (int s = from; s < to; ++s) {
+    loss_at(net, s).backward();
+    if (clip > 0) clip_grad_norm(net.parameters(), clip);
+    opt.step();
+    opt.zero_grad();
+  }
+}
+
+std::vector<std::vector<float>> values(const Module& m) {
+  std::vector<std::vector<float>> out;
+  for (const Tensor& p : m.parameters()) out.push_back(p.to_float_vector());
+  return out;
+}
+
+double max_relative_difference(const std::vector<std::vector<float>>& a,
+                               const std::vector<std::vector<float>>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].size() == b[i].size());
+    for (size_t j = 0; j < a[i].size(); ++j)
+      worst = std::max(worst, std::abs(static_cast<double>(a[i][j]) - b[i][j]) /
+                                  (1e-3 + std::abs(static_cast<double>(b[i][j]))));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("optim flat: parameters become views into one buffer, with their values") {
+  TinyNet net(1);
+  const auto before = values(net);
+  AdamW opt(param_groups(net, 0.1), AdamOptions{});
+  REQUIRE(opt.is_flat());
+  CHECK(values(net) == before);
+  const Tensor& flat = opt.flat_params();
+  CHECK(flat.numel() == net.parameter_count());
+  // Group order: matrices first, then biases and norms; each a contiguous view, back to back.
+  int64_t next = 0;
+  for (const ParamGroup& group : opt.groups())
+    for (const Tensor& p : group.params) {
+      CHECK(p.impl().storage == flat.impl().storage);
+      CHECK(p.offset() == next);
+      CHECK(p.is_contiguous());
+      CHECK(p.grad_slot().impl().storage == opt.flat_grads().impl().storage);
+      CHECK(p.grad_slot().offset() == next);
+      next += p.numel();
+    }
+  CHECK(next == flat.numel());
+  // The module's own member handles are the same tensors: writing through one shows in the buffer.
+  net.fc1->weight.fill_(0.5);
+  CHECK(flat.to_float_vector()[0] == 0.5f);
+}
+
+TEST_CASE("optim flat: backward copies the first gradient into the slot and adds later ones") {
+  TinyNet plain(2), slotted(2);
+  AdamW opt(param_groups(slotted, 0.1), AdamOptions{});
+  loss_at(plain, 0).backward();
+  loss_at(slotted, 0).backward();
+  auto ps = plain.parameters(), ss = slotted.parameters();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    CHECK(ss[i].grad().same_as(ss[i].grad_slot()));
+    CHECK(ss[i].grad().to_float_vector() == ps[i].grad().to_float_vector());
+  }
+  // A second backward accumulates in place: the same float additions as the fresh-tensor path.
+  loss_at(plain, 3).backward();
+  loss_at(slotted, 3).backward();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    CHECK(ss[i].grad().same_as(ss[i].grad_slot()));
+    CHECK(ss[i].grad().to_float_vector() == ps[i].grad().to_float_vector());
+  }
+  // zero_grad() is set-to-none; the next gradient overwrites the stale slot (nothing left over).
+  opt.zero_grad();
+  plain.zero_grad();
+  for (const Tensor& p : ss) CHECK_FALSE(p.grad().defined());
+  loss_at(plain, 5).backward();
+  loss_at(slotted, 5).backward();
+  for (size_t i = 0; i < ps.size(); ++i)
+    CHECK(ss[i].grad().to_float_vector() == ps[i].grad().to_float_vector());
+}
+
+TEST_CASE("optim flat: a gradient shared by two leaves is copied into each slot") {
+  Tensor a = Tensor::from_data(std::vector<float>{1, 1}, {2}).set_requires_grad(true);
+  Tensor b = Tensor::from_data(std::vector<float>{1, 1}, {2}).set_requires_grad(true);
+  AdamW opt({ParamGroup{{a, b}, 0.0}}, AdamOptions{});
+  // add's backward hands one gradient tensor to both inputs.
+  add(a, b).backward(Tensor::from_data(std::vector<float>{3, 4}, {2}));
+  CHECK(a.grad().same_as(a.grad_slot()));
+  CHECK(b.grad().same_as(b.grad_slot()));
+  const double norm = std::sqrt(50.0);
+  CHECK(clip_grad_norm({a, b}, 1.0) == doctest::Approx(norm));  // the flat path: one range
+  const float coef = static_cast<float>(1.0 / (norm + 1e-6));
+  CHECK(a.grad().to_float_vector()[1] == doctest::Approx(4 * coef));
+  CHECK(b.grad().to_float_vector()[1] == doctest::Approx(4 * coef));  // scaled once, not twice
+}
+
+TEST_CASE("optim flat: the flat and per-tensor paths train to the same numbers") {
+  for (const std::string kind : {"adamw", "adam", "sgd"}) {
+    INFO(kind);
+    TinyNet flat_net(3), tensor_net(3);
+    auto flat_opt = make(kind, flat_net, true);
+    auto tensor_opt = make(kind, tensor_net, false);
+    CHECK(flat_opt->is_flat());
+    CHECK_FALSE(tensor_opt->is_flat());
+    // Without clipping every element goes through the same formula: bit for bit.
+    train_steps(flat_net, *flat_opt, 0, 7, 0.0);
+    train_steps(tensor_net, *tensor_opt, 0, 7, 0.0);
+    CHECK(values(flat_net) == values(tensor_net));
+    CHECK(flat_opt->state_json().dump() == tensor_opt->state_json().dump());  // steps too
+    // With clipping (always active at 0.05) the norm is summed in another order: float rounding.
+    train_steps(flat_net, *flat_opt, 7, 14, 0.05);
+    train_steps(tensor_net, *tensor_opt, 7, 14, 0.05);
+    CHECK(max_relative_difference(values(flat_net), values(tensor_net)) < 1e-5);
+    CHECK(flat_opt->is_flat());
+  }
+}
+
+TEST_CASE("optim flat: a resumed optimizer continues exactly like an uninterrupted one") {
+  TinyNet straight(4), first(4);
+  AdamW straight_opt(param_groups(straight, 0.1), AdamOptions{1e-2});
+  AdamW first_opt(param_groups(first, 0.1), AdamOptions{1e-2});
+  train_steps(straight, straight_opt, 0, 10, 0.5);
+  train_steps(first, first_opt, 0, 5, 0.5);
+
+  // What a checkpoint holds: weights, the optimizer's JSON and its tensors by name (copies).
+  std::map<std::string, Tensor> weights, state;
+  for (const auto& [name, t] : first.named_parameters()) weights[name] = t.clone();
+  for (const auto& [name, t] : first_opt.state_tensors()) state[name] = t.clone();
+  const Json json = first_opt.state_json();
+
+  TinyNet resumed(99);  // different initial values, all overwritten
+  AdamW resumed_opt(param_groups(resumed, 0.1), AdamOptions{1e-2});
+  // Weights replaced by storage swap (as Module::to() does): the next step lays them out again.
+  for (const auto& [name, t] : resumed.named_parameters()) assign_in_place(t, weights.at(name));
+  CHECK_FALSE(resumed_opt.is_flat());
+  resumed_opt.load_state(json, state);
+  train_steps(resumed, resumed_opt, 5, 10, 0.5);
+  CHECK(resumed_opt.is_flat());
+  CHECK(values(resumed) == values(straight));
+  auto a = resumed_opt.state_tensors(), b = straight_opt.state_tensors();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].first == b[i].first);
+    CHECK(a[i].second.to_float_vector() == b[i].second.to_float_vector());
+  }
+}
+
+TEST_CASE("optim flat: a model converted before the first step is laid out again") {
+  TinyNet net(5);
+  AdamW opt(param_groups(net, 0.1), AdamOptions{});
+  net.to(DType::F64);
+  CHECK_FALSE(opt.is_flat());
+  Generator gen(1);
+  Tensor x = Tensor::uniform({2, 6}, -1, 1, gen, DType::F64);
+  sum(net.forward(x, true)).backward();
+  opt.step();
+  CHECK(opt.is_flat());
+  CHECK(opt.flat_params().dtype() == DType::F64);
+  CHECK(net.fc1->weight.impl().storage == opt.flat_params().impl().storage);
+}
+
+TEST_CASE("optim flat: mixed dtypes keep the per-tensor path") {
+  Tensor a = Tensor::from_data(std::vector<float>{1, 2}, {2}).set_requires_grad(true);
+  Tensor b = Tensor::from_data(std::vector<double>{3, 4}, {2}).set_requires_grad(true);
+  Sgd opt({ParamGroup{{a, b}}}, SgdOptions{0.5});
+  CHECK_FALSE(opt.is_flat());
+  CHECK_FALSE(a.grad_slot().defined());
+  a.set_grad(Tensor::from_data(std::vector<float>{1, 1}, {2}));
+  b.set_grad(Tensor::from_data(std::vector<double>{2, 2}, {2}));
+  opt.step();
+  CHECK(a.to_double_vector() == std::vector<double>{0.5, 1.5});
+  CHECK(b.to_double_vector() == std::vector<double>{2.0, 3.0});
+}
+
+TEST_CASE("optim flat: the optimizer's end releases the gradient slots") {
+  TinyNet net(6);
+  {
+    AdamW opt(param_groups(net, 0.1), AdamOptions{});
+    CHECK(net.fc1->weight.grad_slot().defined());
+  }
+  for (const Tensor& p : net.parameters()) CHECK_FALSE(p.grad_slot().defined());
+  loss_at(net, 0).backward();  // plain fresh gradients again
+  for (const Tensor& p : net.parameters()) CHECK(p.grad().defined());
+}
+
+TEST_CASE("optim flat: a training step makes one adam_update_flat call (MIXLAB_DEBUG table)") {
+  // A real run of the command line, traced: the table's call counts are the kernel calls made.
+  testing::TempDir tmp;
+  const std::string dir = tmp.path();
+  {
+    std::ofstream pairs(dir + "/pairs.tsv");
+    const char* words[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 200; ++i) {
+      const int len = 1 + i % 3;
+      for (int t = 0; t < len; ++t) pairs << (t ? " " : "") << words[(i + t) % 4];
+      pairs << "\t";
+      for (int t = len - 1; t >= 0; --t) pairs << (t != len - 1 ? " " : "") << words[(i + t) % 4];
+      pairs << "\n";
+    }
+  }
+  const int steps = 3;
+  testing::Exit e =
+      testing::run_app({"translate", "train", "--data", dir + "/pairs.tsv", "--dim", "16",
+                        "--heads", "2", "--layers", "1", "--batch", "8", "--steps",
+                        std::to_string(steps), "--threads", "1", "--quiet", "--out", dir + "/run"},
+                       dir + "/log.txt", {{"MIXLAB_DEBUG", "1"}});
+  INFO(e.output);
+  REQUIRE(e.code == 0);
+  std::map<std::string, long long> calls;
+  std::istringstream lines(e.output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string kernel;
+    long long count = 0;
+    if (fields >> kernel >> count) calls[kernel] = count;
+  }
+  CHECK(calls["adam_update_flat"] == steps);
+  CHECK(calls.count("adam_update") == 0);  // no per-tensor call at all
+}
