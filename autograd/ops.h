@@ -122,4 +122,15 @@ Tensor tril_mask(int64_t n, int64_t m, int64_t diagonal = 0, DType dtype = DType
 Tensor length_mask(const std::vector<int32_t>& lengths, int64_t n, DType dtype = DType::F32,
                    Device device = Device::cpu());
 
+// ---- the attention core (autograd/ops/attention.cpp) ----
+// softmax(scale · q kᵀ + M) v for each (batch, head) in one kernel: q [B, H, N, D], k [B, H, M, D],
+// v [B, H, M, E] -> [B, H, N, E]. `allowed` (may be undefined: nothing masked) is 0/1, of q's
+// dtype, broadcastable to [B, H, N, M]: key j is seen by query i where it is 1. Equals
+// matmul(mixers::masked_softmax(mul(matmul(q, kᵀ), scale), allowed), v) (a query with no allowed
+// key gets 0) within rounding, without forming the [B, H, N, M] probabilities: the backward
+// recomputes them from the saved per-row log-sum-exp. The result is a [B, H, N, E] view of a
+// [B, N, H, E] buffer, so merging the heads after it is free.
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed,
+                       double scale);
+
 }  // namespace mixlab

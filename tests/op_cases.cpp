@@ -5,6 +5,7 @@
 // broadcasting and edge values. Adding a kernel or an op adds rows here (tests/op_harness.h).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -674,6 +675,150 @@ void add_flat_optimizer_cases(std::vector<OpCase>& t) {
                    Tol{1e-6, 1e-7},
                    Tol{1e-12, 1e-14}});
     }
+// ---- the attention core (fused_attention) ----
+struct AttnDims {
+  int64_t b, h, n, m, d, e;
+};
+
+// softmax of scale·q kᵀ over the allowed keys, times v, in plain C++ (a row with no allowed key
+// is 0). q, k, v row-major [B, H, ·, ·]; allowed(b, i, j) says whether query i sees key j.
+std::vector<double> attention_reference(
+    const std::vector<std::vector<double>>& in, AttnDims s,
+    const std::function<bool(int64_t, int64_t, int64_t)>& allowed) {
+  double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
+  std::vector<double> out(static_cast<size_t>(s.b * s.h * s.n * s.e), 0.0);
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t h = 0; h < s.h; ++h)
+      for (int64_t i = 0; i < s.n; ++i) {
+        int64_t item = b * s.h + h;
+        std::vector<double> w(static_cast<size_t>(s.m), 0.0);
+        double hi = -INFINITY, total = 0;
+        for (int64_t j = 0; j < s.m; ++j) {
+          if (!allowed(b, i, j)) continue;
+          double dot = 0;
+          for (int64_t c = 0; c < s.d; ++c)
+            dot += in[0][(item * s.n + i) * s.d + c] * in[1][(item * s.m + j) * s.d + c];
+          w[j] = dot * scale;
+          hi = std::max(hi, w[j]);
+        }
+        if (hi == -INFINITY) continue;
+        for (int64_t j = 0; j < s.m; ++j) w[j] = allowed(b, i, j) ? std::exp(w[j] - hi) : 0.0;
+        for (double x : w) total += x;
+        for (int64_t j = 0; j < s.m; ++j)
+          for (int64_t c = 0; c < s.e; ++c)
+            out[(item * s.n + i) * s.e + c] += w[j] / total * in[2][(item * s.m + j) * s.e + c];
+      }
+  return out;
+}
+
+void add_attention_cases(std::vector<OpCase>& t) {
+  auto inputs = [](AttnDims s, uint64_t seed) {
+    return std::vector<Input>{Input::leaf({s.b, s.h, s.n, s.d}, seed, -2, 2),
+                              Input::leaf({s.b, s.h, s.m, s.d}, seed + 1, -2, 2),
+                              Input::leaf({s.b, s.h, s.m, s.e}, seed + 2)};
+  };
+  auto name = [](const char* what, AttnDims s) {
+    return std::string(what) + " q " + dims_str({s.b, s.h, s.n, s.d}) + " k " +
+           dims_str({s.b, s.h, s.m, s.d}) + " v " + dims_str({s.b, s.h, s.m, s.e});
+  };
+  auto scale = [](AttnDims s) { return 1.0 / std::sqrt(static_cast<double>(s.d)); };
+
+  // A row against the formula, masked by what make_mask builds (from the context and inputs).
+  using MakeMask = std::function<Tensor(const Ctx&, const In&)>;
+  using Allowed = std::function<bool(int64_t, int64_t, int64_t)>;
+  auto against_formula = [&t, name, scale](const char* kernel, const char* what, AttnDims s,
+                                           std::vector<Input> in, MakeMask make_mask,
+                                           Allowed allowed) {
+    t.push_back({kernel,
+                 name(what, s),
+                 std::move(in),
+                 [s, scale, make_mask](const Ctx& c, const In& x) {
+                   return Out{fused_attention(x[0], x[1], x[2], make_mask(c, x), scale(s))};
+                 },
+                 kF32Loose,
+                 kF64Loose,
+                 /*grad=*/true,
+                 {DType::F32, DType::F64},
+                 [s, allowed](const std::vector<std::vector<double>>& v) {
+                   return attention_reference(v, s, allowed);
+                 }});
+  };
+
+  // No mask, self- and cross-attention (N != M, E != D).
+  for (AttnDims s :
+       {AttnDims{1, 1, 1, 1, 1, 1}, AttnDims{2, 3, 4, 4, 3, 3}, AttnDims{2, 2, 3, 5, 4, 2}}) {
+    against_formula(
+        "attention", "unmasked", s, inputs(s, 190), [](const Ctx&, const In&) { return Tensor(); },
+        [](int64_t, int64_t, int64_t) { return true; });
+  }
+
+  // Padded keys [B, 1, 1, M] (item 1 has 2 of 5 keys) and causal [N, M] masks, and both.
+  {
+    AttnDims s{2, 2, 5, 5, 3, 3};
+    std::vector<double> keys = {1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    auto key_ok = [keys](int64_t b, int64_t, int64_t j) { return keys[b * 5 + j] != 0; };
+    std::vector<Input> in = inputs(s, 193);
+    in.push_back(Input::given({2, 1, 1, 5}, keys));
+    against_formula(
+        "attention_backward", "padded keys", s, in, [](const Ctx&, const In& x) { return x[3]; },
+        key_ok);
+    against_formula(
+        "attention_backward", "causal and padded keys", s, in,
+        [s](const Ctx& c, const In& x) {
+          return mul(x[3], tril_mask(s.n, s.m, 0, c.dtype, c.device));
+        },
+        [key_ok](int64_t b, int64_t i, int64_t j) { return key_ok(b, i, j) && j <= i; });
+  }
+
+  // Cross-attention with padded query rows whose keys are all masked ([B, 1, N, M]: they give 0
+  // and pass no gradient), a decoding-style causal offset, and a query of one row.
+  {
+    AttnDims s{2, 2, 4, 6, 3, 5};
+    std::vector<double> mask(2 * 4 * 6, 1.0);
+    for (int64_t j = 0; j < 6; ++j) mask[(0 * 4 + 3) * 6 + j] = 0;  // item 0, row 3: nothing
+    for (int64_t j = 0; j < 6; ++j) mask[(1 * 4 + 0) * 6 + j] = 0;  // item 1, row 0: nothing
+    mask[(1 * 4 + 2) * 6 + 5] = 0;
+    std::vector<Input> in = inputs(s, 196);
+    in.push_back(Input::given({2, 1, 4, 6}, mask));
+    against_formula(
+        "attention", "rows with no key", s, in, [](const Ctx&, const In& x) { return x[3]; },
+        [mask](int64_t b, int64_t i, int64_t j) { return mask[(b * 4 + i) * 6 + j] != 0; });
+    AttnDims one{2, 3, 1, 6, 4, 4};
+    t.push_back({"attention", name("one query, causal offset", one), inputs(one, 199),
+                 [one, scale](const Ctx& c, const In& x) {
+                   Tensor mask = tril_mask(1, 6, 3, c.dtype, c.device);  // sees keys 0..3
+                   return Out{fused_attention(x[0], x[1], x[2], mask, scale(one))};
+                 },
+                 kF32Loose, kF64Loose, true});
+  }
+
+  // Heads split out of [B, N, H·D] projections (strided rows, no copy), as the mixers call it.
+  {
+    t.push_back({"attention_backward",
+                 "split heads of [2, 5, 3·4] and [2, 7, 3·4]",
+                 {Input::leaf({2, 5, 12}, 202, -2, 2), Input::leaf({2, 7, 12}, 203, -2, 2),
+                  Input::leaf({2, 7, 12}, 204)},
+                 [](const Ctx&, const In& x) {
+                   auto split = [](const Tensor& t) {
+                     return transpose(reshape(t, {t.size(0), t.size(1), 3, 4}), 1, 2);
+                   };
+                   return Out{
+                       fused_attention(split(x[0]), split(x[1]), split(x[2]), Tensor(), 0.5)};
+                 },
+                 kF32Loose,
+                 kF64Loose,
+                 true});
+  }
+
+  // Sizes past one tile of scores (16,384 per tile: 300 keys make tiles of 54 query rows), with
+  // a causal mask; and the classifier's 49 tokens. Forward and gradients against float64.
+  for (AttnDims s : {AttnDims{1, 2, 130, 300, 16, 8}, AttnDims{3, 4, 49, 49, 32, 32}}) {
+    t.push_back({"attention_backward", name("causal, long", s), inputs(s, 206),
+                 [s, scale](const Ctx& c, const In& x) {
+                   Tensor mask = tril_mask(s.n, s.m, s.m - s.n, c.dtype, c.device);
+                   return Out{fused_attention(x[0], x[1], x[2], mask, scale(s))};
+                 },
+                 Tol{1e-3, 1e-4}, kF64Loose});
   }
 }
 
@@ -688,6 +833,7 @@ std::vector<OpCase> build_table() {
   add_fft_cases(t);
   add_optimizer_cases(t);
   add_flat_optimizer_cases(t);
+  add_attention_cases(t);
   return t;
 }
 

@@ -7,6 +7,8 @@
 // Self-attention has X_kv = X; cross-attention takes X_kv from the memory and masks invalid
 // memory positions. M masks padded keys and, when causal, keys j > i. Params 4d² + 4d.
 // Any length; padding and causality exact; incremental decoding caches K and V.
+// The core, from the scores to the weighted sum, runs fused per (batch, head) (mixers::attend,
+// fused_attention); under `mixlab inspect` it takes the unfused path to record A_k.
 #include <cmath>
 
 #include "core/random.h"
@@ -74,11 +76,11 @@ class Attention : public Mixer {
  private:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) const {
     double scale = 1.0 / std::sqrt(static_cast<double>(config_.dim / config_.heads));
-    Tensor logits = mul(matmul(q, transpose(k, -1, -2)), scale);
-    Tensor a = mixers::masked_softmax(logits, mask);
-    capture_mixing(*this, config_.cross ? "cross-attention" : "attention", RowRule::SumToOne,
-                   [&] { return a; });
-    return w_o->forward(mixers::merge_heads(matmul(a, v)));
+    Tensor y = mixers::attend(q, k, v, mask, scale, [&](const Tensor& a) {
+      capture_mixing(*this, config_.cross ? "cross-attention" : "attention", RowRule::SumToOne,
+                     [&] { return a; });
+    });
+    return w_o->forward(mixers::merge_heads(y));
   }
 
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;

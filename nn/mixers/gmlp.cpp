@@ -143,9 +143,10 @@ class GatedMlp : public Mixer {
   // The tiny single-head attention's contribution to G: softmax(q kᵀ/√d_a + M) v W_o + b_o.
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) const {
     double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-    Tensor a = mixers::masked_softmax(mul(matmul(q, transpose(k, -1, -2)), scale), mask);
-    capture_mixing(*this, "tiny attention", RowRule::SumToOne, [&] { return a; });
-    return w_o->forward(mixers::merge_heads(matmul(a, v)));
+    Tensor y = mixers::attend(q, k, v, mask, scale, [&](const Tensor& a) {
+      capture_mixing(*this, "tiny attention", RowRule::SumToOne, [&] { return a; });
+    });
+    return w_o->forward(mixers::merge_heads(y));
   }
 
   bool attention_;

@@ -59,13 +59,14 @@ class Linformer : public Mixer {
     Tensor k = mixers::split_heads(w_k->forward(matmul(en, x)), h);  // [B, h, p, d_h]
     Tensor v = mixers::split_heads(w_v->forward(matmul(fn, x)), h);  // [B, h, p, d_h]
     double scale = 1.0 / std::sqrt(static_cast<double>(config_.dim / h));
-    Tensor a = softmax(mul(matmul(q, transpose(k, -1, -2)), scale), -1);
-    capture_mixing(
-        *this, "attention over projected keys", RowRule::SumToOne, [&] { return a; }, "query",
-        "projected key");
-    capture_mixing(*this, "effective token mixing A·F", RowRule::Free,
-                   [&] { return matmul(a, fn.dim() == 3 ? unsqueeze(fn, 1) : fn); });
-    return w_o->forward(mixers::merge_heads(matmul(a, v)));
+    Tensor y = mixers::attend(q, k, v, Tensor(), scale, [&](const Tensor& a) {
+      capture_mixing(
+          *this, "attention over projected keys", RowRule::SumToOne, [&] { return a; }, "query",
+          "projected key");
+      capture_mixing(*this, "effective token mixing A·F", RowRule::Free,
+                     [&] { return matmul(a, fn.dim() == 3 ? unsqueeze(fn, 1) : fn); });
+    });
+    return w_o->forward(mixers::merge_heads(y));
   }
 
  private:

@@ -1,0 +1,267 @@
+// The attention core fused per (batch, head): scores, scale, mask, softmax and the weighted sum
+// of the values in one pass over each (b, h), forward and backward (backends/kernels.def).
+//
+// Work: the (b, h) items are shared out over the pool (parallel_for), each item whole on one
+// thread, so its reductions run in a fixed order and results repeat for a given thread count.
+// This is what lets attention use both cores: the unfused path's [B·h] batches of tiny products
+// and its row kernels are each too small to split well.
+//
+// Memory: scores are formed one tile of query rows at a time, every key of those rows at once,
+// in a buffer of the thread's own (at most kTileScores scores, reused call after call). For the
+// sequences this project trains (6-128 tokens) a tile is the whole N×M block of one (b, h)
+// (128 × 128 floats = 64 KiB, in L2), so each product is one cblas call of the full block and
+// the softmax needs no running rescaling; longer sequences take several tiles of rows. Tiling
+// the keys too (flash attention's online softmax) would bound the buffer for any length, but
+// costs a rescaling pass per key tile and cuts the products into slivers OpenBLAS runs slower,
+// for lengths this project does not train. Only out and each row's log-sum-exp are kept; the
+// backward recomputes the probabilities from them, a tile at a time.
+//
+// Products: cblas on the per-(b, h) tiles. Hand loops were measured against them on the
+// translator's and the classifier's shapes (12 and 49 tokens, heads of 32) and lost, by 1.3x
+// and 3x (docs/speed.md).
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/fast_math.h"
+#include "core/dtype_dispatch.h"
+#include "core/parallel.h"
+
+namespace mixlab {
+namespace {
+
+// Scores per tile: 16,384 floats (64 KiB), the whole block up to 128 × 128.
+constexpr int64_t kTileScores = 16384;
+
+// C = alpha op(A) op(B) + beta C, row-major (cblas, on this thread).
+void gemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const float* a,
+               int64_t lda, const float* b, int64_t ldb, double beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, static_cast<float>(alpha), a, lda, b, ldb, static_cast<float>(beta), c, ldc);
+}
+void gemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+               int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// One (b, h) matrix of a [B, H, rows, cols] view: its first element and its row stride (a view
+// of one row may carry any stride there; cblas wants at least the row's length).
+template <typename T>
+struct Mat {
+  T* data;
+  int64_t ld;
+};
+template <typename T>
+Mat<T> mat(const View& view, int64_t b, int64_t h) {
+  T* p = view.as<T>() + b * view.strides[0] + h * view.strides[1];
+  int64_t ld = view.shape[2] > 1 ? view.strides[2] : std::max<int64_t>(1, view.shape[3]);
+  return {p, ld};
+}
+
+// The mask of one (b, h): element (i, j) at data[i * row + j * col]; data null: all allowed.
+template <typename T>
+struct MaskRows {
+  const T* data = nullptr;
+  int64_t row = 0, col = 0;
+  bool allowed(int64_t i, int64_t j) const { return !data || data[i * row + j * col] != T(0); }
+};
+template <typename T>
+MaskRows<T> mask_rows(const View& mask, int64_t b, int64_t h) {
+  if (!mask.data) return {};
+  return {mask.as<T>() + b * mask.strides[0] + h * mask.strides[1], mask.strides[2],
+          mask.strides[3]};
+}
+
+// This thread's score buffers (grown once, reused by every later call).
+template <typename T>
+T* thread_buffer(int which, size_t size) {
+  thread_local std::vector<T> buffers[2];
+  if (buffers[which].size() < size) buffers[which].resize(size);
+  return buffers[which].data();
+}
+
+// s [rows, m] = scale · q_tile kᵀ (zeros when the heads are empty, d == 0: no cblas call).
+template <typename T>
+void scores(int64_t rows, int64_t m, int64_t d, double scale, const T* q_tile, int64_t ldq,
+            Mat<T> km, T* s) {
+  if (d == 0)
+    std::fill(s, s + rows * m, T(0));
+  else
+    gemm_rows(false, true, rows, m, d, scale, q_tile, ldq, km.data, km.ld, 0.0, s, m);
+}
+
+// The sizes of a call: items = B·H, n queries, m keys, widths d (q, k) and e (v), and the query
+// rows per tile of scores (tile · max(m, 1) scores, the buffer's size).
+struct Sizes {
+  int64_t items, n, m, d, e, tile;
+  size_t buffer() const { return static_cast<size_t>(tile * std::max<int64_t>(1, m)); }
+};
+Sizes sizes_of(const View& q, const View& k, const View& v) {
+  int64_t n = q.shape[2], m = k.shape[2];
+  int64_t tile =
+      std::clamp<int64_t>(kTileScores / std::max<int64_t>(1, m), 1, std::max<int64_t>(1, n));
+  return {q.shape[0] * q.shape[1], n, m, q.shape[3], v.shape[3], tile};
+}
+
+// Row i of the tile s (m scores): softmax over the allowed keys in place; returns the row's
+// log-sum-exp, -inf (and a row of zeros) when no key is allowed.
+template <typename T>
+T softmax_allowed(T* s, int64_t m, const MaskRows<T>& mask, int64_t i) {
+  constexpr T kNone = -std::numeric_limits<T>::infinity();
+  T hi = kNone;
+  bool any = false;
+  for (int64_t j = 0; j < m; ++j) {
+    if (!mask.allowed(i, j)) continue;
+    any = true;
+    hi = s[j] > hi ? s[j] : hi;
+  }
+  if (!any) {
+    std::fill(s, s + m, T(0));
+    return kNone;
+  }
+  if (mask.data) {
+    for (int64_t j = 0; j < m; ++j) s[j] = mask.allowed(i, j) ? cpu::exp_of(s[j] - hi) : T(0);
+  } else {
+    for (int64_t j = 0; j < m; ++j) s[j] = cpu::exp_of(s[j] - hi);
+  }
+  T total = 0;
+  for (int64_t j = 0; j < m; ++j) total += s[j];
+  T inv = T(1) / total;
+  for (int64_t j = 0; j < m; ++j) s[j] *= inv;
+  return hi + std::log(total);
+}
+
+// Row i's probabilities again, from its scores and the saved log-sum-exp.
+template <typename T>
+void probabilities_again(T* s, int64_t m, const MaskRows<T>& mask, int64_t i, T lse) {
+  if (lse == -std::numeric_limits<T>::infinity()) {
+    std::fill(s, s + m, T(0));
+  } else if (mask.data) {
+    for (int64_t j = 0; j < m; ++j) s[j] = mask.allowed(i, j) ? cpu::exp_of(s[j] - lse) : T(0);
+  } else {
+    for (int64_t j = 0; j < m; ++j) s[j] = cpu::exp_of(s[j] - lse);
+  }
+}
+
+// The operands of one (b, h) item (item = b·H + h).
+template <typename T>
+struct Item {
+  int64_t b, h;
+  Mat<T> q, k, v, out;
+  MaskRows<T> allowed;
+  T* lse;  // its n rows' log-sum-exps
+};
+template <typename T>
+Item<T> item_of(int64_t item, const View& q, const View& k, const View& v, const View& mask,
+                const View& out, const View& lse) {
+  int64_t b = item / q.shape[1], h = item % q.shape[1];
+  return {b,
+          h,
+          mat<T>(q, b, h),
+          mat<T>(k, b, h),
+          mat<T>(v, b, h),
+          mat<T>(out, b, h),
+          mask_rows<T>(mask, b, h),
+          lse.as<T>() + item * q.shape[2]};
+}
+
+template <typename T>
+void zero_rows(Mat<T> x, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) std::fill(x.data + i * x.ld, x.data + i * x.ld + cols, T(0));
+}
+
+}  // namespace
+
+void CpuBackend::attention(const View& q, const View& k, const View& v, const View& mask,
+                           double scale, const View& out, const View& lse) {
+  const Sizes z = sizes_of(q, k, v);
+  const int64_t n = z.n, m = z.m, d = z.d, e = z.e, tile = z.tile;
+  dispatch_floating(q.dtype, "attention", [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(z.items, 1, [&](int64_t begin, int64_t end) {
+      T* s = thread_buffer<T>(0, z.buffer());
+      for (int64_t item = begin; item < end; ++item) {
+        Item<T> it = item_of<T>(item, q, k, v, mask, out, lse);
+        Mat<T> qm = it.q, km = it.k, vm = it.v, om = it.out;
+        T* row_lse = it.lse;
+        const MaskRows<T>& allowed = it.allowed;
+        if (m == 0) {  // no keys: every row is empty
+          zero_rows(om, n, e);
+          std::fill(row_lse, row_lse + n, -std::numeric_limits<T>::infinity());
+          continue;
+        }
+        for (int64_t i0 = 0; i0 < n; i0 += tile) {
+          int64_t rows = std::min(tile, n - i0);
+          scores(rows, m, d, scale, qm.data + i0 * qm.ld, qm.ld, km, s);
+          for (int64_t r = 0; r < rows; ++r)
+            row_lse[i0 + r] = softmax_allowed(s + r * m, m, allowed, i0 + r);
+          if (e > 0)
+            gemm_rows(false, false, rows, e, m, 1.0, s, m, vm.data, vm.ld, 0.0,
+                      om.data + i0 * om.ld, om.ld);
+        }
+      }
+    });
+  });
+}
+
+void CpuBackend::attention_backward(const View& q, const View& k, const View& v, const View& mask,
+                                    double scale, const View& out, const View& lse,
+                                    const View& dout, const View& dq, const View& dk,
+                                    const View& dv) {
+  const Sizes z = sizes_of(q, k, v);
+  const int64_t n = z.n, m = z.m, d = z.d, e = z.e, tile = z.tile;
+  dispatch_floating(q.dtype, "attention_backward", [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(z.items, 1, [&](int64_t begin, int64_t end) {
+      T* p = thread_buffer<T>(0, z.buffer());   // probabilities, then dS
+      T* dp = thread_buffer<T>(1, z.buffer());  // dout vᵀ
+      for (int64_t item = begin; item < end; ++item) {
+        Item<T> it = item_of<T>(item, q, k, v, mask, out, lse);
+        Mat<T> qm = it.q, km = it.k, vm = it.v, om = it.out;
+        const T* row_lse = it.lse;
+        const MaskRows<T>& allowed = it.allowed;
+        Mat<T> gm = mat<T>(dout, it.b, it.h), dqm = mat<T>(dq, it.b, it.h);
+        Mat<T> dkm = mat<T>(dk, it.b, it.h), dvm = mat<T>(dv, it.b, it.h);
+        zero_rows(dqm, n, d);
+        zero_rows(dkm, m, d);
+        zero_rows(dvm, m, e);
+        if (n == 0 || m == 0) continue;  // no pairs: every gradient is 0
+        for (int64_t i0 = 0; i0 < n; i0 += tile) {
+          int64_t rows = std::min(tile, n - i0);
+          const T* q_tile = qm.data + i0 * qm.ld;
+          const T* g_tile = gm.data + i0 * gm.ld;
+          scores(rows, m, d, scale, q_tile, qm.ld, km, p);
+          for (int64_t r = 0; r < rows; ++r)
+            probabilities_again(p + r * m, m, allowed, i0 + r, row_lse[i0 + r]);
+          if (e > 0) {
+            gemm_rows(true, false, m, e, rows, 1.0, p, m, g_tile, gm.ld, 1.0, dvm.data, dvm.ld);
+            gemm_rows(false, true, rows, m, e, 1.0, g_tile, gm.ld, vm.data, vm.ld, 0.0, dp, m);
+          } else {
+            std::fill(dp, dp + rows * m, T(0));
+          }
+          for (int64_t r = 0; r < rows; ++r) {
+            const T* g_row = g_tile + r * gm.ld;
+            const T* o_row = om.data + (i0 + r) * om.ld;
+            T dot = 0;  // rowsum(dout ∘ out) = Σ_j P_ij dP_ij
+            for (int64_t c = 0; c < e; ++c) dot += g_row[c] * o_row[c];
+            T* pr = p + r * m;
+            const T* dpr = dp + r * m;
+            for (int64_t j = 0; j < m; ++j) pr[j] = pr[j] * (dpr[j] - dot);
+          }
+          if (d > 0) {
+            gemm_rows(false, false, rows, d, m, scale, p, m, km.data, km.ld, 0.0,
+                      dqm.data + i0 * dqm.ld, dqm.ld);
+            gemm_rows(true, false, m, d, rows, scale, p, m, q_tile, qm.ld, 1.0, dkm.data, dkm.ld);
+          }
+        }
+      }
+    });
+  });
+}
+
+}  // namespace mixlab

@@ -1,0 +1,195 @@
+// The attention core fused per (batch, head), forward and backward. Reference:
+// backends/cpu/cpu_attention.cpp (the contract is in backends/kernels.def).
+//
+// A straightforward version, correct before fast: a row kernel (a warp or a block per query
+// row, common.cuh's Group interface) forms the row's scores, its masked softmax and log-sum-exp
+// into a scratch buffer of probabilities; a thread per output element then sums over the keys.
+// The backward recomputes the probabilities the same way and forms dS = P ∘ (dP − rowsum(dO ∘ O))
+// per row, then a thread per element of dq, dk and dv sums in a fixed order (no atomics:
+// results repeat run to run). Unlike the CPU it stores the [B·H, N, M] probabilities in scratch
+// memory for the duration of the call; a tiled kernel in shared memory would not.
+#include <algorithm>
+
+#include "backends/cuda/common.cuh"
+
+namespace mixlab {
+namespace cuda {
+namespace {
+
+// Row i of (b, h) = item of a [B, H, rows, cols] view whose last axis has stride 1.
+template <typename T>
+struct HeadRows {
+  T* data;
+  int64_t s0, s1, s2, heads;
+  __device__ __forceinline__ T* row(int64_t item, int64_t i) const {
+    return data + (item / heads) * s0 + (item % heads) * s1 + i * s2;
+  }
+};
+template <typename T>
+HeadRows<T> head_rows(const View& v) {
+  return {v.as<T>(), v.strides[0], v.strides[1], v.strides[2], v.shape[1]};
+}
+
+// The mask broadcast to [B, H, N, M]; data null: every key allowed.
+template <typename T>
+struct HeadMask {
+  const T* data;
+  int64_t s0, s1, s2, s3, heads;
+  __device__ __forceinline__ bool allowed(int64_t item, int64_t i, int64_t j) const {
+    if (!data) return true;
+    return data[(item / heads) * s0 + (item % heads) * s1 + i * s2 + j * s3] != T(0);
+  }
+};
+template <typename T>
+HeadMask<T> head_mask(const View& mask, int64_t heads) {
+  return {mask.as<T>(), mask.strides[0], mask.strides[1], mask.strides[2], mask.strides[3], heads};
+}
+
+template <typename T>
+__device__ __forceinline__ T dot(const T* a, const T* b, int64_t n) {
+  T acc = 0;
+  for (int64_t c = 0; c < n; ++c) acc += a[c] * b[c];
+  return acc;
+}
+
+// Per query row (b·h·n + i): p[row, :] = masked softmax of scale·q_i kᵀ, lse[row].
+template <typename G, typename T>
+__global__ void attention_rows_kernel(HeadRows<const T> q, HeadRows<const T> k, HeadMask<T> mask,
+                                      T scale, T* p, T* lse, int64_t rows, int64_t n, int64_t m,
+                                      int64_t d) {
+  int64_t row = G::row();
+  if (row >= rows) return;
+  int64_t item = row / n, i = row % n;
+  const T* qi = q.row(item, i);
+  T* pr = p + row * m;
+  T hi = -d_inf<T>(), any = 0;
+  for (int64_t j = G::rank(); j < m; j += G::size()) {
+    pr[j] = scale * dot(qi, k.row(item, j), d);
+    if (mask.allowed(item, i, j)) {
+      any = 1;
+      hi = MaxOp{}(hi, pr[j]);
+    }
+  }
+  hi = G::reduce(hi, MaxOp{}, -d_inf<T>());
+  any = G::reduce(any, MaxOp{}, T(0));
+  if (any == T(0)) {
+    for (int64_t j = G::rank(); j < m; j += G::size()) pr[j] = 0;
+    if (G::rank() == 0) lse[row] = -d_inf<T>();
+    return;
+  }
+  T total = 0;
+  for (int64_t j = G::rank(); j < m; j += G::size()) {
+    pr[j] = mask.allowed(item, i, j) ? d_exp(pr[j] - hi) : T(0);
+    total += pr[j];
+  }
+  total = G::reduce(total, SumOp{}, T(0));
+  T inv = T(1) / total;
+  for (int64_t j = G::rank(); j < m; j += G::size()) pr[j] *= inv;
+  if (G::rank() == 0) lse[row] = hi + d_log(total);
+}
+
+// Per query row: p again from the scores and lse, and ds = p ∘ (dout vᵀ − rowsum(dout ∘ out)).
+template <typename G, typename T>
+__global__ void attention_grad_rows_kernel(HeadRows<const T> q, HeadRows<const T> k,
+                                           HeadRows<const T> v, HeadMask<T> mask, T scale,
+                                           HeadRows<const T> out, const T* lse,
+                                           HeadRows<const T> dout, T* p, T* ds, int64_t rows,
+                                           int64_t n, int64_t m, int64_t d, int64_t e) {
+  int64_t row = G::row();
+  if (row >= rows) return;
+  int64_t item = row / n, i = row % n;
+  const T* gi = dout.row(item, i);
+  const T* oi = out.row(item, i);
+  T row_dot = 0;
+  for (int64_t c = G::rank(); c < e; c += G::size()) row_dot += gi[c] * oi[c];
+  row_dot = G::reduce(row_dot, SumOp{}, T(0));
+  T l = lse[row];
+  const T* qi = q.row(item, i);
+  for (int64_t j = G::rank(); j < m; j += G::size()) {
+    T pj = 0;
+    if (l != -d_inf<T>() && mask.allowed(item, i, j))
+      pj = d_exp(scale * dot(qi, k.row(item, j), d) - l);
+    p[row * m + j] = pj;
+    ds[row * m + j] = pj * (dot(gi, v.row(item, j), e) - row_dot);
+  }
+}
+
+// y[item, r, c] = alpha Σ_t w[item·w_item + r·w_r + t·w_t] x[item, t, c], a thread per element.
+template <typename T>
+__global__ void weighted_sum_kernel(const T* w, int64_t w_item, int64_t w_r, int64_t w_t,
+                                    HeadRows<const T> x, HeadRows<T> y, int64_t items, int64_t rows,
+                                    int64_t cols, int64_t inner, T alpha) {
+  int64_t total = items * rows * cols;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    int64_t c = idx % cols, r = (idx / cols) % rows, item = idx / (cols * rows);
+    const T* wr = w + item * w_item + r * w_r;
+    T acc = 0;
+    for (int64_t t = 0; t < inner; ++t) acc += wr[t * w_t] * x.row(item, t)[c];
+    y.row(item, r)[c] = alpha * acc;
+  }
+}
+
+template <typename T>
+void weighted_sum(cudaStream_t stream, const T* w, int64_t w_item, int64_t w_r, int64_t w_t,
+                  const View& x, const View& y, int64_t items, int64_t rows, int64_t cols,
+                  int64_t inner, T alpha) {
+  int64_t total = items * rows * cols;
+  if (total == 0) return;
+  weighted_sum_kernel<T><<<grid_for(total), kBlock, 0, stream>>>(
+      w, w_item, w_r, w_t, head_rows<const T>(x), head_rows<T>(y), items, rows, cols, inner, alpha);
+}
+
+}  // namespace
+}  // namespace cuda
+
+using namespace cuda;
+
+void CudaBackend::attention(const View& q, const View& k, const View& v, const View& mask,
+                            double scale, const View& out, const View& lse) {
+  const int64_t items = q.shape[0] * q.shape[1], n = q.shape[2], d = q.shape[3];
+  const int64_t m = k.shape[2], e = v.shape[3];
+  if (items == 0 || n == 0) return;
+  activate();
+  dispatch_floating(q.dtype, "attention", [&](auto tag) {
+    using T = decltype(tag);
+    Scratch p(*this, static_cast<size_t>(items * n * m) * sizeof(T));
+    launch_rows(items * n, m, [&](auto group, unsigned int blocks, int threads) {
+      using G = decltype(group);
+      attention_rows_kernel<G, T><<<blocks, threads, 0, stream_>>>(
+          head_rows<const T>(q), head_rows<const T>(k), head_mask<T>(mask, q.shape[1]), T(scale),
+          p.as<T>(), lse.as<T>(), items * n, n, m, d);
+    });
+    weighted_sum<T>(stream_, p.as<T>(), n * m, m, 1, v, out, items, n, e, m, T(1));
+  });
+  check_launch("attention");
+}
+
+void CudaBackend::attention_backward(const View& q, const View& k, const View& v, const View& mask,
+                                     double scale, const View& out, const View& lse,
+                                     const View& dout, const View& dq, const View& dk,
+                                     const View& dv) {
+  const int64_t items = q.shape[0] * q.shape[1], n = q.shape[2], d = q.shape[3];
+  const int64_t m = k.shape[2], e = v.shape[3];
+  if (items == 0) return;
+  activate();
+  dispatch_floating(q.dtype, "attention_backward", [&](auto tag) {
+    using T = decltype(tag);
+    size_t bytes = static_cast<size_t>(items * n * m) * sizeof(T);
+    Scratch p(*this, bytes), ds(*this, bytes);
+    launch_rows(items * n, std::max(m, e), [&](auto group, unsigned int blocks, int threads) {
+      using G = decltype(group);
+      attention_grad_rows_kernel<G, T><<<blocks, threads, 0, stream_>>>(
+          head_rows<const T>(q), head_rows<const T>(k), head_rows<const T>(v),
+          head_mask<T>(mask, q.shape[1]), T(scale), head_rows<const T>(out), lse.as<T>(),
+          head_rows<const T>(dout), p.as<T>(), ds.as<T>(), items * n, n, m, d, e);
+    });
+    // dq = scale·dS k; dk = scale·dSᵀ q; dv = Pᵀ dout (the transposes by strides).
+    weighted_sum<T>(stream_, ds.as<T>(), n * m, m, 1, k, dq, items, n, d, m, T(scale));
+    weighted_sum<T>(stream_, ds.as<T>(), n * m, 1, m, q, dk, items, m, d, n, T(scale));
+    weighted_sum<T>(stream_, p.as<T>(), n * m, 1, m, dout, dv, items, m, e, n, T(1));
+  });
+  check_launch("attention_backward");
+}
+
+}  // namespace mixlab

@@ -1,0 +1,133 @@
+// The fused attention core (autograd/ops/attention.cpp) against the unfused path it replaces
+// (matmul, scale, masked_softmax, matmul) in float32, in the attention mixer with and without a
+// mixing recorder, its determinism for a given thread count, and its refusals. Float64 finite
+// differences and the comparison with a plain C++ formula are rows of the op harness
+// (tests/op_cases.cpp, kernels attention and attention_backward).
+#include "core/parallel.h"
+#include "nn/mixers/common.h"
+#include "tests/mixer_harness.h"
+
+using namespace mixlab;
+using namespace mixlab::testing;
+
+namespace {
+
+struct Grads {
+  std::vector<double> out, dq, dk, dv;
+};
+
+Tensor leaf32(const Shape& shape, uint64_t seed) {
+  Tensor t = mul(rand32(shape, seed), 2.0);
+  t.set_requires_grad(true);
+  return t;
+}
+
+// out and the gradients of sum(out ∘ w) for fixed weights w.
+Grads run(bool fused, const Shape& qs, const Shape& ks, const Shape& vs, const Tensor& mask) {
+  Tensor q = leaf32(qs, 1), k = leaf32(ks, 2), v = leaf32(vs, 3);
+  double scale = 1.0 / std::sqrt(static_cast<double>(qs[3]));
+  Tensor out =
+      fused ? fused_attention(q, k, v, mask, scale)
+            : matmul(mixers::masked_softmax(mul(matmul(q, transpose(k, -1, -2)), scale), mask), v);
+  Tensor w = rand32(out.shape(), 4);
+  sum(mul(out, w)).backward();
+  return {contiguous(out).to_double_vector(), q.grad().to_double_vector(),
+          k.grad().to_double_vector(), v.grad().to_double_vector()};
+}
+
+void check_agree(const Grads& a, const Grads& b) {
+  check_close(a.out, b.out, 2e-6);
+  check_close(a.dq, b.dq, 2e-5);
+  check_close(a.dk, b.dk, 2e-5);
+  check_close(a.dv, b.dv, 2e-5);
+}
+
+}  // namespace
+
+TEST_CASE("fused_attention: agrees with the unfused path in float32, values and gradients") {
+  const int64_t b = 3, h = 2, n = 7, d = 8;
+  Tensor keys = length_mask({7, 4, 2}, n);        // [B, N] padded keys
+  Tensor key_mask = reshape(keys, {b, 1, 1, n});  // as mixers::key_mask makes it
+  Tensor causal = tril_mask(n, n);                // [N, N]
+  Tensor both = mul(key_mask, causal);            // [B, 1, N, N]
+  for (auto [what, mask] :
+       std::vector<std::pair<const char*, Tensor>>{{"no mask", Tensor()},
+                                                   {"padded keys", key_mask},
+                                                   {"causal", causal},
+                                                   {"causal and padded", both}}) {
+    INFO(what);
+    check_agree(run(true, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask),
+                run(false, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask));
+  }
+  // Cross-attention: 5 queries, 9 keys of another width, padded memory and two queries that see
+  // nothing (their rows are 0 on both paths, and so are their gradients).
+  std::vector<double> cells(static_cast<size_t>(b * 5 * 9), 1.0);
+  for (int64_t j = 0; j < 9; ++j) cells[(0 * 5 + 4) * 9 + j] = cells[(2 * 5 + 0) * 9 + j] = 0;
+  for (int64_t j = 6; j < 9; ++j)
+    for (int64_t i = 0; i < 5; ++i) cells[(1 * 5 + i) * 9 + j] = 0;
+  Tensor cross = Tensor::from_data(std::vector<float>(cells.begin(), cells.end()), {b, 1, 5, 9});
+  Grads fused = run(true, {b, h, 5, d}, {b, h, 9, d}, {b, h, 9, 3}, cross);
+  check_agree(fused, run(false, {b, h, 5, d}, {b, h, 9, d}, {b, h, 9, 3}, cross));
+  for (int64_t hh = 0; hh < h; ++hh)
+    for (int64_t c = 0; c < 3; ++c) {
+      CHECK(fused.out[((0 * h + hh) * 5 + 4) * 3 + c] == 0.0);
+      CHECK(fused.out[((2 * h + hh) * 5 + 0) * 3 + c] == 0.0);
+    }
+  for (int64_t c = 0; c < d; ++c) CHECK(fused.dq[((2 * h + 1) * 5 + 0) * d + c] == 0.0);
+}
+
+TEST_CASE("fused_attention: the attention mixer gives the same output with inspect's recorder") {
+  for (bool causal : {false, true}) {
+    INFO((causal ? "causal" : "bidirectional"));
+    MixerConfig c = small_config("attention", causal);
+    c.dim = 16, c.heads = 4;
+    auto m = make_mixer(c);
+    m->eval();
+    Tensor x = rand32({2, 6, 16}, 9);
+    MixerContext ctx = context_for(x, {6, 3}, causal);
+    NoGradGuard no_grad;
+    std::vector<double> fused = m->forward(x, ctx).to_double_vector();
+    MixingRecorder recorder(*m);  // the unfused path forms and records the probabilities
+    std::vector<double> unfused = m->forward(x, ctx).to_double_vector();
+    check_close(fused, unfused, 2e-6);
+    REQUIRE(recorder.matrices().size() == 1);
+    const MixingMatrix& a = recorder.matrices()[0];
+    CHECK(a.shape == std::vector<int64_t>{2, 4, 6, 6});
+    double row = 0;
+    for (int64_t j = 0; j < 6; ++j) row += a.at(1, 2, 2, j);
+    CHECK(row == doctest::Approx(1.0).epsilon(1e-6));
+    CHECK(a.at(1, 2, 2, 4) == 0.0);  // a padded key of item 1 (length 3)
+  }
+}
+
+TEST_CASE("fused_attention: repeats bit for bit for a given thread count") {
+  int saved = num_threads();
+  for (int threads : {1, 2}) {
+    INFO(threads << " threads");
+    set_num_threads(threads);
+    Tensor causal = tril_mask(40, 40);
+    Grads first = run(true, {4, 4, 40, 16}, {4, 4, 40, 16}, {4, 4, 40, 16}, causal);
+    Grads again = run(true, {4, 4, 40, 16}, {4, 4, 40, 16}, {4, 4, 40, 16}, causal);
+    CHECK(first.out == again.out);
+    CHECK(first.dq == again.dq);
+    CHECK(first.dk == again.dk);
+    CHECK(first.dv == again.dv);
+  }
+  set_num_threads(saved);
+}
+
+TEST_CASE("fused_attention: wrong shapes name the op and the shapes") {
+  Tensor q = rand32({2, 2, 3, 4}, 1), k = rand32({2, 2, 5, 4}, 2), v = rand32({2, 2, 5, 6}, 3);
+  CHECK_THROWS_WITH_AS(fused_attention(q, rand32({2, 2, 5, 3}, 4), v, Tensor(), 1.0),
+                       doctest::Contains("fused_attention: shapes do not fit q [B, H, N, D], k "
+                                         "[B, H, M, D], v [B, H, M, E]: q [2,2,3,4], k [2,2,5,3]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(fused_attention(reshape(q, {4, 3, 4}), k, v, Tensor(), 1.0),
+                       doctest::Contains("fused_attention: needs q [B, H, N, D]"), Error);
+  CHECK_THROWS_WITH_AS(fused_attention(q, k, v, tril_mask(3, 4), 1.0),
+                       doctest::Contains("the mask [3,4] does not broadcast to the scores "
+                                         "[B, H, N, M] = [2,2,3,5]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(fused_attention(q, k, cast(v, DType::F64), Tensor(), 1.0),
+                       doctest::Contains("fused_attention: dtypes differ"), Error);
+}
