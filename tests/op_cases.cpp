@@ -675,6 +675,9 @@ void add_flat_optimizer_cases(std::vector<OpCase>& t) {
                    Tol{1e-6, 1e-7},
                    Tol{1e-12, 1e-14}});
     }
+  }
+}
+
 // ---- the attention core (fused_attention) ----
 struct AttnDims {
   int64_t b, h, n, m, d, e;
