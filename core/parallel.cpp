@@ -15,11 +15,11 @@ namespace mixlab {
 namespace {
 
 // How long a thread that waits for the pool spins before it sleeps: 0 (sleep at once) unless
-// MIXLAB_POOL_SPIN_US says otherwise. A training step calls the pool a few thousand times, a
+// MIXLAB_POOL_SPIN_US says otherwise. A training step makes about 1,600 kernel calls, a
 // few microseconds apart, and a sleeping helper takes a futex round trip to wake, so spinning
 // (as OpenMP does) could keep it on hand between kernels on a quiet machine. On a shared one it
 // costs: on the loaded 2-core development machine (load 7-10), 2 threads ran the d=128
-// translator's step 0.74-0.87x as fast as 1 thread with 50 us of spinning, and 1.1-1.35x as
+// translator's step 0.74-0.92x as fast as 1 thread with 50 us of spinning, and 1.09-1.35x as
 // fast without (docs/speed.md). So it is off until measured where it helps.
 std::chrono::nanoseconds spin_time() {
   static const std::chrono::nanoseconds t = [] {
