@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -13,8 +14,47 @@
 namespace mixlab {
 namespace {
 
+// How long a thread that waits for the pool spins before it sleeps: 0 (sleep at once) unless
+// MIXLAB_POOL_SPIN_US says otherwise. A training step makes about 1,600 kernel calls, a
+// few microseconds apart, and a sleeping helper takes a futex round trip to wake, so spinning
+// (as OpenMP does) could keep it on hand between kernels on a quiet machine. On a shared one it
+// costs: on the loaded 2-core development machine (load 7-10), 2 threads ran the d=128
+// translator's step 0.74-0.92x as fast as 1 thread with 50 us of spinning, and 1.09-1.35x as
+// fast without (docs/speed.md). So it is off until measured where it helps.
+std::chrono::nanoseconds spin_time() {
+  static const std::chrono::nanoseconds t = [] {
+    long us = 0;
+    if (const char* env = std::getenv("MIXLAB_POOL_SPIN_US")) us = std::max(0L, std::atol(env));
+    return std::chrono::nanoseconds(us * 1000);
+  }();
+  return t;
+}
+
+// Spins until done() or until spin_time() has passed; true when done() became true.
+template <typename Done>
+bool spin_until(const Done& done) {
+  if (done()) return true;
+  auto limit = spin_time();
+  if (limit.count() == 0) return false;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 1;; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (done()) return true;
+    if (i % 16 == 0 && std::chrono::steady_clock::now() - start > limit) return false;
+  }
+}
+
 // A fixed pool of helper threads. One parallel_for at a time hands each helper one chunk; the
 // caller runs chunk 0 itself and waits for the rest. Nested calls run inline.
+//
+// Hand-off: the caller publishes the job and a new `ticket_` (under `mutex_`, so that a helper
+// about to sleep cannot miss it); helpers spin on `ticket_` for a while after each job before
+// they sleep on `wake_`. The ticket holds the job's number and its chunk count in one word, so a
+// helper with no chunk in a job (fewer chunks than threads) reads a consistent pair even when it
+// looks late, after the caller has moved on to the next job. The last helper to finish brings
+// `pending_` to zero; the caller spins on it, then sleeps on `done_`.
 class WorkerPool {
  public:
   explicit WorkerPool(int helpers) { resize(helpers); }
@@ -25,28 +65,31 @@ class WorkerPool {
     stop();
     stopping_ = false;
     // New workers must not mistake the last finished job for a new one.
-    uint64_t current = generation_;
+    uint64_t current = ticket_.load();
     for (int i = 0; i < helpers; ++i)
       workers_.emplace_back([this, i, current] { loop(i, current); });
   }
 
   int helpers() const { return static_cast<int>(workers_.size()); }
 
-  void run(int chunks, const std::function<void(int)>& chunk_fn) {
+  void run(int chunks, FunctionRef<void(int)> chunk_fn) {
     std::lock_guard<std::mutex> one_at_a_time(run_mutex_);
+    job_ = &chunk_fn;
+    pending_.store(chunks - 1);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &chunk_fn;
-      chunks_ = chunks;
-      pending_ = chunks - 1;
-      ++generation_;
+      uint64_t number = (ticket_.load(std::memory_order_relaxed) >> 32) + 1;
+      ticket_.store(number << 32 | static_cast<uint32_t>(chunks), std::memory_order_release);
     }
     wake_.notify_all();
     inside_pool() = true;
     chunk_fn(0);
     inside_pool() = false;
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return pending_ == 0; });
+    auto finished = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+    if (!spin_until(finished)) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, finished);
+    }
     job_ = nullptr;
   }
 
@@ -58,20 +101,24 @@ class WorkerPool {
  private:
   void loop(int index, uint64_t seen) {
     inside_pool() = true;
+    int chunk = index + 1;
+    auto new_job = [&] {
+      return ticket_.load(std::memory_order_acquire) != seen ||
+             stopping_.load(std::memory_order_acquire);
+    };
     for (;;) {
-      const std::function<void(int)>* job;
-      int chunk = index + 1;
-      {
+      if (!spin_until(new_job)) {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-        if (stopping_) return;
-        seen = generation_;
-        if (chunk >= chunks_) continue;
-        job = job_;
+        wake_.wait(lock, new_job);
       }
-      (*job)(chunk);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+      if (stopping_.load(std::memory_order_acquire)) return;
+      seen = ticket_.load(std::memory_order_acquire);
+      if (chunk >= static_cast<int>(seen & 0xffffffffu)) continue;  // no chunk for this helper
+      (*job_)(chunk);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mutex_);  // the caller may be about to sleep
+        done_.notify_one();
+      }
     }
   }
 
@@ -88,10 +135,12 @@ class WorkerPool {
   std::vector<std::thread> workers_;
   std::mutex run_mutex_, mutex_;
   std::condition_variable wake_, done_;
-  const std::function<void(int)>* job_ = nullptr;
-  int chunks_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stopping_ = false;
+  // Written by the caller before it stores a new ticket (release), read by the helpers that have
+  // a chunk after they see it (acquire); the caller waits for those before the next job.
+  const FunctionRef<void(int)>* job_ = nullptr;
+  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> ticket_{0};  // job number << 32 | chunk count
+  std::atomic<bool> stopping_{false};
 };
 
 int initial_threads() {
@@ -122,7 +171,7 @@ void set_num_threads(int n) {
   if (pool().helpers() != n - 1) pool().resize(n - 1);
 }
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   int threads = num_threads();
   int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, grain));

@@ -1,36 +1,15 @@
-// Host memory: 64-byte aligned blocks (cache lines, AVX-512 loads, what FFTW prefers).
-#include <malloc.h>
-
-#include <cstdlib>
+// Host memory: blocks of the caching allocator (caching_allocator.h), copies and fills.
 #include <cstring>
-#include <new>
 
+#include "backends/cpu/caching_allocator.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
 #include "core/dtype_dispatch.h"
 
 namespace mixlab {
 
-namespace {
-// Training allocates and frees the same large activation sizes every step. glibc serves blocks
-// above its mmap threshold with fresh mmap()s, so every step would page-fault its activations in
-// again (measured: sys time as large as user time). Keeping such blocks in the heap lets freed
-// memory be reused, like a caching allocator, at the cost of holding the peak footprint.
-const bool heap_tuned = [] {
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  return true;
-}();
-}  // namespace
-
-void* CpuBackend::allocate(size_t bytes) {
-  (void)heap_tuned;
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-void CpuBackend::deallocate(void* ptr, size_t) { std::free(ptr); }
+void* CpuBackend::allocate(size_t bytes) { return cpu::host_allocate(bytes); }
+void CpuBackend::deallocate(void* ptr, size_t bytes) { cpu::host_deallocate(ptr, bytes); }
 void CpuBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);
 }

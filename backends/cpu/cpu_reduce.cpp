@@ -53,8 +53,12 @@ void CpuBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, in
                    });
       return;
     }
-    // inner > 1: accumulate whole rows of `inner` at a time (vectorised along inner).
-    parallel_for(outer * inner, 4096, [&](int64_t b, int64_t e) {
+    // inner > 1: accumulate whole rows of `inner` at a time (vectorised along inner). The threads
+    // split the outputs, each summed over n in order, so the split never changes a result. The
+    // grain counts work (n elements per output), not outputs: a bias gradient, [1, rows, d], has
+    // only d outputs but rows x d elements to add, and would otherwise stay on one thread.
+    int64_t grain = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, n));
+    parallel_for(outer * inner, grain, [&](int64_t b, int64_t e) {
       for (int64_t idx = b; idx < e;) {
         int64_t r = idx / inner, i0 = idx % inner;
         int64_t i1 = std::min(inner, i0 + (e - idx));

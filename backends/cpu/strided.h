@@ -2,6 +2,7 @@
 // coalesced (merged where every operand is contiguous across them), so contiguous and simply
 // broadcast inputs become one flat loop that the compiler vectorises.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -40,7 +41,11 @@ struct StridedLoop {
     }
   }
 
-  // fn(offsets[N], inner_length, inner_strides[N]) for every row of the innermost axis.
+  // fn(offsets[N], length, strides[N]) over runs of the innermost axis that together cover every
+  // element once. The elements, not the rows, are split over the threads: a contiguous operand
+  // coalesces into a single row, which a split by rows would leave to one thread. A row shared by
+  // two chunks is cut in two runs. Elementwise work has no order to keep, so any split gives the
+  // same results.
   template <typename F>
   void run(const F& fn) const {
     int64_t inner = shape[ndim - 1];
@@ -48,20 +53,24 @@ struct StridedLoop {
     for (int d = 0; d < ndim - 1; ++d) rows *= shape[d];
     std::array<int64_t, N> inner_strides;
     for (int k = 0; k < N; ++k) inner_strides[k] = strides[k][ndim - 1];
-    int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, inner));
-    parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
-      // Multi-index of row `begin`, then increment odometer-style.
+    parallel_for(rows * inner, kElementGrain, [&](int64_t begin, int64_t end) {
+      // Multi-index of the row holding `begin`, then increment odometer-style.
       int64_t index[kMaxDims] = {};
-      int64_t rem = begin;
+      int64_t rem = begin / inner, first = begin % inner;
       for (int d = ndim - 2; d >= 0; --d) {
         index[d] = rem % shape[d];
         rem /= shape[d];
       }
-      for (int64_t r = begin; r < end; ++r) {
+      for (int64_t at = begin; at < end;) {
+        int64_t length = std::min(inner - first, end - at);
         std::array<int64_t, N> offsets{};
-        for (int k = 0; k < N; ++k)
+        for (int k = 0; k < N; ++k) {
           for (int d = 0; d < ndim - 1; ++d) offsets[k] += index[d] * strides[k][d];
-        fn(offsets, inner, inner_strides);
+          offsets[k] += first * inner_strides[k];
+        }
+        fn(offsets, length, inner_strides);
+        at += length;
+        first = 0;
         for (int d = ndim - 2; d >= 0; --d) {
           if (++index[d] < shape[d]) break;
           index[d] = 0;
@@ -69,6 +78,10 @@ struct StridedLoop {
       }
     });
   }
+
+  // Elements below which a loop is not split: waking the pool's threads costs microseconds, about
+  // what one thread needs to stream this many floats through a binary op.
+  static constexpr int64_t kElementGrain = 1 << 15;
 };
 
 }  // namespace mixlab::cpu
