@@ -635,7 +635,8 @@ void add_fused_cases(std::vector<OpCase>& t) {
       std::vector<Input> inputs{Input::leaf({rows, cols}, 230, -3, 3), Input::leaf({cols}, 231)};
       bool small = rows * cols <= 20;
       t.push_back({"bias_act", "bias_add " + dims_str({rows, cols}), inputs,
-                   [](const Ctx&, const In& in) { return Out{bias_add(in[0], in[1])}; }, kF32,
+                   // the bias's gradient sums up to 300 rows in float32
+                   [](const Ctx&, const In& in) { return Out{bias_add(in[0], in[1])}; }, kF32Loose,
                    Tol{1e-12, 1e-13}, small, {DType::F32, DType::F64},
                    [cols](const std::vector<std::vector<double>>& v) {
                      std::vector<double> y(v[0].size());
