@@ -86,6 +86,7 @@ Tensor max(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim = fal
 // PyTorch's matmul for operands of at least 2 dims: batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
 // y = x Wᵀ + b with W stored [out, in] (torch.nn.Linear's layout); bias may be undefined.
+// (autograd/ops/linear.cpp: the bias is added in one pass over the product.)
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // ---- normalisation and probabilities (softmax.cpp, layer_norm.cpp) ----
@@ -132,5 +133,25 @@ Tensor length_mask(const std::vector<int32_t>& lengths, int64_t n, DType dtype =
 // [B, N, H, E] buffer, so merging the heads after it is free.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed,
                        double scale);
+// ---- fused ops (autograd/ops/linear.cpp, residual.cpp): one kernel pass where the unfused ops
+// made several, with the same numbers ----
+// x + bias along the last axis (bias [cols]) in one row pass.
+Tensor bias_add(const Tensor& x, const Tensor& bias);
+// gelu(x + bias) (erf form) in one pass; the backward yields dGELU and the bias gradient (column
+// sums) in one pass too.
+Tensor bias_gelu(const Tensor& x, const Tensor& bias);
+// gelu(linear(x, weight, bias)), the bias and GELU applied in one pass over the product's output
+// (the FFN's first layer). bias may be undefined (then gelu(x Wᵀ)).
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// The residual branch of a block: sum = x + dropout(h, p, seed) (p = 0: x + h; the caller folds
+// the training flag into p), and normed = layer_norm(sum, gamma, beta, eps), both from one row
+// kernel that draws the dropout mask itself (the same mask as dropout(h, p, true, seed)).
+struct ResidualNorm {
+  Tensor sum, normed;
+};
+ResidualNorm add_dropout_layer_norm(const Tensor& x, const Tensor& h, double p, uint64_t seed,
+                                    const Tensor& gamma, const Tensor& beta, double eps = 1e-5);
+// sum = x + dropout(h, p, seed) alone, in one pass.
+Tensor add_dropout(const Tensor& x, const Tensor& h, double p, uint64_t seed);
 
 }  // namespace mixlab

@@ -8,6 +8,32 @@ namespace mixlab {
 namespace {
 constexpr double kLayerScaleInit = 0.1;  // ResMLP's γ initialisation (mixers.md §5)
 int64_t ffn_width(const BlockConfig& c) { return c.ffn_dim > 0 ? c.ffn_dim : 4 * c.mixer.dim; }
+
+// x + Drop(h) in one kernel. The seed is drawn exactly where Dropout::forward would draw it (only
+// in training with p > 0), so the masks and every later draw are the unfused path's.
+struct Residual {
+  Tensor sum, normed;
+};
+double drop_rate(const Dropout& drop) { return drop.is_training() ? drop.p : 0.0; }
+uint64_t drop_seed(double rate) { return rate > 0 ? default_generator().next_u64() : 0; }
+
+Tensor residual(const Tensor& x, const Tensor& h, const Dropout& drop) {
+  double p = drop_rate(drop);
+  return add_dropout(x, h, p, drop_seed(p));
+}
+
+// y = x + Drop(h) and norm(y), in one row kernel when the norm is a LayerNorm.
+Residual residual_norm(const Tensor& x, const Tensor& h, const Dropout& drop,
+                       const BlockNorm& norm) {
+  const LayerNorm* ln = norm.layer_norm();
+  if (!ln) {
+    Tensor y = residual(x, h, drop);
+    return {y, norm.forward(y)};
+  }
+  double p = drop_rate(drop);
+  ResidualNorm r = add_dropout_layer_norm(x, h, p, drop_seed(p), ln->weight, ln->bias, ln->eps);
+  return {r.sum, r.normed};
+}
 }  // namespace
 
 BlockNorm::BlockNorm(BlockStyle style, int64_t dim) {
@@ -41,11 +67,11 @@ EncoderBlock::EncoderBlock(const BlockConfig& c, Generator& gen) {
 Tensor EncoderBlock::forward(const Tensor& x, const MixerContext& ctx) {
   Tensor h = mixer_->forward(norm1_ ? norm1_->forward(x) : x, ctx);
   if (scale1_) h = scale1_->forward(h);
-  Tensor y = add(x, drop_->forward(h));
-  if (!ffn_) return y;  // gMLP/aMLP: the unit is the whole block
-  Tensor f = ffn_->forward(norm2_->forward(y));
+  if (!ffn_) return residual(x, h, *drop_);  // gMLP/aMLP: the unit is the whole block
+  Residual y = residual_norm(x, h, *drop_, *norm2_);
+  Tensor f = ffn_->forward(y.normed);
   if (scale2_) f = scale2_->forward(f);
-  return add(y, drop_->forward(f));
+  return residual(y.sum, f, *drop_);
 }
 
 // ---- decoder ----
@@ -73,14 +99,14 @@ Tensor DecoderBlock::forward(const Tensor& x, const MixerContext& self_ctx,
                              const MixerContext& cross_ctx) {
   Tensor h = self_->forward(norm1_->forward(x), self_ctx);
   if (scale1_) h = scale1_->forward(h);
-  Tensor y = add(x, drop_->forward(h));
-  Tensor c = cross_->forward(norm2_->forward(y), cross_ctx);
+  Residual y = residual_norm(x, h, *drop_, *norm2_);
+  Tensor c = cross_->forward(y.normed, cross_ctx);
   if (scale2_) c = scale2_->forward(c);
-  y = add(y, drop_->forward(c));
-  if (!ffn_) return y;
-  Tensor f = ffn_->forward(norm3_->forward(y));
+  if (!ffn_) return residual(y.sum, c, *drop_);
+  Residual z = residual_norm(y.sum, c, *drop_, *norm3_);
+  Tensor f = ffn_->forward(z.normed);
   if (scale3_) f = scale3_->forward(f);
-  return add(y, drop_->forward(f));
+  return residual(z.sum, f, *drop_);
 }
 
 DecoderBlockCache DecoderBlock::new_cache() const {
@@ -91,14 +117,14 @@ Tensor DecoderBlock::step(const Tensor& x_t, DecoderBlockCache& cache, const Mix
                           const MixerContext& cross_ctx) {
   Tensor h = self_->step(norm1_->forward(x_t), *cache.self, self_ctx);
   if (scale1_) h = scale1_->forward(h);
-  Tensor y = add(x_t, drop_->forward(h));
-  Tensor c = cross_->step(norm2_->forward(y), *cache.cross, cross_ctx);
+  Residual y = residual_norm(x_t, h, *drop_, *norm2_);
+  Tensor c = cross_->step(y.normed, *cache.cross, cross_ctx);
   if (scale2_) c = scale2_->forward(c);
-  y = add(y, drop_->forward(c));
-  if (!ffn_) return y;
-  Tensor f = ffn_->forward(norm3_->forward(y));
+  if (!ffn_) return residual(y.sum, c, *drop_);
+  Residual z = residual_norm(y.sum, c, *drop_, *norm3_);
+  Tensor f = ffn_->forward(z.normed);
   if (scale3_) f = scale3_->forward(f);
-  return add(y, drop_->forward(f));
+  return residual(z.sum, f, *drop_);
 }
 
 }  // namespace mixlab

@@ -26,6 +26,8 @@ class BlockNorm : public Module {
   BlockNorm(BlockStyle style, int64_t dim);
   std::string type_name() const override { return "BlockNorm"; }
   Tensor forward(const Tensor& x) const;
+  // The LayerNorm when this norm is one (the fused residual kernel applies it), else null.
+  const LayerNorm* layer_norm() const { return ln_.get(); }
 
  private:
   std::shared_ptr<LayerNorm> ln_;

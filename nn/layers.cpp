@@ -68,7 +68,8 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden, Generator& gen) {
   fc2 = register_module("fc2", std::make_shared<Linear>(hidden, dim, true, gen));
 }
 Tensor FeedForward::forward(const Tensor& x) const {
-  return fc2->forward(gelu(fc1->forward(x), GeluForm::Erf));
+  // fc1's bias and the GELU in one pass over the product (linear_gelu), same numbers.
+  return fc2->forward(linear_gelu(x, fc1->weight, fc1->bias));
 }
 
 // ---- positions ----

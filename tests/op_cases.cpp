@@ -678,6 +678,80 @@ void add_flat_optimizer_cases(std::vector<OpCase>& t) {
   }
 }
 
+// ---- fused kernels: bias (+ GELU) in one pass, residual + dropout + layer norm in one
+// row kernel, dropout with its mask drawn in the kernel ----
+void add_fused_cases(std::vector<OpCase>& t) {
+  for (int64_t rows : {1, 17, 300}) {
+    for (int64_t cols : {1, 17, 1000, 3000}) {
+      if (rows == 300 && cols == 3000) continue;
+      std::vector<Input> inputs{Input::leaf({rows, cols}, 230, -3, 3), Input::leaf({cols}, 231)};
+      bool small = rows * cols <= 20;
+      t.push_back({"bias_act", "bias_add " + dims_str({rows, cols}), inputs,
+                   // the bias's gradient sums up to 300 rows in float32
+                   [](const Ctx&, const In& in) { return Out{bias_add(in[0], in[1])}; }, kF32Loose,
+                   Tol{1e-12, 1e-13}, small, {DType::F32, DType::F64},
+                   [cols](const std::vector<std::vector<double>>& v) {
+                     std::vector<double> y(v[0].size());
+                     for (size_t i = 0; i < y.size(); ++i) y[i] = v[0][i] + v[1][i % cols];
+                     return y;
+                   }});
+      t.push_back({"bias_gelu_backward", "bias_gelu " + dims_str({rows, cols}), inputs,
+                   [](const Ctx&, const In& in) { return Out{bias_gelu(in[0], in[1])}; },
+                   kF32Loose, kF64Loose, small, {DType::F32, DType::F64},
+                   [cols](const std::vector<std::vector<double>>& v) {
+                     std::vector<double> y(v[0].size());
+                     for (size_t i = 0; i < y.size(); ++i) {
+                       double x = v[0][i] + v[1][i % cols];
+                       y[i] = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+                     }
+                     return y;
+                   }});
+      for (double p : {0.0, 0.3}) {
+        std::vector<Input> res{Input::leaf({rows, cols}, 232, -2, 2),
+                               Input::leaf({rows, cols}, 233, -2, 2),
+                               Input::leaf({cols}, 234, 0.5, 1.5), Input::leaf({cols}, 235)};
+        t.push_back({"add_dropout_layer_norm",
+                     "add_dropout_layer_norm " + dims_str({rows, cols}) + " p=" +
+                         std::to_string(p).substr(0, 3),
+                     res,
+                     [p](const Ctx&, const In& in) {
+                       ResidualNorm r = add_dropout_layer_norm(in[0], in[1], p, 606, in[2], in[3]);
+                       return Out{r.normed, r.sum};
+                     },
+                     Tol{1e-3, 1e-4}, Tol{1e-9, 1e-10}, small && cols > 1});
+      }
+    }
+  }
+  t.push_back({"bias_act",
+               "linear_gelu [2, 5, 7] x [9, 7]^T",
+               {Input::leaf({2, 5, 7}, 236), Input::leaf({9, 7}, 237), Input::leaf({9}, 238)},
+               [](const Ctx&, const In& in) { return Out{linear_gelu(in[0], in[1], in[2])}; },
+               kF32Loose,
+               kF64Loose,
+               /*grad=*/true});
+  t.push_back({"add_dropout_layer_norm",
+               "add_dropout without norm [4, 33] p=0.5",
+               {Input::leaf({4, 33}, 239), Input::leaf({4, 33}, 240)},
+               [](const Ctx&, const In& in) { return Out{add_dropout(in[0], in[1], 0.5, 17)}; },
+               kF32,
+               kExact});
+  for (int64_t n : {1, 17, 100003}) {
+    for (double p : {0.1, 0.9}) {
+      t.push_back({"dropout_apply",
+                   "dropout_apply in place and dropout n=" + std::to_string(n) + " p=" +
+                       std::to_string(p).substr(0, 3),
+                   {Input::leaf({n}, 241)},
+                   [p](const Ctx& c, const In& in) {
+                     Tensor y = in[0].detach().clone();
+                     c.kernels().dropout_apply(y.view(), y.view(), p, 31337);
+                     return Out{dropout(in[0], p, true, 31337), y};
+                   },
+                   kF32,
+                   kExact});
+    }
+  }
+}
+
 // ---- the attention core (fused_attention) ----
 struct AttnDims {
   int64_t b, h, n, m, d, e;
@@ -837,6 +911,7 @@ std::vector<OpCase> build_table() {
   add_optimizer_cases(t);
   add_flat_optimizer_cases(t);
   add_attention_cases(t);
+  add_fused_cases(t);
   return t;
 }
 

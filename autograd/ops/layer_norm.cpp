@@ -1,32 +1,27 @@
 // Layer normalisation over the last axis (biased variance), with the fused backward kernel
 // that yields dx, dgamma and dbeta in one pass.
-#include "autograd/ops/op_utils.h"
+#include "autograd/ops/layer_norm_rule.h"
 
 namespace mixlab {
-using namespace ops_detail;
+namespace ops_detail {
 
-Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
-  check_same("layer_norm", {&x});
-  int64_t cols = x.size(-1), rows = cols ? x.numel() / cols : 0;
+void check_layer_norm_params(const char* op, const Tensor& x, const Tensor& gamma,
+                             const Tensor& beta) {
+  int64_t cols = x.size(-1);
   for (const Tensor* p : {&gamma, &beta}) {
     if (!p->defined()) continue;
-    check_same("layer_norm", {&x, p});
+    check_same(op, {&x, p});
     if (p->shape() != Shape{cols})
-      fail("layer_norm: input ", shape_str(x.shape()), " needs gain/bias of shape [", cols,
-           "], got ", shape_str(p->shape()));
+      fail(op, ": input ", shape_str(x.shape()), " needs gain/bias of shape [", cols, "], got ",
+           shape_str(p->shape()));
   }
-  Tensor in = dense(x);
-  Tensor g = gamma.defined() ? dense(gamma) : Tensor();
-  Tensor b = beta.defined() ? dense(beta) : Tensor();
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  Tensor mu = Tensor::empty({rows}, x.dtype(), x.device());
-  Tensor rstd = Tensor::empty({rows}, x.dtype(), x.device());
+}
+
+Tensor record_layer_norm(const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         const Tensor& in, const Tensor& g, const Tensor& b, const Tensor& mu,
+                         const Tensor& rstd, int64_t rows, int64_t cols) {
   View none;
   none.dtype = x.dtype();
-  if (rows > 0)
-    backend_of(x).layer_norm(in.view(), g.defined() ? g.view() : none,
-                             b.defined() ? b.view() : none, y.view(), mu.view(), rstd.view(), rows,
-                             cols, eps);
   return record(
       "layer_norm", y, {x, gamma, beta},
       [in, g, b, mu, rstd, rows, cols, none](const Tensor& grad) {
@@ -45,6 +40,29 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
         }
         return std::vector<Tensor>{dx, dg, db};
       });
+}
+
+}  // namespace ops_detail
+
+using namespace ops_detail;
+
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
+  check_same("layer_norm", {&x});
+  int64_t cols = x.size(-1), rows = cols ? x.numel() / cols : 0;
+  check_layer_norm_params("layer_norm", x, gamma, beta);
+  Tensor in = dense(x);
+  Tensor g = gamma.defined() ? dense(gamma) : Tensor();
+  Tensor b = beta.defined() ? dense(beta) : Tensor();
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor mu = Tensor::empty({rows}, x.dtype(), x.device());
+  Tensor rstd = Tensor::empty({rows}, x.dtype(), x.device());
+  View none;
+  none.dtype = x.dtype();
+  if (rows > 0)
+    backend_of(x).layer_norm(in.view(), g.defined() ? g.view() : none,
+                             b.defined() ? b.view() : none, y.view(), mu.view(), rstd.view(), rows,
+                             cols, eps);
+  return record_layer_norm(y, x, gamma, beta, in, g, b, mu, rstd, rows, cols);
 }
 
 Tensor logcumsumexp(const Tensor& x, int64_t axis) {

@@ -110,13 +110,4 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return reshape(c, out_shape);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check(weight.dim() == 2, "linear: weight must be [out, in], got ", shape_str(weight.shape()));
-  if (x.size(-1) != weight.size(1))
-    fail("linear: input ", shape_str(x.shape()), " has ", x.size(-1), " features but weight ",
-         shape_str(weight.shape()), " expects ", weight.size(1));
-  Tensor y = matmul(x, transpose(weight, 0, 1));
-  return bias.defined() ? add(y, bias) : y;
-}
-
 }  // namespace mixlab

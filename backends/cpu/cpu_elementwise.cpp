@@ -3,41 +3,13 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_math.h"
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/strided.h"
 #include "core/dtype_dispatch.h"
 
 namespace mixlab {
 namespace {
-
-// The CPU's transcendental functions for the shared formulas (backends/elementwise_ops.h): the
-// vectorisable float polynomials of fast_math.h for exp and erf, libm for the rest.
-struct CpuMath {
-  template <typename T>
-  static T exp(T x) {
-    return cpu::exp_of(x);
-  }
-  template <typename T>
-  static T erf(T x) {
-    return cpu::erf_of(x);
-  }
-  template <typename T>
-  static T log(T x) {
-    return std::log(x);
-  }
-  template <typename T>
-  static T sqrt(T x) {
-    return std::sqrt(x);
-  }
-  template <typename T>
-  static T tanh(T x) {
-    return std::tanh(x);
-  }
-  template <typename T>
-  static T pow(T x, T y) {
-    return std::pow(x, y);
-  }
-};
 
 // The switch sits outside the loop: each op gets its own vectorisable inner loop.
 template <typename T, typename F>

@@ -6,6 +6,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
+#include "backends/cpu/layer_norm_row.h"
 #include "backends/cpu/strided.h"
 #include "core/dtype_dispatch.h"
 
@@ -70,25 +71,9 @@ void CpuBackend::layer_norm(const View& x, const View& gamma, const View& beta, 
     const T* g = gamma.as<T>();
     const T* bt = beta.as<T>();
     parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) {
-        const T* in = x.as<T>() + r * cols;
-        T* out = y.as<T>() + r * cols;
-        T m = 0;
-        for (int64_t i = 0; i < cols; ++i) m += in[i];
-        m /= T(cols);
-        T var = 0;
-        for (int64_t i = 0; i < cols; ++i) var += (in[i] - m) * (in[i] - m);
-        var /= T(cols);
-        T rs = T(1) / std::sqrt(var + T(eps));
-        mean.as<T>()[r] = m;
-        rstd.as<T>()[r] = rs;
-        for (int64_t i = 0; i < cols; ++i) {
-          T v = (in[i] - m) * rs;
-          if (g) v *= g[i];
-          if (bt) v += bt[i];
-          out[i] = v;
-        }
-      }
+      for (int64_t r = b; r < e; ++r)
+        cpu::layer_norm_row(x.as<T>() + r * cols, g, bt, y.as<T>() + r * cols, cols, T(eps),
+                            mean.as<T>()[r], rstd.as<T>()[r]);
     });
   });
 }

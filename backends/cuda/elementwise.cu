@@ -4,38 +4,11 @@
 // flat loop without index arithmetic. The formulas are the CPU's own (backends/elementwise_ops.h);
 // the kernels' switches are generated from the op lists there.
 #include "backends/cuda/common.cuh"
+#include "backends/cuda/cuda_math.cuh"
 
 namespace mixlab {
 namespace cuda {
 namespace {
-
-// CUDA's transcendental functions for the shared formulas (backends/elementwise_ops.h).
-struct CudaMath {
-  template <typename T>
-  static __device__ __forceinline__ T exp(T x) {
-    return d_exp(x);
-  }
-  template <typename T>
-  static __device__ __forceinline__ T erf(T x) {
-    return d_erf(x);
-  }
-  template <typename T>
-  static __device__ __forceinline__ T log(T x) {
-    return d_log(x);
-  }
-  template <typename T>
-  static __device__ __forceinline__ T sqrt(T x) {
-    return d_sqrt(x);
-  }
-  template <typename T>
-  static __device__ __forceinline__ T tanh(T x) {
-    return d_tanh(x);
-  }
-  template <typename T>
-  static __device__ __forceinline__ T pow(T x, T y) {
-    return d_pow(x, y);
-  }
-};
 
 #define MIXLAB_GRID_STRIDE(Index, i, n)                                              \
   for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \

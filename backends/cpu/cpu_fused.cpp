@@ -1,0 +1,122 @@
+// Fused kernels (the "fused" block of backends/kernels.def): a bias (and GELU) applied in one
+// pass over a product's output, the residual add + dropout + layer norm in one row pass, and
+// dropout applied with its mask generated on the fly. Rows split over threads; the bias
+// gradient's column sums are per-thread partials over a fixed split of rows, combined in order,
+// so results are reproducible for a given thread count.
+#include <algorithm>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_math.h"
+#include "backends/cpu/layer_norm_row.h"
+#include "backends/fused_ops.h"
+#include "core/dtype_dispatch.h"
+#include "core/parallel.h"
+
+namespace mixlab {
+namespace {
+
+// Rows per task: about 16k elements, as the row kernels of cpu_rows.cpp take.
+int64_t rows_per_task(int64_t cols) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols));
+}
+
+}  // namespace
+
+void CpuBackend::bias_act(const View& x, const View& bias, const View& pre, const View& y,
+                          int64_t rows, int64_t cols) {
+  dispatch_floating(x.dtype, "bias_act", [&](auto tag) {
+    using T = decltype(tag);
+    const T* b = bias.as<T>();
+    parallel_for(rows, rows_per_task(cols), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        const T* in = x.as<T>() + r * cols;
+        T* p = pre.as<T>() + r * cols;  // may be `in` itself
+        for (int64_t i = 0; i < cols; ++i) p[i] = in[i] + b[i];
+        if (!y.data) continue;
+        // A second loop over the row (still in cache) whose pointers do not alias, so GELU's
+        // polynomials vectorise.
+        const T* __restrict src = p;
+        T* __restrict out = y.as<T>() + r * cols;
+        for (int64_t i = 0; i < cols; ++i)
+          out[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(src[i], T(0));
+      }
+    });
+  });
+}
+
+void CpuBackend::bias_gelu_backward(const View& dy, const View& pre, const View& dx,
+                                    const View& dbias, int64_t rows, int64_t cols) {
+  dispatch_floating(dy.dtype, "bias_gelu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    int chunks = static_cast<int>(std::min<int64_t>(num_threads(), std::max<int64_t>(1, rows)));
+    int64_t per = (rows + chunks - 1) / chunks;
+    std::vector<std::vector<T>> partial(chunks);
+    parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
+      for (int64_t c = cb; c < ce; ++c) {
+        std::vector<T>& acc = partial[c];
+        acc.assign(cols, T(0));
+        for (int64_t r = c * per; r < std::min(rows, (c + 1) * per); ++r) {
+          const T* __restrict g = dy.as<T>() + r * cols;
+          const T* __restrict p = pre.as<T>() + r * cols;
+          T* __restrict d = dx.as<T>() + r * cols;
+          T* __restrict a = acc.data();
+          // Two loops over the row, so that each vectorises (dx and the partial sums may alias
+          // as far as the compiler knows in one).
+          for (int64_t i = 0; i < cols; ++i) d[i] = fused::bias_gelu_grad<CpuMath>(g[i], p[i]);
+          for (int64_t i = 0; i < cols; ++i) a[i] += d[i];
+        }
+      }
+    });
+    T* db = dbias.as<T>();
+    for (int64_t i = 0; i < cols; ++i) {
+      T total = 0;
+      for (int c = 0; c < chunks; ++c) total += partial[c][i];
+      db[i] = total;
+    }
+  });
+}
+
+void CpuBackend::add_dropout_layer_norm(const View& x, const View& h, const View& gamma,
+                                        const View& beta, const View& sum, const View& y,
+                                        const View& mean, const View& rstd, int64_t rows,
+                                        int64_t cols, double p, uint64_t seed, double eps) {
+  dispatch_floating(x.dtype, "add_dropout_layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    const uint64_t mixed = mix64(seed);
+    const T keep = fused::dropout_keep<T>(p);
+    parallel_for(rows, rows_per_task(cols), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        const T* px = x.as<T>() + r * cols;
+        const T* ph = h.as<T>() + r * cols;
+        T* ps = sum.as<T>() + r * cols;
+        if (p > 0) {
+          uint64_t base = static_cast<uint64_t>(r * cols);
+          for (int64_t i = 0; i < cols; ++i)
+            ps[i] = px[i] + ph[i] * fused::dropout_factor<T>(mixed, base + i, p, keep);
+        } else {
+          for (int64_t i = 0; i < cols; ++i) ps[i] = px[i] + ph[i];
+        }
+        if (y.data)
+          cpu::layer_norm_row(ps, gamma.as<T>(), beta.as<T>(), y.as<T>() + r * cols, cols, T(eps),
+                              mean.as<T>()[r], rstd.as<T>()[r]);
+      }
+    });
+  });
+}
+
+void CpuBackend::dropout_apply(const View& x, const View& y, double p, uint64_t seed) {
+  dispatch_floating(x.dtype, "dropout_apply", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.as<T>();
+    T* out = y.as<T>();
+    const uint64_t mixed = mix64(seed);
+    const T keep = fused::dropout_keep<T>(p);
+    parallel_for(x.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        out[i] = in[i] * fused::dropout_factor<T>(mixed, static_cast<uint64_t>(i), p, keep);
+    });
+  });
+}
+
+}  // namespace mixlab

@@ -1,0 +1,154 @@
+// Fused kernels (the "fused" block of backends/kernels.def) on CUDA: bias (+ GELU) in one pass,
+// the residual add + dropout + layer norm as one row kernel, and dropout with its mask generated
+// in the kernel. Per-element formulas are the CPU's (backends/fused_ops.h); the dropout draw is
+// the same integer function as dropout_mask's, so masks are bit-identical to the CPU's.
+#include "backends/cuda/common.cuh"
+#include "backends/cuda/cuda_math.cuh"
+#include "backends/fused_ops.h"
+
+namespace mixlab {
+namespace cuda {
+namespace {
+
+template <typename T>
+__global__ void bias_act_kernel(const T* x, const T* bias, T* pre, T* y, int64_t n, int64_t cols) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    T b = bias[i % cols];
+    if (y) {
+      T p;
+      y[i] = fused::bias_gelu<CudaMath>(x[i], b, p);
+      pre[i] = p;
+    } else {
+      pre[i] = x[i] + b;
+    }
+  }
+}
+
+template <typename T>
+__global__ void bias_gelu_dx_kernel(const T* dy, const T* pre, T* dx, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+    dx[i] = fused::bias_gelu_grad<CudaMath>(dy[i], pre[i]);
+}
+
+// dbias[c] = sum over rows of dx[r, c], one thread per column, rows in order: deterministic.
+template <typename T>
+__global__ void column_sum_kernel(const T* dx, T* out, int64_t rows, int64_t cols) {
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols;
+       c += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    T acc = 0;
+    for (int64_t r = 0; r < rows; ++r) acc += dx[r * cols + c];
+    out[c] = acc;
+  }
+}
+
+template <typename G, typename T>
+__global__ void add_dropout_layer_norm_kernel(const T* x, const T* h, const T* gamma, const T* beta,
+                                              T* sum, T* y, T* mean, T* rstd, int64_t rows,
+                                              int64_t cols, double p, uint64_t mixed_seed, T keep,
+                                              T eps) {
+  int64_t row = G::row();
+  if (row >= rows) return;
+  const T* px = x + row * cols;
+  const T* ph = h + row * cols;
+  T* ps = sum + row * cols;
+  uint64_t base = static_cast<uint64_t>(row * cols);
+  for (int64_t i = G::rank(); i < cols; i += G::size())
+    ps[i] = p > 0 ? px[i] + ph[i] * fused::dropout_factor<T>(mixed_seed, base + i, p, keep)
+                  : px[i] + ph[i];
+  if (!y) return;
+  // Each lane reads back only the elements it wrote: no synchronisation needed before the sums.
+  T m = 0;
+  for (int64_t i = G::rank(); i < cols; i += G::size()) m += ps[i];
+  m = G::reduce(m, SumOp{}, T(0)) / T(cols);
+  T var = 0;
+  for (int64_t i = G::rank(); i < cols; i += G::size()) var += (ps[i] - m) * (ps[i] - m);
+  var = G::reduce(var, SumOp{}, T(0)) / T(cols);
+  T rs = T(1) / d_sqrt(var + eps);
+  if (G::rank() == 0) {
+    mean[row] = m;
+    rstd[row] = rs;
+  }
+  T* out = y + row * cols;
+  for (int64_t i = G::rank(); i < cols; i += G::size()) {
+    T v = (ps[i] - m) * rs;
+    if (gamma) v *= gamma[i];
+    if (beta) v += beta[i];
+    out[i] = v;
+  }
+}
+
+template <typename T>
+__global__ void dropout_apply_kernel(const T* x, T* y, int64_t n, double p, uint64_t mixed_seed,
+                                     T keep) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+    y[i] = x[i] * fused::dropout_factor<T>(mixed_seed, static_cast<uint64_t>(i), p, keep);
+}
+
+}  // namespace
+}  // namespace cuda
+
+using namespace cuda;
+
+void CudaBackend::bias_act(const View& x, const View& bias, const View& pre, const View& y,
+                           int64_t rows, int64_t cols) {
+  int64_t n = rows * cols;
+  if (n == 0) return;
+  activate();
+  dispatch_floating(x.dtype, "bias_act", [&](auto tag) {
+    using T = decltype(tag);
+    bias_act_kernel<T><<<grid_for(n), kBlock, 0, stream_>>>(x.as<T>(), bias.as<T>(), pre.as<T>(),
+                                                            y.as<T>(), n, cols);
+  });
+  check_launch("bias_act");
+}
+
+void CudaBackend::bias_gelu_backward(const View& dy, const View& pre, const View& dx,
+                                     const View& dbias, int64_t rows, int64_t cols) {
+  if (cols == 0) return;
+  activate();
+  dispatch_floating(dy.dtype, "bias_gelu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    int64_t n = rows * cols;
+    if (n > 0)
+      bias_gelu_dx_kernel<T>
+          <<<grid_for(n), kBlock, 0, stream_>>>(dy.as<T>(), pre.as<T>(), dx.as<T>(), n);
+    column_sum_kernel<T>
+        <<<grid_for(cols), kBlock, 0, stream_>>>(dx.as<T>(), dbias.as<T>(), rows, cols);
+  });
+  check_launch("bias_gelu_backward");
+}
+
+void CudaBackend::add_dropout_layer_norm(const View& x, const View& h, const View& gamma,
+                                         const View& beta, const View& sum, const View& y,
+                                         const View& mean, const View& rstd, int64_t rows,
+                                         int64_t cols, double p, uint64_t seed, double eps) {
+  if (rows == 0 || cols == 0) return;
+  activate();
+  dispatch_floating(x.dtype, "add_dropout_layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    launch_rows(rows, cols, [&](auto group, unsigned int blocks, int threads) {
+      using G = decltype(group);
+      add_dropout_layer_norm_kernel<G, T><<<blocks, threads, 0, stream_>>>(
+          x.as<T>(), h.as<T>(), gamma.as<T>(), beta.as<T>(), sum.as<T>(), y.as<T>(), mean.as<T>(),
+          rstd.as<T>(), rows, cols, p, mix64(seed), fused::dropout_keep<T>(p), static_cast<T>(eps));
+    });
+  });
+  check_launch("add_dropout_layer_norm");
+}
+
+void CudaBackend::dropout_apply(const View& x, const View& y, double p, uint64_t seed) {
+  int64_t n = x.numel();
+  if (n == 0) return;
+  activate();
+  dispatch_floating(x.dtype, "dropout_apply", [&](auto tag) {
+    using T = decltype(tag);
+    dropout_apply_kernel<T><<<grid_for(n), kBlock, 0, stream_>>>(
+        x.as<T>(), y.as<T>(), n, p, mix64(seed), fused::dropout_keep<T>(p));
+  });
+  check_launch("dropout_apply");
+}
+
+}  // namespace mixlab

@@ -1,0 +1,41 @@
+// Per-element formulas of the fused kernels (the "fused" block of backends/kernels.def), written
+// once for the CPU (backends/cpu/cpu_fused.cpp) and CUDA (backends/cuda/fused.cu). Each one is
+// the formula of the unfused ops it replaces, in the same order of operations, so a fused path
+// gives the numbers the unfused one gave.
+#pragma once
+#include <cstdint>
+
+#include "backends/elementwise_ops.h"
+#include "core/random.h"
+
+namespace mixlab::fused {
+
+// The factor dropout_mask writes at flat index i (1/(1-p) kept, 0 dropped): counter_uniform(seed,
+// i) with mix64(seed) computed once by the caller.
+template <typename T>
+MIXLAB_HOST_DEVICE T dropout_factor(uint64_t mixed_seed, uint64_t i, double p, T keep) {
+  double u = static_cast<double>(mix64(mixed_seed ^ i) >> 11) * (1.0 / 9007199254740992.0);
+  return u >= p ? keep : T(0);
+}
+
+// What dropout_mask calls the kept value: the same rounding of 1/(1-p) on every backend.
+template <typename T>
+MIXLAB_HOST_DEVICE T dropout_keep(double p) {
+  return static_cast<T>(1.0 / (1.0 - p));
+}
+
+// gelu(x + b) as add then the GeluErf unary op computed it; `pre` receives x + b. (The CPU splits
+// it into two loops over a row, the same operations, so that each vectorises.)
+template <typename M, typename T>
+MIXLAB_HOST_DEVICE T bias_gelu(T x, T b, T& pre) {
+  pre = x + b;
+  return apply_unary<UnaryOp::GeluErf, M>(pre, T(0));
+}
+
+// The gradient through gelu at `pre`, as mul(dy, GeluErfGrad(pre)) computed it.
+template <typename M, typename T>
+MIXLAB_HOST_DEVICE T bias_gelu_grad(T dy, T pre) {
+  return dy * apply_unary<UnaryOp::GeluErfGrad, M>(pre, T(0));
+}
+
+}  // namespace mixlab::fused

@@ -1,0 +1,164 @@
+// The fused ops (autograd/ops/linear.cpp, residual.cpp, dropout.cpp): float64 finite-difference
+// gradients, and agreement in float32 with the unfused ops they replace (forward and every
+// gradient), including the dropout mask against the dropout_mask kernel's.
+#include <functional>
+
+#include "backends/backend.h"
+#include "tests/test_helpers.h"
+
+using namespace mixlab;
+using namespace mixlab::testing;
+using Inputs = std::vector<Tensor>;
+
+namespace {
+
+Tensor leaf32(const Shape& shape, uint64_t seed) { return rand32(shape, seed).set_requires_grad(); }
+
+// The mask dropout(·, p, true, seed) used before the fusions: the dropout_mask kernel's.
+Tensor mask_of(const Shape& shape, double p, uint64_t seed) {
+  Tensor m = Tensor::empty(shape, DType::F32, Device::cpu());
+  backend_for(m.device()).dropout_mask(m.view(), p, seed);
+  return m;
+}
+
+// Runs `fn` on fresh copies of `inputs`, then backward from sum(out ⊙ weights) (weights seeded
+// per output), and returns the outputs' and the inputs' gradients' values, in order.
+std::vector<std::vector<float>> run_with_grads(
+    const std::function<std::vector<Tensor>(const Inputs&)>& fn, const Inputs& inputs) {
+  Inputs in;
+  for (const Tensor& t : inputs) in.push_back(t.detach().clone().set_requires_grad());
+  std::vector<Tensor> outs = fn(in);
+  Tensor loss;
+  std::vector<std::vector<float>> values;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    Tensor w = rand32(outs[k].shape(), 900 + k);
+    Tensor term = sum(mul(outs[k], w));
+    loss = loss.defined() ? add(loss, term) : term;
+    values.push_back(outs[k].to_float_vector());
+  }
+  loss.backward();
+  for (const Tensor& t : in)  // inputs the op does not read get no gradient
+    values.push_back(t.grad().defined() ? t.grad().to_float_vector() : std::vector<float>{});
+  return values;
+}
+
+// Fused against unfused within float32 tolerance; says whether every value is bit-identical.
+void check_agree(const std::function<std::vector<Tensor>(const Inputs&)>& fused,
+                 const std::function<std::vector<Tensor>(const Inputs&)>& unfused,
+                 const Inputs& inputs) {
+  auto a = run_with_grads(fused, inputs);
+  auto b = run_with_grads(unfused, inputs);
+  REQUIRE(a.size() == b.size());
+  bool identical = true;
+  for (size_t k = 0; k < a.size(); ++k) {
+    REQUIRE(a[k].size() == b[k].size());
+    double scale = 0;
+    for (float v : b[k]) scale = std::max(scale, static_cast<double>(std::abs(v)));
+    for (size_t i = 0; i < a[k].size(); ++i) {
+      INFO("value set " << k << " element " << i << ": " << a[k][i] << " vs " << b[k][i]);
+      CHECK(std::abs(a[k][i] - b[k][i]) <= 1e-5 * (scale + 1e-30) + 1e-30);
+      identical = identical && a[k][i] == b[k][i];
+    }
+  }
+  MESSAGE("fused and unfused bit-identical: " << std::string(identical ? "yes" : "no"));
+}
+
+}  // namespace
+
+TEST_CASE("fused: gradcheck bias_add, bias_gelu, linear, linear_gelu") {
+  Inputs rows{rand64({2, 3, 5}, 1), rand64({5}, 2)};
+  CHECK_GRADS([](const Inputs& x) { return bias_add(x[0], x[1]); }, rows);
+  CHECK_GRADS([](const Inputs& x) { return bias_gelu(x[0], x[1]); }, rows);
+  // A non-contiguous input (a transposed view) goes through a dense copy.
+  CHECK_GRADS([](const Inputs& x) { return bias_gelu(transpose(x[0], 0, 2), x[1]); },
+              (Inputs{rand64({4, 3, 2}, 3), rand64({4}, 4)}));
+  Inputs lin{rand64({2, 3, 4}, 5), rand64({6, 4}, 6), rand64({6}, 7)};
+  CHECK_GRADS([](const Inputs& x) { return linear(x[0], x[1], x[2]); }, lin);
+  CHECK_GRADS([](const Inputs& x) { return linear_gelu(x[0], x[1], x[2]); }, lin);
+  CHECK_GRADS([](const Inputs& x) { return linear_gelu(x[0], x[1], Tensor()); },
+              (Inputs{rand64({3, 4}, 8), rand64({2, 4}, 9)}));
+}
+
+TEST_CASE("fused: gradcheck add_dropout and add_dropout_layer_norm") {
+  for (double p : {0.0, 0.3}) {
+    INFO("p = " << p);
+    Inputs in{rand64({2, 3, 6}, 10), rand64({2, 3, 6}, 11), rand64({6}, 12), rand64({6}, 13)};
+    CHECK_GRADS([p](const Inputs& x) { return add_dropout(x[0], x[1], p, 77); }, in);
+    // Both outputs reach the loss: the sum feeds later ops as well as the norm.
+    CHECK_GRADS(
+        [p](const Inputs& x) {
+          ResidualNorm r = add_dropout_layer_norm(x[0], x[1], p, 77, x[2], x[3]);
+          return add(r.normed, mul(r.sum, 0.7));
+        },
+        in);
+    CHECK_GRADS(
+        [p](const Inputs& x) {
+          return add_dropout_layer_norm(x[0], x[1], p, 78, Tensor(), Tensor()).normed;
+        },
+        in);
+  }
+  CHECK_GRADS([](const Inputs& x) { return dropout(x[0], 0.4, true, 5); },
+              Inputs{rand64({3, 7}, 14)});
+}
+
+TEST_CASE("fused: bias and bias + GELU agree with matmul, add and gelu in float32") {
+  Inputs in{leaf32({4, 9, 16}, 20), leaf32({24, 16}, 21), leaf32({24}, 22)};
+  check_agree([](const Inputs& x) { return std::vector<Tensor>{linear(x[0], x[1], x[2])}; },
+              [](const Inputs& x) {
+                return std::vector<Tensor>{add(matmul(x[0], transpose(x[1], 0, 1)), x[2])};
+              },
+              in);
+  check_agree([](const Inputs& x) { return std::vector<Tensor>{linear_gelu(x[0], x[1], x[2])}; },
+              [](const Inputs& x) {
+                Tensor y = add(matmul(x[0], transpose(x[1], 0, 1)), x[2]);
+                return std::vector<Tensor>{gelu(y, GeluForm::Erf)};
+              },
+              in);
+}
+
+TEST_CASE("fused: residual + dropout + layer norm agrees with add, dropout_mask and layer_norm") {
+  for (double p : {0.0, 0.1, 0.5}) {
+    INFO("p = " << p);
+    Shape shape{3, 7, 32};
+    Inputs in{leaf32(shape, 30), leaf32(shape, 31), leaf32({32}, 32), leaf32({32}, 33)};
+    uint64_t seed = 4242;
+    check_agree(
+        [=](const Inputs& x) {
+          ResidualNorm r = add_dropout_layer_norm(x[0], x[1], p, seed, x[2], x[3]);
+          return std::vector<Tensor>{r.sum, r.normed};
+        },
+        [=](const Inputs& x) {
+          Tensor h = p > 0 ? mul(x[1], mask_of(shape, p, seed)) : x[1];
+          Tensor s = add(x[0], h);
+          return std::vector<Tensor>{s, layer_norm(s, x[2], x[3])};
+        },
+        in);
+    check_agree(
+        [=](const Inputs& x) { return std::vector<Tensor>{add_dropout(x[0], x[1], p, seed)}; },
+        [=](const Inputs& x) {
+          Tensor h = p > 0 ? mul(x[1], mask_of(shape, p, seed)) : x[1];
+          return std::vector<Tensor>{add(x[0], h)};
+        },
+        in);
+  }
+}
+
+TEST_CASE("fused: dropout draws the dropout_mask kernel's mask, forward and backward") {
+  Shape shape{5, 301};
+  Tensor x = leaf32(shape, 40);
+  check_agree(
+      [](const Inputs& v) { return std::vector<Tensor>{dropout(v[0], 0.3, true, 99)}; },
+      [&](const Inputs& v) { return std::vector<Tensor>{mul(v[0], mask_of(shape, 0.3, 99))}; },
+      Inputs{x});
+}
+
+TEST_CASE("fused: bad shapes name the op and both shapes") {
+  Tensor x = rand32({2, 3}, 50), h = rand32({2, 4}, 51), b = rand32({4}, 52);
+  CHECK_THROWS_WITH(add_dropout(x, h, 0.1, 1),
+                    doctest::Contains("add_dropout: residual [2,3] and branch [2,4]"));
+  CHECK_THROWS_WITH(bias_gelu(x, b), doctest::Contains("bias_gelu: input [2,3] needs a bias of "
+                                                       "shape [3], got [4]"));
+  CHECK_THROWS_WITH(add_dropout_layer_norm(x, x, 0.0, 1, b, Tensor()),
+                    doctest::Contains("add_dropout_layer_norm: input [2,3] needs gain/bias"));
+  CHECK_THROWS_WITH(add_dropout(x, x, 1.0, 1), doctest::Contains("must be in [0, 1)"));
+}
