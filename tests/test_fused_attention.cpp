@@ -50,11 +50,14 @@ TEST_CASE("fused_attention: agrees with the unfused path in float32, values and 
   Tensor key_mask = reshape(keys, {b, 1, 1, n});  // as mixers::key_mask makes it
   Tensor causal = tril_mask(n, n);                // [N, N]
   Tensor both = mul(key_mask, causal);            // [B, 1, N, N]
-  for (auto [what, mask] :
+  // (a pair, not a structured binding: clang 14 cannot capture a binding in INFO's lambda)
+  for (const auto& item :
        std::vector<std::pair<const char*, Tensor>>{{"no mask", Tensor()},
                                                    {"padded keys", key_mask},
                                                    {"causal", causal},
                                                    {"causal and padded", both}}) {
+    const char* what = item.first;
+    const Tensor& mask = item.second;
     INFO(what);
     check_agree(run(true, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask),
                 run(false, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask));
