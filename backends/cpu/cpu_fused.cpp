@@ -51,16 +51,18 @@ void CpuBackend::bias_gelu_backward(const View& dy, const View& pre, const View&
     using T = decltype(tag);
     int chunks = static_cast<int>(std::min<int64_t>(num_threads(), std::max<int64_t>(1, rows)));
     int64_t per = (rows + chunks - 1) / chunks;
-    std::vector<std::vector<T>> partial(chunks);
+    // One row of partial column sums per chunk, in a buffer the calling thread keeps between
+    // calls, so a training step in steady state allocates nothing here.
+    thread_local std::vector<T> partial;
+    partial.assign(static_cast<size_t>(chunks) * cols, T(0));
+    T* sums = partial.data();  // (the workers must see this thread's buffer, not their own)
     parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
       for (int64_t c = cb; c < ce; ++c) {
-        std::vector<T>& acc = partial[c];
-        acc.assign(cols, T(0));
         for (int64_t r = c * per; r < std::min(rows, (c + 1) * per); ++r) {
           const T* __restrict g = dy.as<T>() + r * cols;
           const T* __restrict p = pre.as<T>() + r * cols;
           T* __restrict d = dx.as<T>() + r * cols;
-          T* __restrict a = acc.data();
+          T* __restrict a = sums + c * cols;
           // Two loops over the row, so that each vectorises (dx and the partial sums may alias
           // as far as the compiler knows in one).
           for (int64_t i = 0; i < cols; ++i) d[i] = fused::bias_gelu_grad<CpuMath>(g[i], p[i]);
@@ -71,7 +73,7 @@ void CpuBackend::bias_gelu_backward(const View& dy, const View& pre, const View&
     T* db = dbias.as<T>();
     for (int64_t i = 0; i < cols; ++i) {
       T total = 0;
-      for (int c = 0; c < chunks; ++c) total += partial[c][i];
+      for (int c = 0; c < chunks; ++c) total += sums[c * cols + i];
       db[i] = total;
     }
   });
