@@ -359,8 +359,7 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
     t.command = "classify";
     t.metric = "accuracy";
     sizes = "--data fashion-mnist --patch 7 " +
-            Sizes{"--dim 32 --epochs 2 --log-every 20",
-                  "--dim 64 --epochs 2 --log-every 20",
+            Sizes{"--dim 32 --epochs 2 --log-every 20", "--dim 64 --epochs 2 --log-every 20",
                   "--dim 128 --layers 4 --epochs 8 --lr 2e-3 --warmup 400 --weight-decay 0.05 "
                   "--label-smoothing 0.1 --log-every 50"}
                 .pick(budget);

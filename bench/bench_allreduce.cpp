@@ -41,10 +41,11 @@ int main(int argc, char** argv) {
     }
     std::sort(ms.begin(), ms.end());
     if (comm.rank() == 0)
-      std::printf("all-reduce of %lld floats (%.2f MB) over %d process(es) (%s): median %.3f ms, "
-                  "fastest %.3f ms (%d calls)\n",
-                  static_cast<long long>(floats), floats * 4e-6, comm.size(), comm.name().c_str(),
-                  ms[ms.size() / 2], ms.front(), iters);
+      std::printf(
+          "all-reduce of %lld floats (%.2f MB) over %d process(es) (%s): median %.3f ms, "
+          "fastest %.3f ms (%d calls)\n",
+          static_cast<long long>(floats), floats * 4e-6, comm.size(), comm.name().c_str(),
+          ms[ms.size() / 2], ms.front(), iters);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -686,18 +686,28 @@ void add_fused_cases(std::vector<OpCase>& t) {
       if (rows == 300 && cols == 3000) continue;
       std::vector<Input> inputs{Input::leaf({rows, cols}, 230, -3, 3), Input::leaf({cols}, 231)};
       bool small = rows * cols <= 20;
-      t.push_back({"bias_act", "bias_add " + dims_str({rows, cols}), inputs,
+      t.push_back({"bias_act",
+                   "bias_add " + dims_str({rows, cols}),
+                   inputs,
                    // the bias's gradient sums up to 300 rows in float32
-                   [](const Ctx&, const In& in) { return Out{bias_add(in[0], in[1])}; }, kF32Loose,
-                   Tol{1e-12, 1e-13}, small, {DType::F32, DType::F64},
+                   [](const Ctx&, const In& in) { return Out{bias_add(in[0], in[1])}; },
+                   kF32Loose,
+                   Tol{1e-12, 1e-13},
+                   small,
+                   {DType::F32, DType::F64},
                    [cols](const std::vector<std::vector<double>>& v) {
                      std::vector<double> y(v[0].size());
                      for (size_t i = 0; i < y.size(); ++i) y[i] = v[0][i] + v[1][i % cols];
                      return y;
                    }});
-      t.push_back({"bias_gelu_backward", "bias_gelu " + dims_str({rows, cols}), inputs,
+      t.push_back({"bias_gelu_backward",
+                   "bias_gelu " + dims_str({rows, cols}),
+                   inputs,
                    [](const Ctx&, const In& in) { return Out{bias_gelu(in[0], in[1])}; },
-                   kF32Loose, kF64Loose, small, {DType::F32, DType::F64},
+                   kF32Loose,
+                   kF64Loose,
+                   small,
+                   {DType::F32, DType::F64},
                    [cols](const std::vector<std::vector<double>>& v) {
                      std::vector<double> y(v[0].size());
                      for (size_t i = 0; i < y.size(); ++i) {
@@ -711,8 +721,8 @@ void add_fused_cases(std::vector<OpCase>& t) {
                                Input::leaf({rows, cols}, 233, -2, 2),
                                Input::leaf({cols}, 234, 0.5, 1.5), Input::leaf({cols}, 235)};
         t.push_back({"add_dropout_layer_norm",
-                     "add_dropout_layer_norm " + dims_str({rows, cols}) + " p=" +
-                         std::to_string(p).substr(0, 3),
+                     "add_dropout_layer_norm " + dims_str({rows, cols}) +
+                         " p=" + std::to_string(p).substr(0, 3),
                      res,
                      [p](const Ctx&, const In& in) {
                        ResidualNorm r = add_dropout_layer_norm(in[0], in[1], p, 606, in[2], in[3]);
@@ -738,8 +748,8 @@ void add_fused_cases(std::vector<OpCase>& t) {
   for (int64_t n : {1, 17, 100003}) {
     for (double p : {0.1, 0.9}) {
       t.push_back({"dropout_apply",
-                   "dropout_apply in place and dropout n=" + std::to_string(n) + " p=" +
-                       std::to_string(p).substr(0, 3),
+                   "dropout_apply in place and dropout n=" + std::to_string(n) +
+                       " p=" + std::to_string(p).substr(0, 3),
                    {Input::leaf({n}, 241)},
                    [p](const Ctx& c, const In& in) {
                      Tensor y = in[0].detach().clone();

@@ -254,7 +254,8 @@ TEST_CASE("bad input: every refused input names its cause and leaves the run fol
       // Flags.
       {T + " --mixer nosuch", "unknown mixer 'nosuch' (known mixers: attention,", 2},
       {T + " --decoder-mixer fnet", "mixer 'fnet' cannot be causal: a Fourier transform", 2},
-      {T + " --mixer-opt rank=3", "mixer 'attention' has no option 'rank' (it takes no options)", 2},
+      {T + " --mixer-opt rank=3", "mixer 'attention' has no option 'rank' (it takes no options)",
+       2},
       {T + " --mixer synth-frandom --mixer-opt rnk=3",
        "mixer 'synth-frandom' has no option 'rnk'; did you mean 'rank'? (its options: rank)", 2},
       {T + " --mixer-opt novalue", "--mixer-opt 'novalue': expected key=value", 2},
@@ -311,10 +312,11 @@ TEST_CASE("bad input: JSON and CMUdict readers name the line and what is wrong")
   put(dir / "noref.ref", "ABLE\tEY B L\nZOO\n");
   const std::string d = dir.string();
   const std::vector<Case> cases = {
-      {[] { Json::parse("{\"a\": 1,\n \"b\" 2}"); },
-       "expected ':' at line 2, column 6"},
-      {[] { Json::parse("[1, 2"); }, "json: syntax error while parsing array - unexpected end of input"},
-      {[] { Json::parse("{\"a\": tru}"); }, "json: syntax error while parsing value - invalid literal"},
+      {[] { Json::parse("{\"a\": 1,\n \"b\" 2}"); }, "expected ':' at line 2, column 6"},
+      {[] { Json::parse("[1, 2"); },
+       "json: syntax error while parsing array - unexpected end of input"},
+      {[] { Json::parse("{\"a\": tru}"); },
+       "json: syntax error while parsing value - invalid literal"},
       {[] { Json::parse("{} x"); }, "expected end of input at line 1, column 4"},
       {[&] { read_cmudict(d + "/nophones.dict"); },
        d + "/nophones.dict:2: expected 'WORD PH1 PH2 ...', got 'ZOO'"},

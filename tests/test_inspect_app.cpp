@@ -144,9 +144,10 @@ TEST_CASE("inspect app: a translator shows encoder, decoder self and cross matri
   REQUIRE(r.code == 0);
   fs::path maps = fs::path(dir.file("o")) / "heatmaps";
   CHECK(count_files(maps, "encoder-layers-0-mixer-token-dft") == 2);  // cos and sin, one head
-  CHECK(count_files(maps, "decoder-layers-0-self-mixer") == 2);              // two heads
+  CHECK(count_files(maps, "decoder-layers-0-self-mixer") == 2);       // two heads
   CHECK(count_files(maps, "decoder-layers-0-cross") == 2);
-  std::string cross = read_text_file((maps / "03-decoder-layers-0-cross-cross-attention-h0.svg").string());
+  std::string cross =
+      read_text_file((maps / "03-decoder-layers-0-cross-cross-attention-h0.svg").string());
   CHECK(cross.find("&lt;bos&gt;") != std::string::npos);  // target rows
   CHECK(cross.find(">Cat<") != std::string::npos);        // source columns
 }
