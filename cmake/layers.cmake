@@ -29,8 +29,18 @@ target_link_libraries(mixlab_backends PRIVATE ${OPENBLAS_LIBRARY} PkgConfig::FFT
 # The CPU kernels may reorder float sums so that reductions vectorise (results stay a pure
 # function of the binary, the inputs and the thread count); NaN and infinity semantics are kept.
 file(GLOB MIXLAB_CPU_KERNELS CONFIGURE_DEPENDS backends/cpu/*.cpp)
+set(MIXLAB_CPU_KERNEL_FLAGS -fno-math-errno -fno-trapping-math -fassociative-math -fno-signed-zeros)
+# MIXLAB_NATIVE (CMakeLists.txt): this machine's vector width. Results stay a pure function of
+# the binary, the inputs and the thread count; a binary built elsewhere may round differently.
+if(MIXLAB_NATIVE)
+  include(CheckCXXCompilerFlag)
+  check_cxx_compiler_flag(-march=native MIXLAB_HAS_MARCH_NATIVE)
+  if(MIXLAB_HAS_MARCH_NATIVE)
+    list(APPEND MIXLAB_CPU_KERNEL_FLAGS -march=native)
+  endif()
+endif()
 set_source_files_properties(${MIXLAB_CPU_KERNELS} PROPERTIES COMPILE_OPTIONS
-  "-fno-math-errno;-fno-trapping-math;-fassociative-math;-fno-signed-zeros")
+  "${MIXLAB_CPU_KERNEL_FLAGS}")
 if(MIXLAB_WITH_CUDA)
   file(GLOB_RECURSE MIXLAB_CUDA_SOURCES CONFIGURE_DEPENDS backends/cuda/*.cu)
   target_sources(mixlab_backends PRIVATE ${MIXLAB_CUDA_SOURCES})
