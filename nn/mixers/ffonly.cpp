@@ -56,11 +56,13 @@ class FfOnly : public Mixer {
     Tensor var = div(sum(mul(mul(centred, centred), v), {2}, true), count);
     Tensor normed = div(centred, sqrt(add(var, kEps)));
     Tensor ln = mul(add(mul(normed, ln_t->weight), ln_t->bias), v);  // invalid entries zeroed
-    Tensor hidden = fc1->forward(ln);                                // [B, d, 4ℓ]
     capture_mixing(
         *this, "token-MLP Jacobian after the token LayerNorm, mean over channels", RowRule::Free,
-        [&] { return token_mlp_jacobian(fc1->weight, hidden, fc2->weight, n, ctx.valid); });
-    Tensor y = fc2->forward(gelu(hidden));  // [B, d, ℓ]
+        [&] {  // the pre-GELU hidden layer [B, d, 4ℓ], computed again only when inspected
+          return token_mlp_jacobian(fc1->weight, fc1->forward(ln), fc2->weight, n, ctx.valid);
+        });
+    // The GELU in the product's bias pass (linear_gelu), the same numbers as gelu(fc1(ln)).
+    Tensor y = fc2->forward(linear_gelu(ln, fc1->weight, fc1->bias));  // [B, d, ℓ]
     return narrow(transpose(y, 1, 2), 1, 0, n);
   }
 

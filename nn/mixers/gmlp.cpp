@@ -134,7 +134,7 @@ class GatedMlp : public Mixer {
  private:
   // Z₁ and LN(Z₂) of x [B, N, d].
   void project(const Tensor& x, Tensor& z1, Tensor& zn) const {
-    Tensor z = gelu(U->forward(x));
+    Tensor z = linear_gelu(x, U->weight, U->bias);  // GELU in the product's bias pass
     int64_t half = U->out_features / 2;
     z1 = narrow(z, 2, 0, half);
     zn = ln->forward(narrow(z, 2, half, half));

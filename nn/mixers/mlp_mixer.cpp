@@ -49,12 +49,13 @@ class MlpMixer : public Mixer {
     check_input(x, ctx);
     int64_t n = x.size(1);
     Tensor xp = mixers::pad_rows(mixers::zero_invalid_rows(x, ctx.valid), config_.max_len);
-    Tensor t = transpose(xp, 1, 2);   // [B, d, ℓ]: each channel's column of tokens
-    Tensor hidden = w_1->forward(t);  // [B, d, D_S]
+    Tensor t = transpose(xp, 1, 2);  // [B, d, ℓ]: each channel's column of tokens
     capture_mixing(*this, "token-mixing Jacobian, mean over channels", RowRule::Free, [&] {
+      Tensor hidden = w_1->forward(t);  // [B, d, D_S], before the GELU (only when inspected)
       return token_mlp_jacobian(w_1->weight, hidden, w_2->weight, n, ctx.valid);
     });
-    Tensor y = w_2->forward(gelu(hidden));
+    // The GELU in the product's bias pass (linear_gelu), the same numbers as gelu(w_1(t)).
+    Tensor y = w_2->forward(linear_gelu(t, w_1->weight, w_1->bias));
     return narrow(transpose(y, 1, 2), 1, 0, n);
   }
 
