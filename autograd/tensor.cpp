@@ -207,8 +207,9 @@ void Tensor::fill_(double value) {
   if (numel() == 0) return;
   if (is_contiguous()) {
     backend_for(device()).fill(view(), value);
-  } else {
-    copy_(full(shape(), value, dtype(), device()));
+  } else {  // one value broadcast (stride 0) over the view: one pass, no full-size temporary
+    Tensor one = full({}, value, dtype(), device());
+    copy_(make_view(one, shape(), Shape(shape().size(), 0), one.offset()));
   }
 }
 

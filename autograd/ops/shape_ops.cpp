@@ -116,11 +116,18 @@ Tensor narrow(const Tensor& x, int64_t axis, int64_t start, int64_t length) {
   shape[a] = length;
   Tensor out = make_view(x, shape, x.strides(), x.offset() + start * x.strides()[a]);
   return record("narrow", out, {x}, [from = x.shape(), a, start, length](const Tensor& g) {
-    // Scatter the gradient into zeros of the input's shape.
-    Tensor full = Tensor::zeros(from, g.dtype(), g.device());
-    Tensor window = make_view(full, g.shape(), full.strides(), start * full.strides()[a]);
-    (void)length;
-    window.copy_(g);
+    // Scatter the gradient into zeros of the input's shape: the window gets g, and only the
+    // parts before and after it are zeroed (a split's halves each write the full input's size;
+    // zeroing it all first would write the window twice).
+    Tensor full = Tensor::empty(from, g.dtype(), g.device());
+    auto part = [&](int64_t begin, int64_t size) {
+      Shape shape = from;
+      shape[a] = size;
+      return make_view(full, shape, full.strides(), begin * full.strides()[a]);
+    };
+    part(start, length).copy_(g);
+    if (start > 0) part(0, start).fill_(0.0);
+    if (start + length < from[a]) part(start + length, from[a] - start - length).fill_(0.0);
     return std::vector<Tensor>{full};
   });
 }

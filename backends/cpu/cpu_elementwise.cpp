@@ -53,6 +53,9 @@ void CpuBackend::binary(BinaryOp op, const View& a, const View& b, const View& o
         } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
           T yv = y[0];
           for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], yv);
+        } else if (st[0] == 0 && st[1] == 1 && st[2] == 1) {
+          T xv = x[0];
+          for (int64_t i = 0; i < n; ++i) z[i] = f(xv, y[i]);
         } else {
           for (int64_t i = 0; i < n; ++i) z[i * st[2]] = f(x[i * st[0]], y[i * st[1]]);
         }

@@ -27,10 +27,14 @@ void CpuBackend::copy(const View& src, const View& dst) {
       cpu::StridedLoop<2>(dst, {&src, &dst}).run([&](auto off, int64_t n, auto st) {
         const S* a = in + off[0];
         D* b = out + off[1];
-        if (st[0] == 1 && st[1] == 1)
+        if (st[0] == 1 && st[1] == 1) {
           for (int64_t i = 0; i < n; ++i) b[i] = static_cast<D>(a[i]);
-        else
+        } else if (st[0] == 0 && st[1] == 1) {  // a broadcast value (Tensor::fill_ of a view)
+          const D v = static_cast<D>(a[0]);
+          for (int64_t i = 0; i < n; ++i) b[i] = v;
+        } else {
           for (int64_t i = 0; i < n; ++i) b[i * st[1]] = static_cast<D>(a[i * st[0]]);
+        }
       });
     });
   });
