@@ -8,7 +8,7 @@ make the exit status 1; a mixer mixlab registers but bench/torch_models.py does 
 row saying so (exit status 1 too), so a new mixer cannot silently drop out of the table.
 
     python3 bench/speed_table.py [--quick] [--threads 1,2] [--mixers a,b] [--build DIR]
-        [--python PATH] [--steps K] [--markdown]
+        [--python PATH] [--steps K] [--rounds R] [--markdown]
 
 Full run: the classifier of issue 14 (patch 4 = 49 tokens, d=128, 4 blocks, batch 128,
 dropout 0) for every mixer, the translator at d=128 and d=256 (3+3 layers, batch 128,
@@ -114,6 +114,8 @@ def main():
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--mixers", default="", help="comma-separated classifier mixers (default: all)")
     p.add_argument("--steps", type=int, default=0, help="timed steps per side (default 20; quick 3)")
+    p.add_argument("--rounds", type=int, default=0,
+                   help="timings per side, alternating, fastest kept (default 2; quick 1)")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     p.add_argument("--check-only", action="store_true",
                    help="only check that both sides build the same models (no timings)")
@@ -156,8 +158,9 @@ def main():
                     if flags["task"] == "classify" and written_for != flags["batch"]:
                         vs_torch.write_images(images, flags["batch"])
                         written_for = flags["batch"]
-                    row = vs_torch.compare(SimpleNamespace(**flags, threads=n, images=images,
-                                                           build=args.build, python=args.python))
+                    row = vs_torch.compare(SimpleNamespace(
+                        **flags, threads=n, images=images, build=args.build, python=args.python,
+                        rounds=args.rounds or (1 if args.quick else 2)))
                     m, t = row["mixlab"], row["torch"]
                     params = str(m["params"]) if row["params_match"] else \
                         f"DIFFER {m['params']}/{t['params']}"
