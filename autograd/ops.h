@@ -133,6 +133,12 @@ Tensor length_mask(const std::vector<int32_t>& lengths, int64_t n, DType dtype =
 // [B, N, H, E] buffer, so merging the heads after it is free.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed,
                        double scale);
+// ---- the depthwise token convolution of lightconv/dynconv (autograd/ops/token_conv.cpp) ----
+// out[b, t, c] = Σ_{m<K} taps[b|0, t|0, ⌊c / (d/H)⌋, m] · g[b, t + m − left, c], g read as 0
+// outside the sequence: g [B, N, d], taps [B or 1, N or 1, H, K] (per item and position, or
+// shared), H dividing d, 0 ≤ left < K (causal: K − 1; centred: K / 2). One kernel each way,
+// without padded or stacked copies of g; gradients for g and taps.
+Tensor token_conv(const Tensor& g, const Tensor& taps, int64_t left);
 // ---- fused ops (autograd/ops/linear.cpp, residual.cpp): one kernel pass where the unfused ops
 // made several, with the same numbers ----
 // x + bias along the last axis (bias [cols]) in one row pass.

@@ -909,6 +909,65 @@ void add_attention_cases(std::vector<OpCase>& t) {
   }
 }
 
+// ---- the depthwise token convolution (token_conv) ----
+struct ConvDims {
+  int64_t b, n, d, h, k, left;
+  bool per_item, per_position;  // taps [B, ·] or [1, ·]; [·, N] or [·, 1]
+};
+
+// out[b, t, c] = Σ_m taps[b|0, t|0, h(c), m] · g[b, t + m − left, c] in plain C++.
+std::vector<double> token_conv_reference(const std::vector<std::vector<double>>& in, ConvDims s) {
+  std::vector<double> out(static_cast<size_t>(s.b * s.n * s.d), 0.0);
+  int64_t tn = s.per_position ? s.n : 1;
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t t = 0; t < s.n; ++t)
+      for (int64_t c = 0; c < s.d; ++c)
+        for (int64_t m = 0; m < s.k; ++m) {
+          int64_t src = t + m - s.left;
+          if (src < 0 || src >= s.n) continue;
+          int64_t slot = (s.per_item ? b : 0) * tn + (s.per_position ? t : 0);
+          double w = in[1][(slot * s.h + c / (s.d / s.h)) * s.k + m];
+          out[(b * s.n + t) * s.d + c] += w * in[0][(b * s.n + src) * s.d + c];
+        }
+  return out;
+}
+
+void add_token_conv_cases(std::vector<OpCase>& t) {
+  auto add = [&t](const char* kernel, ConvDims s, bool grad, Tol f32) {
+    Shape taps{s.per_item ? s.b : 1, s.per_position ? s.n : 1, s.h, s.k};
+    std::string name = std::string("token_conv g ") + dims_str({s.b, s.n, s.d}) + " taps " +
+                       dims_str({taps[0], taps[1], taps[2], taps[3]}) +
+                       " left=" + std::to_string(s.left);
+    t.push_back(
+        {kernel,
+         name,
+         {Input::leaf({s.b, s.n, s.d}, 260, -2, 2), Input::leaf(taps, 261)},
+         [s](const Ctx&, const In& x) { return Out{token_conv(x[0], x[1], s.left)}; },
+         f32,
+         kF64Loose,
+         grad,
+         {DType::F32, DType::F64},
+         [s](const std::vector<std::vector<double>>& v) { return token_conv_reference(v, s); }});
+  };
+  // Small, every element perturbed in gradient mode: shared and per-position taps (and the
+  // mixed shapes), causal (left = K − 1), centred (K / 2) and left = 0, a kernel wider than
+  // the sequence, one head and one channel per head.
+  for (bool per_item : {false, true})
+    for (bool per_position : {false, true})
+      for (int64_t left : {0, 1, 2}) {
+        const char* kernel = left == 1 ? "token_conv" : "token_conv_backward";
+        add(kernel, ConvDims{2, 5, 6, 2, 3, left, per_item, per_position}, true, kF32Loose);
+      }
+  add("token_conv_backward", ConvDims{2, 3, 4, 4, 5, 2, false, false}, true, kF32Loose);
+  add("token_conv_backward", ConvDims{2, 3, 4, 1, 5, 4, true, true}, true, kF32Loose);
+  add("token_conv", ConvDims{1, 1, 3, 3, 1, 0, false, false}, true, kF32Loose);
+  // The mixers' sizes (d = 128, 4 heads, K = 7, 49 tokens): shared taps sum over every row.
+  for (bool per : {false, true})
+    for (int64_t left : {3, 6})
+      add("token_conv_backward", ConvDims{3, 49, 128, 4, 7, left, per, per}, false,
+          Tol{1e-3, 1e-4});
+}
+
 std::vector<OpCase> build_table() {
   std::vector<OpCase> t;
   add_memory_cases(t);
@@ -922,6 +981,7 @@ std::vector<OpCase> build_table() {
   add_flat_optimizer_cases(t);
   add_attention_cases(t);
   add_fused_cases(t);
+  add_token_conv_cases(t);
   return t;
 }
 

@@ -15,9 +15,8 @@
 // K − 1 rows of G.
 // Params light 2d² + 2d + HK + d² + d; dynamic 2d² + 2d + d·H·K + d² + d.
 //
-// Implementation: G is padded along the tokens with P zero rows before and K−1−P after, the K
-// shifted windows are stacked ([B, N, K, d], viewed per head as [B, N, K, H, d_h]) and
-// multiplied by the broadcast taps, then summed over K: no per-element loops.
+// Implementation: D is one token_conv op (autograd/ops/token_conv.cpp), a kernel that reads the
+// K neighbouring rows of G itself: no padded copy of G, no stacked windows.
 // Init (the spec says "Xavier"): W_g, W_dyn, W_o xavier with zero biases; lightconv's raw kernel
 // w is Glorot-uniform on the [H, K] matrix read as [out = H, in = K], i.e. U(±√(6/(H+K))).
 // (fairseq initialises its [H, 1, K] weight with fan_in = K and fan_out = H·K; the spec's "xavier
@@ -34,7 +33,7 @@ namespace mixlab {
 namespace {
 
 constexpr int64_t kDefaultKernel = 7;
-// Far wider than any sequence a mixlab task has; the stacked windows grow as N·K·d per example.
+// Far wider than any sequence a mixlab task has.
 constexpr int64_t kMaxKernel = 255;
 
 int64_t kernel_width(const MixerConfig& c) { return c.get_int("kernel", kDefaultKernel); }
@@ -59,20 +58,14 @@ class Convolution : public Mixer {
 
   Tensor forward(const Tensor& x, const MixerContext& ctx) override {
     check_input(x, ctx);
-    int64_t b = x.size(0), n = x.size(1), d = x.size(2);
+    int64_t n = x.size(1);
     Tensor g = glu(w_g->forward(x));
     if (ctx.valid.defined()) g = mul(g, unsqueeze(ctx.valid, -1));
-    int64_t left = config_.causal ? kernel_ - 1 : kernel_ / 2, right = kernel_ - 1 - left;
-    std::vector<Tensor> parts;
-    if (left > 0) parts.push_back(Tensor::zeros({b, left, d}, x.dtype(), x.device()));
-    parts.push_back(g);
-    if (right > 0) parts.push_back(Tensor::zeros({b, right, d}, x.dtype(), x.device()));
-    Tensor padded = parts.size() == 1 ? g : concat(parts, 1);  // [B, N + K − 1, d]
-    std::vector<Tensor> windows;
-    for (int64_t m = 0; m < kernel_; ++m) windows.push_back(narrow(padded, 1, m, n));
+    int64_t left = config_.causal ? kernel_ - 1 : kernel_ / 2;
+    Tensor taps = taps_of(g);
     capture_mixing(*this, "kernel as a banded matrix", RowRule::Band,
-                   [&] { return banded_kernel_matrix(taps_of(g), n, left, ctx.valid); });
-    return w_o->forward(convolve(stack(windows, 2), g));  // windows [B, N, K, d]
+                   [&] { return banded_kernel_matrix(taps, n, left, ctx.valid); });
+    return w_o->forward(token_conv(g, taps, left));
   }
 
   // Incremental decoding (causal, P = K − 1): the last K − 1 rows of G.
@@ -94,18 +87,13 @@ class Convolution : public Mixer {
       cache.g = contiguous(narrow(window, 1, 1, kernel_ - 1));
     }
     ++cache.position;
-    return w_o->forward(convolve(unsqueeze(window, 1), g));
+    // The window's last row, convolved causally with this step's taps ([B or 1, 1, H, K]: the
+    // same taps for every row of the window; only the last row's output is kept).
+    Tensor d_all = token_conv(window, taps_of(g), kernel_ - 1);
+    return w_o->forward(narrow(d_all, 1, kernel_ - 1, 1));
   }
 
  private:
-  // D from the stacked windows u [B, N, K, d] and G [B, N, d] (which predicts dynconv's taps).
-  Tensor convolve(const Tensor& u, const Tensor& g) const {
-    int64_t b = u.size(0), n = u.size(1), d = u.size(3), h = config_.heads;
-    Tensor taps = unsqueeze(transpose(taps_of(g), 2, 3), -1);  // [B or 1, N or 1, K, H, 1]
-    Tensor per_head = reshape(u, {b, n, kernel_, h, d / h});
-    return reshape(sum(mul(per_head, taps), {2}), {b, n, d});
-  }
-
   // The softmax-normalised taps [B, N, H, K] (dynconv, from G [B, N, d]) or [1, 1, H, K].
   Tensor taps_of(const Tensor& g) const {
     int64_t h = config_.heads;
