@@ -2,6 +2,7 @@
 // are independent, so they split over threads and every row is reduced in a fixed order.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -84,45 +85,55 @@ void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& 
                                      int64_t cols) {
   dispatch_floating(x.dtype, "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T* g = gamma.as<T>();
-    // dgamma/dbeta: per-thread partial sums over a fixed split of rows, combined in order.
+    // dgamma/dbeta: per-chunk partial sums over a fixed split of rows, combined in order, in a
+    // buffer the calling thread keeps between calls (no allocation in a steady-state step).
     int chunks = static_cast<int>(std::min<int64_t>(num_threads(), std::max<int64_t>(1, rows)));
-    std::vector<std::vector<T>> part_g(chunks), part_b(chunks);
     int64_t per = (rows + chunks - 1) / chunks;
+    thread_local std::vector<T> partial;
+    partial.assign(static_cast<size_t>(2 * chunks) * cols, T(0));
+    T* sums = partial.data();  // chunk c: dgamma's at 2c·cols, dbeta's at (2c+1)·cols
+    // Each row in separate loops over restrict pointers (the sums, dx and the partials), so that
+    // every loop vectorises; gamma absent is a separate instantiation, not a test per element.
+    auto rows_of = [&](auto has_gamma, int64_t c) {
+      const T* __restrict gm = gamma.as<T>();
+      T* __restrict ag = sums + 2 * c * cols;
+      T* __restrict ab = ag + cols;
+      for (int64_t r = c * per; r < std::min(rows, (c + 1) * per); ++r) {
+        const T* __restrict px = x.as<T>() + r * cols;
+        const T* __restrict pg = dy.as<T>() + r * cols;
+        T* __restrict pd = dx.as<T>() + r * cols;
+        const T m = mean.as<T>()[r], rs = rstd.as<T>()[r];
+        // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * gamma
+        T sum_d = 0, sum_dx = 0;
+        for (int64_t i = 0; i < cols; ++i) {
+          const T d = has_gamma ? pg[i] * gm[i] : pg[i];
+          sum_d += d;
+          sum_dx += d * ((px[i] - m) * rs);
+        }
+        sum_d /= T(cols);
+        sum_dx /= T(cols);
+        for (int64_t i = 0; i < cols; ++i) {
+          const T xhat = (px[i] - m) * rs;
+          const T d = has_gamma ? pg[i] * gm[i] : pg[i];
+          pd[i] = rs * (d - sum_d - xhat * sum_dx);
+        }
+        for (int64_t i = 0; i < cols; ++i) ag[i] += pg[i] * ((px[i] - m) * rs);
+        for (int64_t i = 0; i < cols; ++i) ab[i] += pg[i];
+      }
+    };
     parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
       for (int64_t c = cb; c < ce; ++c) {
-        if (dgamma.data) part_g[c].assign(cols, T(0));
-        if (dbeta.data) part_b[c].assign(cols, T(0));
-        for (int64_t r = c * per; r < std::min(rows, (c + 1) * per); ++r) {
-          const T* px = x.as<T>() + r * cols;
-          const T* pg = dy.as<T>() + r * cols;
-          T* pd = dx.as<T>() + r * cols;
-          T m = mean.as<T>()[r], rs = rstd.as<T>()[r];
-          // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * gamma
-          T sum_d = 0, sum_dx = 0;
-          for (int64_t i = 0; i < cols; ++i) {
-            T xhat = (px[i] - m) * rs;
-            T d = g ? pg[i] * g[i] : pg[i];
-            sum_d += d;
-            sum_dx += d * xhat;
-            if (dgamma.data) part_g[c][i] += pg[i] * xhat;
-            if (dbeta.data) part_b[c][i] += pg[i];
-          }
-          sum_d /= T(cols);
-          sum_dx /= T(cols);
-          for (int64_t i = 0; i < cols; ++i) {
-            T xhat = (px[i] - m) * rs;
-            T d = g ? pg[i] * g[i] : pg[i];
-            pd[i] = rs * (d - sum_d - xhat * sum_dx);
-          }
-        }
+        if (gamma.data)
+          rows_of(std::true_type{}, c);
+        else
+          rows_of(std::false_type{}, c);
       }
     });
     for (int64_t i = 0; i < cols; ++i) {
       T sg = 0, sb = 0;
       for (int c = 0; c < chunks; ++c) {
-        if (dgamma.data && !part_g[c].empty()) sg += part_g[c][i];
-        if (dbeta.data && !part_b[c].empty()) sb += part_b[c][i];
+        sg += sums[2 * c * cols + i];
+        sb += sums[(2 * c + 1) * cols + i];
       }
       if (dgamma.data) dgamma.as<T>()[i] = sg;
       if (dbeta.data) dbeta.as<T>()[i] = sb;
