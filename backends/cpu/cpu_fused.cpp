@@ -4,11 +4,11 @@
 // gradient's column sums are per-thread partials over a fixed split of rows, combined in order,
 // so results are reproducible for a given thread count.
 #include <algorithm>
-#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/layer_norm_row.h"
+#include "backends/cpu/row_partials.h"
 #include "backends/fused_ops.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
@@ -49,33 +49,21 @@ void CpuBackend::bias_gelu_backward(const View& dy, const View& pre, const View&
                                     const View& dbias, int64_t rows, int64_t cols) {
   dispatch_floating(dy.dtype, "bias_gelu_backward", [&](auto tag) {
     using T = decltype(tag);
-    int chunks = static_cast<int>(std::min<int64_t>(num_threads(), std::max<int64_t>(1, rows)));
-    int64_t per = (rows + chunks - 1) / chunks;
-    // One row of partial column sums per chunk, in a buffer the calling thread keeps between
-    // calls, so a training step in steady state allocates nothing here.
-    thread_local std::vector<T> partial;
-    partial.assign(static_cast<size_t>(chunks) * cols, T(0));
-    T* sums = partial.data();  // (the workers must see this thread's buffer, not their own)
-    parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
-      for (int64_t c = cb; c < ce; ++c) {
-        for (int64_t r = c * per; r < std::min(rows, (c + 1) * per); ++r) {
-          const T* __restrict g = dy.as<T>() + r * cols;
-          const T* __restrict p = pre.as<T>() + r * cols;
-          T* __restrict d = dx.as<T>() + r * cols;
-          T* __restrict a = sums + c * cols;
-          // Two loops over the row, so that each vectorises (dx and the partial sums may alias
-          // as far as the compiler knows in one).
-          for (int64_t i = 0; i < cols; ++i) d[i] = fused::bias_gelu_grad<CpuMath>(g[i], p[i]);
-          for (int64_t i = 0; i < cols; ++i) a[i] += d[i];
-        }
+    // The bias gradient's column sums: per-chunk partials combined in order (row_partials.h).
+    auto sums = cpu::accumulate_row_chunks<T>(rows, cols, [&](int64_t rb, int64_t re, T* part) {
+      T* __restrict a = part;
+      for (int64_t r = rb; r < re; ++r) {
+        const T* __restrict g = dy.as<T>() + r * cols;
+        const T* __restrict p = pre.as<T>() + r * cols;
+        T* __restrict d = dx.as<T>() + r * cols;
+        // Two loops over the row, so that each vectorises (dx and the partial sums may alias
+        // as far as the compiler knows in one).
+        for (int64_t i = 0; i < cols; ++i) d[i] = fused::bias_gelu_grad<CpuMath>(g[i], p[i]);
+        for (int64_t i = 0; i < cols; ++i) a[i] += d[i];
       }
     });
     T* db = dbias.as<T>();
-    for (int64_t i = 0; i < cols; ++i) {
-      T total = 0;
-      for (int c = 0; c < chunks; ++c) total += sums[c * cols + i];
-      db[i] = total;
-    }
+    for (int64_t i = 0; i < cols; ++i) db[i] = sums.column(i);
   });
 }
 

@@ -3,11 +3,11 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
-#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/layer_norm_row.h"
+#include "backends/cpu/row_partials.h"
 #include "backends/cpu/strided.h"
 #include "core/dtype_dispatch.h"
 
@@ -85,20 +85,15 @@ void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& 
                                      int64_t cols) {
   dispatch_floating(x.dtype, "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
-    // dgamma/dbeta: per-chunk partial sums over a fixed split of rows, combined in order, in a
-    // buffer the calling thread keeps between calls (no allocation in a steady-state step).
-    int chunks = static_cast<int>(std::min<int64_t>(num_threads(), std::max<int64_t>(1, rows)));
-    int64_t per = (rows + chunks - 1) / chunks;
-    thread_local std::vector<T> partial;
-    partial.assign(static_cast<size_t>(2 * chunks) * cols, T(0));
-    T* sums = partial.data();  // chunk c: dgamma's at 2c·cols, dbeta's at (2c+1)·cols
-    // Each row in separate loops over restrict pointers (the sums, dx and the partials), so that
-    // every loop vectorises; gamma absent is a separate instantiation, not a test per element.
-    auto rows_of = [&](auto has_gamma, int64_t c) {
+    // dgamma/dbeta: per-chunk partial sums combined in order (row_partials.h): chunk row
+    // [0, cols) for dgamma, [cols, 2·cols) for dbeta. Each row in separate loops over restrict
+    // pointers, so that every loop vectorises; gamma absent is a separate instantiation, not a
+    // test per element, and the partials are only summed when their gradient is wanted.
+    auto rows_of = [&](auto has_gamma, int64_t rb, int64_t re, T* part) {
       const T* __restrict gm = gamma.as<T>();
-      T* __restrict ag = sums + 2 * c * cols;
-      T* __restrict ab = ag + cols;
-      for (int64_t r = c * per; r < std::min(rows, (c + 1) * per); ++r) {
+      T* __restrict ag = part;
+      T* __restrict ab = part + cols;
+      for (int64_t r = rb; r < re; ++r) {
         const T* __restrict px = x.as<T>() + r * cols;
         const T* __restrict pg = dy.as<T>() + r * cols;
         T* __restrict pd = dx.as<T>() + r * cols;
@@ -117,26 +112,21 @@ void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& 
           const T d = has_gamma ? pg[i] * gm[i] : pg[i];
           pd[i] = rs * (d - sum_d - xhat * sum_dx);
         }
-        for (int64_t i = 0; i < cols; ++i) ag[i] += pg[i] * ((px[i] - m) * rs);
-        for (int64_t i = 0; i < cols; ++i) ab[i] += pg[i];
+        if (dgamma.data)
+          for (int64_t i = 0; i < cols; ++i) ag[i] += pg[i] * ((px[i] - m) * rs);
+        if (dbeta.data)
+          for (int64_t i = 0; i < cols; ++i) ab[i] += pg[i];
       }
     };
-    parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
-      for (int64_t c = cb; c < ce; ++c) {
-        if (gamma.data)
-          rows_of(std::true_type{}, c);
-        else
-          rows_of(std::false_type{}, c);
-      }
+    auto sums = cpu::accumulate_row_chunks<T>(rows, 2 * cols, [&](int64_t rb, int64_t re, T* part) {
+      if (gamma.data)
+        rows_of(std::true_type{}, rb, re, part);
+      else
+        rows_of(std::false_type{}, rb, re, part);
     });
     for (int64_t i = 0; i < cols; ++i) {
-      T sg = 0, sb = 0;
-      for (int c = 0; c < chunks; ++c) {
-        sg += sums[2 * c * cols + i];
-        sb += sums[(2 * c + 1) * cols + i];
-      }
-      if (dgamma.data) dgamma.as<T>()[i] = sg;
-      if (dbeta.data) dbeta.as<T>()[i] = sb;
+      if (dgamma.data) dgamma.as<T>()[i] = sums.column(i);
+      if (dbeta.data) dbeta.as<T>()[i] = sums.column(cols + i);
     }
   });
 }

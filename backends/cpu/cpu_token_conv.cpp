@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/row_partials.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
 
@@ -66,18 +67,12 @@ void accumulate_row(T* __restrict acc, const T* __restrict src, const T* __restr
   }
 }
 
-// Σ a[c]·b[c] over n channels in eight running lanes, so the loop vectorises without
-// reassociation flags (the lanes are added in a fixed order: deterministic).
+// Σ a[c]·b[c] over n channels (the CPU kernels are built with -fassociative-math, so the loop
+// vectorises; its order is fixed by the binary: deterministic).
 template <typename T>
 T dot(const T* __restrict a, const T* __restrict b, int64_t n) {
-  constexpr int kLanes = 8;
-  T lanes[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) lanes[l] += a[c + l] * b[c + l];
   T total = 0;
-  for (; c < n; ++c) total += a[c] * b[c];
-  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  for (int64_t c = 0; c < n; ++c) total += a[c] * b[c];
   return total;
 }
 
@@ -172,24 +167,16 @@ void CpuBackend::token_conv_backward(const View& g, const View& taps, const View
 
     // Shared taps: per-channel sums Σ dout[t, c] · g[t + m − left, c] in one [K, d] partial per
     // chunk of rows, the chunks fixed by the thread count and combined in order.
-    int chunks = static_cast<int>(std::min<int64_t>(num_threads(), std::max<int64_t>(1, rows)));
-    int64_t per = (rows + chunks - 1) / chunks;
     const int64_t kd = s.k * s.d;
-    thread_local std::vector<T> partial;
-    partial.assign(static_cast<size_t>(chunks) * kd, T(0));
-    T* sums = partial.data();  // (the workers must see this thread's buffer, not their own)
-    parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
-      for (int64_t chunk = cb; chunk < ce; ++chunk) {
-        T* acc = sums + chunk * kd;
-        for (int64_t r = chunk * per; r < std::min(rows, (chunk + 1) * per); ++r) {
-          int64_t t = r % s.n;
-          const T* __restrict grad = dy + r * s.d;
-          TapRange range = forward_taps(t, left, s);
-          for (int64_t m = range.lo; m < range.hi; ++m) {
-            const T* __restrict src = x + (r + m - left) * s.d;
-            T* __restrict a = acc + m * s.d;
-            for (int64_t c = 0; c < s.d; ++c) a[c] += grad[c] * src[c];
-          }
+    auto sums = cpu::accumulate_row_chunks<T>(rows, kd, [&](int64_t rb, int64_t re, T* acc) {
+      for (int64_t r = rb; r < re; ++r) {
+        int64_t t = r % s.n;
+        const T* __restrict grad = dy + r * s.d;
+        TapRange range = forward_taps(t, left, s);
+        for (int64_t m = range.lo; m < range.hi; ++m) {
+          const T* __restrict src = x + (r + m - left) * s.d;
+          T* __restrict a = acc + m * s.d;
+          for (int64_t c = 0; c < s.d; ++c) a[c] += grad[c] * src[c];
         }
       }
     });
@@ -197,10 +184,7 @@ void CpuBackend::token_conv_backward(const View& g, const View& taps, const View
     for (int64_t m = 0; m < s.k; ++m)
       for (int64_t h = 0; h < s.heads; ++h) {
         T total = 0;
-        for (int chunk = 0; chunk < chunks; ++chunk) {
-          const T* a = sums + chunk * kd + m * s.d + h * s.head_dim;
-          for (int64_t c = 0; c < s.head_dim; ++c) total += a[c];
-        }
+        for (int64_t c = 0; c < s.head_dim; ++c) total += sums.column(m * s.d + h * s.head_dim + c);
         out[h * s.k + m] = total;
       }
   });
