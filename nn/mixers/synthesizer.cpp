@@ -86,13 +86,22 @@ struct Registrar {
   std::function<std::shared_ptr<Linear>(const std::string&, int64_t, int64_t)> linear;
 };
 
+// `t`, times the one-element weight `alpha` when one is given.
+Tensor scaled(const Tensor& t, const Tensor& alpha) { return alpha.defined() ? mul(t, alpha) : t; }
+
 // One source of logits. `logits` gives L [B or 1, h, N, N] for a whole sequence; `row` gives row
 // i, [B or 1, h, 1, i+1], from position i's input x_t [B, 1, d] (and its own decoding state).
+//
+// `alpha`, when defined, is the component's mixture weight α_c (one element): the result is
+// α_c L instead of L. Each component multiplies it into its table or into its last linear map's
+// weights, which are a few thousand numbers, instead of into the [B, h, N, N] logits: in a mix
+// that saves a full-size multiply forward and two full-size passes backward per component.
 class Component {
  public:
   virtual ~Component() = default;
-  virtual Tensor logits(const Tensor& x) const = 0;
-  virtual Tensor row(const Tensor& x_t, int64_t i, Tensor& state) const = 0;
+  virtual Tensor logits(const Tensor& x, const Tensor& alpha = Tensor()) const = 0;
+  virtual Tensor row(const Tensor& x_t, int64_t i, Tensor& state,
+                     const Tensor& alpha = Tensor()) const = 0;
 };
 
 // R and Fix: a table R [h, ℓ, ℓ] sliced to [:N, :N].
@@ -103,12 +112,12 @@ class TableComponent : public Component {
     Tensor value = init::uniform({h, l, l}, std::sqrt(3.0 / static_cast<double>(l)), reg.gen);
     table_ = trainable ? reg.parameter("R", value) : reg.buffer("R_fix", value);
   }
-  Tensor logits(const Tensor& x) const override {
+  Tensor logits(const Tensor& x, const Tensor& alpha) const override {
     int64_t n = x.size(1);
-    return unsqueeze(narrow(narrow(table_, 1, 0, n), 2, 0, n), 0);
+    return unsqueeze(scaled(narrow(narrow(table_, 1, 0, n), 2, 0, n), alpha), 0);
   }
-  Tensor row(const Tensor&, int64_t i, Tensor&) const override {
-    return unsqueeze(narrow(narrow(table_, 1, i, 1), 2, 0, i + 1), 0);
+  Tensor row(const Tensor&, int64_t i, Tensor&, const Tensor& alpha) const override {
+    return unsqueeze(scaled(narrow(narrow(table_, 1, i, 1), 2, 0, i + 1), alpha), 0);
   }
 
  private:
@@ -123,14 +132,19 @@ class DenseComponent : public Component {
     w_1_ = reg.linear("w_1", d, d);
     w_2_ = reg.linear("w_2", d / heads_, l);
   }
-  Tensor logits(const Tensor& x) const override { return columns(x, x.size(1)); }
-  Tensor row(const Tensor& x_t, int64_t i, Tensor&) const override { return columns(x_t, i + 1); }
+  Tensor logits(const Tensor& x, const Tensor& alpha) const override {
+    return columns(x, x.size(1), alpha);
+  }
+  Tensor row(const Tensor& x_t, int64_t i, Tensor&, const Tensor& alpha) const override {
+    return columns(x_t, i + 1, alpha);
+  }
 
  private:
-  // [B, h, rows, cols]: every row's logits against the first `cols` keys.
-  Tensor columns(const Tensor& x, int64_t cols) const {
+  // [B, h, rows, cols]: every row's logits against the first `cols` keys (α folded into W₂, b₂).
+  Tensor columns(const Tensor& x, int64_t cols, const Tensor& alpha) const {
     Tensor p = mixers::split_heads(relu(w_1_->forward(x)), heads_);  // [B, h, rows, d_h]
-    return linear(p, narrow(w_2_->weight, 0, 0, cols), narrow(w_2_->bias, 0, 0, cols));
+    return linear(p, scaled(narrow(w_2_->weight, 0, 0, cols), alpha),
+                  scaled(narrow(w_2_->bias, 0, 0, cols), alpha));
   }
   int64_t heads_;
   std::shared_ptr<Linear> w_1_, w_2_;
@@ -145,12 +159,15 @@ class FactorizedRandomComponent : public Component {
     r_1_ = reg.parameter("R_1", init::uniform({h, l, r}, bound, reg.gen));
     r_2_ = reg.parameter("R_2", init::uniform({h, l, r}, bound, reg.gen));
   }
-  Tensor logits(const Tensor& x) const override {
+  Tensor logits(const Tensor& x, const Tensor& alpha) const override {
     int64_t n = x.size(1);
-    return unsqueeze(matmul(narrow(r_1_, 1, 0, n), transpose(narrow(r_2_, 1, 0, n), 1, 2)), 0);
+    return unsqueeze(
+        matmul(scaled(narrow(r_1_, 1, 0, n), alpha), transpose(narrow(r_2_, 1, 0, n), 1, 2)), 0);
   }
-  Tensor row(const Tensor&, int64_t i, Tensor&) const override {
-    return unsqueeze(matmul(narrow(r_1_, 1, i, 1), transpose(narrow(r_2_, 1, 0, i + 1), 1, 2)), 0);
+  Tensor row(const Tensor&, int64_t i, Tensor&, const Tensor& alpha) const override {
+    return unsqueeze(
+        matmul(scaled(narrow(r_1_, 1, i, 1), alpha), transpose(narrow(r_2_, 1, 0, i + 1), 1, 2)),
+        0);
   }
 
  private:
@@ -166,13 +183,19 @@ class FactorizedDenseComponent : public Component {
     w_a_ = reg.linear("w_a", d, heads_ * a_);
     w_b_ = reg.linear("w_b", d, heads_ * b_);
   }
-  Tensor logits(const Tensor& x) const override { return columns(x, x.size(1)); }
-  Tensor row(const Tensor& x_t, int64_t i, Tensor&) const override { return columns(x_t, i + 1); }
+  Tensor logits(const Tensor& x, const Tensor& alpha) const override {
+    return columns(x, x.size(1), alpha);
+  }
+  Tensor row(const Tensor& x_t, int64_t i, Tensor&, const Tensor& alpha) const override {
+    return columns(x_t, i + 1, alpha);
+  }
 
  private:
-  Tensor columns(const Tensor& x, int64_t cols) const {
+  // α is folded into W_A, b_A: α (A ⊗ B) = (α A) ⊗ B.
+  Tensor columns(const Tensor& x, int64_t cols, const Tensor& alpha) const {
     int64_t batch = x.size(0), rows = x.size(1);
-    Tensor a = reshape(w_a_->forward(x), {batch, rows, heads_, a_, 1});
+    Tensor a_proj = linear(x, scaled(w_a_->weight, alpha), scaled(w_a_->bias, alpha));
+    Tensor a = reshape(a_proj, {batch, rows, heads_, a_, 1});
     Tensor b = reshape(w_b_->forward(x), {batch, rows, heads_, 1, b_});
     Tensor l = reshape(mul(a, b), {batch, rows, heads_, a_ * b_});  // column u·b + v
     return narrow(transpose(l, 1, 2), 3, 0, cols);                  // [B, h, rows, cols]
@@ -190,19 +213,26 @@ class DotProductComponent : public Component {
     w_k_ = reg.linear("w_k", d, d);
     scale_ = 1.0 / std::sqrt(static_cast<double>(d / heads_));
   }
-  Tensor logits(const Tensor& x) const override {
-    Tensor q = mixers::split_heads(w_q_->forward(x), heads_);
+  Tensor logits(const Tensor& x, const Tensor& alpha) const override {
+    Tensor q = queries(x, alpha);
     Tensor k = mixers::split_heads(w_k_->forward(x), heads_);
-    return mul(matmul(q, transpose(k, -1, -2)), scale_);
+    return matmul(q, transpose(k, -1, -2));
   }
-  Tensor row(const Tensor& x_t, int64_t, Tensor& k_cache) const override {
-    Tensor q = mixers::split_heads(w_q_->forward(x_t), heads_);
+  Tensor row(const Tensor& x_t, int64_t, Tensor& k_cache, const Tensor& alpha) const override {
+    Tensor q = queries(x_t, alpha);
     Tensor k = mixers::split_heads(w_k_->forward(x_t), heads_);
     k_cache = k_cache.defined() ? concat({k_cache, k}, 2) : k;
-    return mul(matmul(q, transpose(k_cache, -1, -2)), scale_);
+    return matmul(q, transpose(k_cache, -1, -2));
   }
 
  private:
+  // Q·α/√d_h: the scale and α are folded into W_Q and b_Q, so the logits need no pass of their own.
+  Tensor queries(const Tensor& x, const Tensor& alpha) const {
+    Tensor w = scaled(mul(w_q_->weight, scale_), alpha);
+    Tensor b = scaled(mul(w_q_->bias, scale_), alpha);
+    return mixers::split_heads(linear(x, w, b), heads_);
+  }
+
   int64_t heads_;
   double scale_;
   std::shared_ptr<Linear> w_q_, w_k_;
@@ -323,7 +353,8 @@ class Synthesizer : public Mixer {
     check_input(x, ctx);
     int64_t batch = x.size(0), n = x.size(1), h = config_.heads;
     Tensor v = mixers::split_heads(w_v->forward(x), h);
-    Tensor logits = combine([&](const Component& c) { return c.logits(x); });
+    Tensor logits =
+        combine([&](const Component& c, const Tensor& alpha) { return c.logits(x, alpha); });
     if (logits.size(0) != batch) logits = expand(logits, {batch, h, n, n});
     Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
     if (theta.defined() && mixing_capture_active()) capture_mixture(x, mask);
@@ -354,23 +385,29 @@ class Synthesizer : public Mixer {
     Tensor v_t = mixers::split_heads(w_v->forward(x_t), config_.heads);
     cache->v = cache->v.defined() ? concat({cache->v, v_t}, 2) : v_t;
     size_t index = 0;
-    Tensor logits =
-        combine([&](const Component& c) { return c.row(x_t, i, cache->states[index++]); });
+    Tensor logits = combine([&](const Component& c, const Tensor& alpha) {
+      return c.row(x_t, i, cache->states[index++], alpha);
+    });
     ++cache->position;
     return attend(logits, Tensor(), cache->v);  // the new row sees every cached position
   }
 
  private:
-  // L = Σ_c α_c L^{(c)} for a mix, the single component's logits otherwise.
-  Tensor combine(const std::function<Tensor(const Component&)>& make) const {
-    if (!theta.defined()) return make(*components_.front());
+  // L = Σ_c α_c L^{(c)} for a mix, the single component's logits otherwise. Each component
+  // applies its α_c itself (see Component). The terms that depend on positions only (R, Fix,
+  // FR: [1, h, N, N]) are summed while they are small and added to the per-example sum once.
+  using MakeLogits = std::function<Tensor(const Component&, const Tensor& alpha)>;
+  Tensor combine(const MakeLogits& make) const {
+    if (!theta.defined()) return make(*components_.front(), Tensor());
     Tensor alpha = softmax(theta, 0);
-    Tensor total;
+    Tensor shared, per_example;
     for (size_t c = 0; c < components_.size(); ++c) {
-      Tensor term = mul(make(*components_[c]), narrow(alpha, 0, static_cast<int64_t>(c), 1));
-      total = total.defined() ? add(total, term) : term;
+      Tensor term = make(*components_[c], narrow(alpha, 0, static_cast<int64_t>(c), 1));
+      Tensor& sum = term.size(0) == 1 ? shared : per_example;
+      sum = sum.defined() ? add(sum, term) : term;
     }
-    return total;
+    if (!per_example.defined()) return shared;
+    return shared.defined() ? add(per_example, shared) : per_example;
   }
 
   Tensor attend(const Tensor& logits, const Tensor& mask, const Tensor& v) const {
@@ -382,7 +419,8 @@ class Synthesizer : public Mixer {
   // For `mixlab inspect`: each component's own attention softmax(L_c + M) and the weights α.
   void capture_mixture(const Tensor& x, const Tensor& mask) const {
     for (size_t c = 0; c < components_.size(); ++c)
-      capture_mixing(*this, std::string("component ") + kind_info(kinds_[c]).name, RowRule::SumToOne,
+      capture_mixing(*this, std::string("component ") + kind_info(kinds_[c]).name,
+                     RowRule::SumToOne,
                      [&] { return mixers::masked_softmax(components_[c]->logits(x), mask); });
     capture_mixing(
         *this, "mixture weights softmax(θ)", RowRule::SumToOne,
