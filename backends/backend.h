@@ -48,6 +48,11 @@ enum class ReduceOp : uint8_t { Sum, Max, Min };
 
 // C = alpha * op(A) @ op(B) + beta * C for `batch` row-major matrices. op(A) is m x k, op(B) is
 // k x n; lda/ldb/ldc are row strides; stride_* step between batch items (0 broadcasts).
+//
+// With `inner` > 0 the items sit on a two-level grid [batch / inner, inner], as a head-split
+// view [batch, heads, rows, cols] lays them out without a copy: item i is at
+// (i / inner) * outer_stride_* + (i % inner) * stride_* (gemm_item_offset). inner = 0 is one
+// level, item i at i * stride_*.
 struct GemmArgs {
   DType dtype = DType::F32;
   bool trans_a = false, trans_b = false;
@@ -60,7 +65,15 @@ struct GemmArgs {
   int64_t ldc = 0, stride_c = 0;
   int64_t batch = 1;
   double alpha = 1.0, beta = 0.0;
+  int64_t inner = 0;
+  int64_t outer_stride_a = 0, outer_stride_b = 0, outer_stride_c = 0;
 };
+
+// Where batch item i of an operand starts, in elements (see GemmArgs).
+inline int64_t gemm_item_offset(const GemmArgs& g, int64_t i, int64_t stride,
+                                int64_t outer_stride) {
+  return g.inner > 0 ? (i / g.inner) * outer_stride + (i % g.inner) * stride : i * stride;
+}
 
 class Backend {
  public:

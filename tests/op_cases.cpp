@@ -398,6 +398,20 @@ void add_gemm_cases(std::vector<OpCase>& t) {
                products,
                Tol{1e-4, 1e-4},
                Tol{1e-10, 1e-11}});
+  // Heads split out of [B, N, H·D] projections: no single batch stride, so gemm reads them on
+  // a two-level grid (GemmArgs::inner), without a copy.
+  t.push_back(
+      {"gemm",
+       "head-split views [2, 3, 5, 4] of [2, 5, 3·4] through matmul (two-level grid)",
+       {Input::leaf({2, 5, 12}, 134), Input::leaf({2, 5, 12}, 135), Input::leaf({2, 5, 12}, 136)},
+       [](const Ctx&, const In& in) {
+         auto split = [](const Tensor& x) { return transpose(reshape(x, {2, 5, 3, 4}), 1, 2); };
+         Tensor scores = matmul(split(in[0]), transpose(split(in[1]), -1, -2));
+         return Out{scores, matmul(scores, split(in[2]))};
+       },
+       Tol{1e-4, 1e-4},
+       Tol{1e-10, 1e-11},
+       true});
   t.push_back({"gemm",
                "matmul and linear through autograd [2, 1, 3, 2] [2, 4, 2]",
                {Input::leaf({2, 1, 3, 2}, 134), Input::leaf({2, 4, 2}, 135),

@@ -44,6 +44,15 @@ TEST_CASE("gradcheck: matmul batched and broadcast with transposed inputs") {
   // Transposed views on both sides reach gemm as flags.
   CHECK_GRADS([](const Inputs& x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 0, 1)); },
               (Inputs{rand64({4, 3}, 15), rand64({5, 4}, 16)}));
+  // Head-split views [B, H, N, D] of [B, N, H·D] tensors: a two-level batch grid, no copy.
+  CHECK_GRADS(
+      [](const Inputs& x) {
+        auto split = [](const Tensor& t) { return transpose(reshape(t, {2, 3, 2, 4}), 1, 2); };
+        return matmul(split(x[0]), transpose(split(x[1]), -1, -2));
+      },
+      (Inputs{rand64({2, 3, 8}, 20), rand64({2, 3, 8}, 21)}));
+  CHECK_GRADS([](const Inputs& x) { return matmul(x[0], x[1]); },
+              (Inputs{rand64({2, 3, 2, 3, 4}, 22), rand64({3, 1, 4, 2}, 23)}));
   CHECK_GRADS([](const Inputs& x) { return linear(x[0], x[1], x[2]); },
               (Inputs{rand64({2, 3, 4}, 17), rand64({5, 4}, 18), rand64({5}, 19)}));
 }

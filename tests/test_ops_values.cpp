@@ -1,6 +1,8 @@
 // Forward values against hand-computed or closed-form results.
 #include <cmath>
 
+#include "autograd/grad_mode.h"
+#include "backends/cpu/caching_allocator.h"
 #include "core/dtype_dispatch.h"
 #include "tests/test_helpers.h"
 
@@ -48,6 +50,45 @@ TEST_CASE("values: matmul against a naive loop including batched and transposed"
     auto c2 = transpose(matmul(transpose(b, 1, 2), transpose(a, 1, 2)), 1, 2).to_double_vector();
     check_close(c2, c, 1e-12);
   }
+}
+
+using mixlab::cpu::host_memory_stats;
+using mixlab::cpu::host_size_class;
+using mixlab::cpu::HostMemoryStats;
+using mixlab::cpu::reset_host_memory_peaks;
+
+TEST_CASE("values: matmul reads head-split views in place, with their dense copies' values") {
+  // [B, N, H·D] projections split into heads [B, H, N, D] as the mixers do (mixers::split_heads):
+  // rows are H·D apart and heads D apart, so no single batch stride exists; gemm reads them on
+  // a two-level grid (GemmArgs::inner) instead of copying them first.
+  const int64_t b = 3, n = 5, h = 2, d = 4;
+  auto split = [&](const Tensor& x) { return transpose(reshape(x, {b, n, h, d}), 1, 2); };
+  Tensor q = split(rand64({b, n, h * d}, 21, false)), k = split(rand64({b, n, h * d}, 22, false));
+  Tensor v = split(rand64({b, n, h * d}, 23, false));
+  CHECK_FALSE(q.is_contiguous());
+  Tensor scores = matmul(q, transpose(k, -1, -2));  // [B, H, N, N]
+  check_close(scores.to_double_vector(),
+              matmul(clone(q), transpose(clone(k), -1, -2)).to_double_vector(), 1e-12);
+  check_close(matmul(scores, v).to_double_vector(), matmul(scores, clone(v)).to_double_vector(),
+              1e-12);
+
+  // The effect: the only memory the product takes is its output.
+  NoGradGuard no_grad;
+  HostMemoryStats before = host_memory_stats();
+  reset_host_memory_peaks();
+  Tensor again = matmul(q, transpose(k, -1, -2));
+  size_t taken = host_memory_stats().peak_bytes_in_use - before.bytes_in_use;
+  CHECK(taken < host_size_class(sizeof(double) * b * h * n * n) +
+                    host_size_class(sizeof(double) * b * n * h * d));
+
+  // Three batch axes: the outer two nest and fold into one level; a broadcast one (stride 0)
+  // and one that does not nest (a transposed pair) agree with dense copies too.
+  Tensor x = rand64({2, 3, 4, 5, 6}, 24, false), y = rand64({3, 4, 6, 2}, 25, false);
+  check_close(matmul(x, y).to_double_vector(),
+              matmul(x, clone(expand(y, {2, 3, 4, 6, 2}))).to_double_vector(), 1e-12);
+  Tensor xt = transpose(x, 0, 1);  // [3, 2, 4, 5, 6]: axes 0 and 1 do not nest
+  check_close(matmul(xt, narrow(y, 0, 0, 1)).to_double_vector(),
+              matmul(clone(xt), clone(narrow(y, 0, 0, 1))).to_double_vector(), 1e-12);
 }
 
 TEST_CASE("values: FFT of known signals") {

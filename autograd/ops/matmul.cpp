@@ -25,37 +25,43 @@ MatrixLayout layout_of(int64_t rows, int64_t cols, int64_t row_stride, int64_t c
   return l;
 }
 
-// C[b] = A[b] @ B[b] for 3-D operands of one batch size (batch stride may be 0).
+// C[o, i] = A[o, i] @ B[o, i] for 4-D operands [outer, inner, rows, cols] on one batch grid. Each
+// batch axis has its own stride (0 broadcasts), so a head-split view [batch, heads, N, d_h] of
+// a [batch, N, heads·d_h] projection is read in place (GemmArgs::inner).
 Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
-  int64_t batch = a.shape()[0], m = a.shape()[1], k = a.shape()[2], n = b.shape()[2];
-  MatrixLayout la = layout_of(m, k, a.strides()[1], a.strides()[2]);
-  MatrixLayout lb = layout_of(k, n, b.strides()[1], b.strides()[2]);
-  if (!la.ok) a = dense(a), la = layout_of(m, k, a.strides()[1], a.strides()[2]);
-  if (!lb.ok) b = dense(b), lb = layout_of(k, n, b.strides()[1], b.strides()[2]);
-  Tensor c = Tensor::empty({batch, m, n}, a.dtype(), a.device());
+  int64_t outer = a.shape()[0], inner = a.shape()[1];
+  int64_t m = a.shape()[2], k = a.shape()[3], n = b.shape()[3];
+  MatrixLayout la = layout_of(m, k, a.strides()[2], a.strides()[3]);
+  MatrixLayout lb = layout_of(k, n, b.strides()[2], b.strides()[3]);
+  if (!la.ok) a = dense(a), la = layout_of(m, k, a.strides()[2], a.strides()[3]);
+  if (!lb.ok) b = dense(b), lb = layout_of(k, n, b.strides()[2], b.strides()[3]);
+  Tensor c = Tensor::empty({outer, inner, m, n}, a.dtype(), a.device());
   if (c.numel() == 0) return c;
   if (k == 0) {
     c.fill_(0.0);
     return c;
   }
+  // A size-1 axis never steps, so its stride is 0 (a view may carry any stride there).
+  auto step = [](const Tensor& t, int axis) { return t.shape()[axis] > 1 ? t.strides()[axis] : 0; };
   GemmArgs g;
   g.dtype = a.dtype();
   g.trans_a = la.transposed;
   g.trans_b = lb.transposed;
   g.m = m, g.n = n, g.k = k;
-  g.a = a.raw_data(), g.lda = la.ld, g.stride_a = batch > 1 ? a.strides()[0] : 0;
-  g.b = b.raw_data(), g.ldb = lb.ld, g.stride_b = batch > 1 ? b.strides()[0] : 0;
-  g.c = c.raw_data(), g.ldc = n, g.stride_c = m * n;
-  g.batch = batch;
+  g.a = a.raw_data(), g.lda = la.ld, g.stride_a = step(a, 1), g.outer_stride_a = step(a, 0);
+  g.b = b.raw_data(), g.ldb = lb.ld, g.stride_b = step(b, 1), g.outer_stride_b = step(b, 0);
+  g.c = c.raw_data(), g.ldc = n, g.stride_c = m * n, g.outer_stride_c = inner * m * n;
+  g.batch = outer * inner;
+  g.inner = inner;
   backend_of(a).gemm(g);
   return c;
 }
 
 Tensor bmm_recorded(const Tensor& a, const Tensor& b) {
   return record("matmul", bmm(a, b), {a, b}, [a, b](const Tensor& g) {
-    Tensor ga = a.requires_grad() ? bmm_recorded(g, transpose(b, 1, 2)) : Tensor();
-    Tensor gb = b.requires_grad() ? bmm_recorded(transpose(a, 1, 2), g) : Tensor();
+    Tensor ga = a.requires_grad() ? bmm_recorded(g, transpose(b, 2, 3)) : Tensor();
+    Tensor gb = b.requires_grad() ? bmm_recorded(transpose(a, 2, 3), g) : Tensor();
     return std::vector<Tensor>{ga, gb};
   });
 }
@@ -75,35 +81,42 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     // One matrix for the whole batch: fold the batch into rows, one large gemm.
     Shape out_shape(a.shape().begin(), a.shape().end() - 1);
     out_shape.push_back(n);
-    Tensor a3 = unsqueeze(a.dim() == 2 ? a : reshape(a, {-1, k}), 0);
-    Tensor c = bmm_recorded(a3, unsqueeze(b, 0));
+    Tensor a2 = a.dim() == 2 ? a : reshape(a, {-1, k});
+    Tensor c = bmm_recorded(unsqueeze(unsqueeze(a2, 0), 0), unsqueeze(unsqueeze(b, 0), 0));
     return reshape(c, out_shape);
   }
   Shape batch_a(a.shape().begin(), a.shape().end() - 2);
   Shape batch_b(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
   int64_t count = numel_of(batch);
-  auto to3 = [&](const Tensor& t, int64_t rows, int64_t cols) {
+  int nb = static_cast<int>(batch.size());
+  int64_t inner = batch.back(), outer = count / std::max<int64_t>(inner, 1);
+  // The operand as a [outer, inner, rows, cols] grid: the last batch axis is the inner level,
+  // the ones before it collapse into the outer level when their strides allow (else a copy).
+  auto to_grid = [&](const Tensor& t, int64_t rows, int64_t cols) {
     Shape full = batch;
     full.push_back(rows);
     full.push_back(cols);
     Tensor e = expand(t, full);
-    if (e.dim() == 3) return e;
-    // Collapse batch axes into one when their strides allow it, else copy.
-    bool collapsible = true;
-    for (int i = 0; i + 1 < static_cast<int>(batch.size()); ++i)
-      collapsible = collapsible && e.strides()[i] == e.strides()[i + 1] * e.shape()[i + 1];
-    if (collapsible && !batch.empty()) {
-      int64_t bs = batch.empty() ? 0 : e.strides()[batch.size() - 1];
-      Tensor v = make_view(e, {count, rows, cols},
-                           {bs, e.strides()[e.dim() - 2], e.strides()[e.dim() - 1]}, e.offset());
-      return record("reshape", v, {e}, [from = e.shape()](const Tensor& g) {
-        return std::vector<Tensor>{reshape(g, from)};
-      });
+    // Outer axes of size 1 never step; the others must nest: each one's stride is the next
+    // one's stride times its size.
+    int64_t outer_stride = 0, nested = -1;
+    for (int i = nb - 2; i >= 0; --i) {
+      if (e.shape()[i] == 1) continue;
+      if (nested < 0)
+        outer_stride = e.strides()[i];
+      else if (e.strides()[i] != nested)
+        return reshape(e, {outer, inner, rows, cols});  // not one stride: a copy
+      nested = e.strides()[i] * e.shape()[i];
     }
-    return reshape(e, {count, rows, cols});
+    Tensor v = make_view(e, {outer, inner, rows, cols},
+                         {outer_stride, e.strides()[nb - 1], e.strides()[nb], e.strides()[nb + 1]},
+                         e.offset());
+    return record("reshape", v, {e}, [from = e.shape()](const Tensor& g) {
+      return std::vector<Tensor>{reshape(g, from)};
+    });
   };
-  Tensor c = bmm_recorded(to3(a, m, k), to3(b, k, n));
+  Tensor c = bmm_recorded(to_grid(a, m, k), to_grid(b, k, n));
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);

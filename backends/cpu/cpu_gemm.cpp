@@ -31,9 +31,11 @@ void gemm_block(const GemmArgs& g, int64_t i, int64_t r0, int64_t r1, int64_t c0
   auto tb = g.trans_b ? CblasTrans : CblasNoTrans;
   // Row r of op(A) starts at r*lda (stored as is) or at column r (stored transposed); column c
   // of op(B) at column c (as is) or at row c (transposed).
-  int64_t a_off = i * g.stride_a + (g.trans_a ? r0 : r0 * g.lda);
-  int64_t b_off = i * g.stride_b + (g.trans_b ? c0 * g.ldb : c0);
-  int64_t c_off = i * g.stride_c + r0 * g.ldc + c0;
+  int64_t a_off =
+      gemm_item_offset(g, i, g.stride_a, g.outer_stride_a) + (g.trans_a ? r0 : r0 * g.lda);
+  int64_t b_off =
+      gemm_item_offset(g, i, g.stride_b, g.outer_stride_b) + (g.trans_b ? c0 * g.ldb : c0);
+  int64_t c_off = gemm_item_offset(g, i, g.stride_c, g.outer_stride_c) + r0 * g.ldc + c0;
   int64_t m = r1 - r0, n = c1 - c0;
   if (g.dtype == DType::F32) {
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, g.k, static_cast<float>(g.alpha),

@@ -1,8 +1,9 @@
 // Matrix products on cuBLAS. The engine's matrices are row-major; cuBLAS is column-major, and a
 // row-major matrix read column-major is its transpose. So C = op(A) op(B) (row-major) is computed
 // as Cᵀ = op(B)ᵀ op(A)ᵀ (column-major): swap the operands and m with n, keep each operand's
-// transpose flag. One cublas?gemmStridedBatched call per product; a batch stride of 0 reuses
-// the same matrix for every item (broadcast). Reference: backends/cpu/cpu_gemm.cpp.
+// transpose flag. One cublas?gemmStridedBatched call per product (per outer item of a two-level
+// grid); a batch stride of 0 reuses the same matrix for every item (broadcast). Reference:
+// backends/cpu/cpu_gemm.cpp.
 #include <algorithm>
 #include <climits>
 
@@ -27,21 +28,28 @@ void CudaBackend::gemm(const GemmArgs& g) {
     lda = std::max(lda, g.trans_a ? m : 1);
     ldb = std::max(ldb, g.trans_b ? 1 : n);
   }
-  int batch = static_cast<int>(g.batch);
-  if (g.dtype == DType::F32) {
-    float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
-    MIXLAB_CUBLAS_CHECK(cublasSgemmStridedBatched(
-        handle, op_b, op_a, n, m, k, &alpha, static_cast<const float*>(g.b), ldb, g.stride_b,
-        static_cast<const float*>(g.a), lda, g.stride_a, &beta, static_cast<float*>(g.c), ldc,
-        g.stride_c, batch));
-  } else if (g.dtype == DType::F64) {
-    double alpha = g.alpha, beta = g.beta;
-    MIXLAB_CUBLAS_CHECK(cublasDgemmStridedBatched(
-        handle, op_b, op_a, n, m, k, &alpha, static_cast<const double*>(g.b), ldb, g.stride_b,
-        static_cast<const double*>(g.a), lda, g.stride_a, &beta, static_cast<double*>(g.c), ldc,
-        g.stride_c, batch));
-  } else {
-    fail("cuda gemm: unsupported dtype ", dtype_name(g.dtype));
+  // A two-level grid (GemmArgs::inner) is one strided-batched call per outer item.
+  int64_t per_call = g.inner > 0 ? std::min(g.inner, g.batch) : g.batch;
+  for (int64_t first = 0; first < g.batch; first += per_call) {
+    int batch = static_cast<int>(std::min(per_call, g.batch - first));
+    int64_t a_off = gemm_item_offset(g, first, g.stride_a, g.outer_stride_a);
+    int64_t b_off = gemm_item_offset(g, first, g.stride_b, g.outer_stride_b);
+    int64_t c_off = gemm_item_offset(g, first, g.stride_c, g.outer_stride_c);
+    if (g.dtype == DType::F32) {
+      float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+      MIXLAB_CUBLAS_CHECK(cublasSgemmStridedBatched(
+          handle, op_b, op_a, n, m, k, &alpha, static_cast<const float*>(g.b) + b_off, ldb,
+          g.stride_b, static_cast<const float*>(g.a) + a_off, lda, g.stride_a, &beta,
+          static_cast<float*>(g.c) + c_off, ldc, g.stride_c, batch));
+    } else if (g.dtype == DType::F64) {
+      double alpha = g.alpha, beta = g.beta;
+      MIXLAB_CUBLAS_CHECK(cublasDgemmStridedBatched(
+          handle, op_b, op_a, n, m, k, &alpha, static_cast<const double*>(g.b) + b_off, ldb,
+          g.stride_b, static_cast<const double*>(g.a) + a_off, lda, g.stride_a, &beta,
+          static_cast<double*>(g.c) + c_off, ldc, g.stride_c, batch));
+    } else {
+      fail("cuda gemm: unsupported dtype ", dtype_name(g.dtype));
+    }
   }
 }
 
