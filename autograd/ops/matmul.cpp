@@ -1,5 +1,9 @@
 // Matrix products on the backend's gemm. Operands that are transposed views go to the kernel
 // as transpose flags, never as copies; a weight shared across a batch folds the batch into rows.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "autograd/ops/op_utils.h"
 
 namespace mixlab {
@@ -25,10 +29,46 @@ MatrixLayout layout_of(int64_t rows, int64_t cols, int64_t row_stride, int64_t c
   return l;
 }
 
+// Whether strides lay a 4-D [outer, inner, rows, cols] tensor out densely (no gaps, no
+// overlaps) in some axis order, with unit stride on its rows or on its columns: a layout gemm
+// can write a product into.
+bool gemm_writable(const Shape& shape, const Shape& strides) {
+  std::vector<std::pair<int64_t, int64_t>> axes;  // (stride, size) of the axes that step
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] > 1) axes.push_back({strides[i], shape[i]});
+  std::sort(axes.begin(), axes.end());
+  int64_t expected = 1;
+  for (auto [stride, size] : axes) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return shape[2] == 1 || shape[3] == 1 || strides[3] == 1 || strides[2] == 1;
+}
+
+// Dense strides for `shape` with its axes in the order of `like`'s strides (largest first), or
+// nothing when some axis of `like` has size 1 or is broadcast (its stride says nothing about
+// the order).
+Shape strides_in_order_of(const Tensor& like, const Shape& shape) {
+  std::vector<int> order{0, 1, 2, 3};
+  for (int i = 0; i < 4; ++i)
+    if (like.shape()[i] == 1 || like.strides()[i] == 0) return {};
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return like.strides()[x] > like.strides()[y]; });
+  Shape strides(4);
+  int64_t step = 1;
+  for (int i = 3; i >= 0; --i) strides[order[i]] = step, step *= shape[order[i]];
+  return strides;
+}
+
 // C[o, i] = A[o, i] @ B[o, i] for 4-D operands [outer, inner, rows, cols] on one batch grid. Each
 // batch axis has its own stride (0 broadcasts), so a head-split view [batch, heads, N, d_h] of
 // a [batch, N, heads·d_h] projection is read in place (GemmArgs::inner).
-Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+//
+// `c_strides`, when given, are the strides C is written with if gemm can write them
+// (gemm_writable), else C is contiguous. A product of head-split operands written in their
+// layout goes back through the split (merge_heads, or the split's backward) as views, where a
+// contiguous one would be copied.
+Tensor bmm(const Tensor& a_in, const Tensor& b_in, const Shape& c_strides = {}) {
   Tensor a = a_in, b = b_in;
   int64_t outer = a.shape()[0], inner = a.shape()[1];
   int64_t m = a.shape()[2], k = a.shape()[3], n = b.shape()[3];
@@ -36,7 +76,14 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   MatrixLayout lb = layout_of(k, n, b.strides()[2], b.strides()[3]);
   if (!la.ok) a = dense(a), la = layout_of(m, k, a.strides()[2], a.strides()[3]);
   if (!lb.ok) b = dense(b), lb = layout_of(k, n, b.strides()[2], b.strides()[3]);
-  Tensor c = Tensor::empty({outer, inner, m, n}, a.dtype(), a.device());
+  Shape shape{outer, inner, m, n};
+  Tensor c;
+  if (!c_strides.empty() && c_strides != contiguous_strides(shape) &&
+      gemm_writable(shape, c_strides))
+    c = make_view(Tensor::empty({outer * inner * m * n}, a.dtype(), a.device()), shape, c_strides,
+                  0);
+  else
+    c = Tensor::empty(shape, a.dtype(), a.device());
   if (c.numel() == 0) return c;
   if (k == 0) {
     c.fill_(0.0);
@@ -46,22 +93,32 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   auto step = [](const Tensor& t, int axis) { return t.shape()[axis] > 1 ? t.strides()[axis] : 0; };
   GemmArgs g;
   g.dtype = a.dtype();
-  g.trans_a = la.transposed;
-  g.trans_b = lb.transposed;
   g.m = m, g.n = n, g.k = k;
-  g.a = a.raw_data(), g.lda = la.ld, g.stride_a = step(a, 1), g.outer_stride_a = step(a, 0);
-  g.b = b.raw_data(), g.ldb = lb.ld, g.stride_b = step(b, 1), g.outer_stride_b = step(b, 0);
-  g.c = c.raw_data(), g.ldc = n, g.stride_c = m * n, g.outer_stride_c = inner * m * n;
+  g.trans_a = la.transposed, g.a = a.raw_data(), g.lda = la.ld;
+  g.stride_a = step(a, 1), g.outer_stride_a = step(a, 0);
+  g.trans_b = lb.transposed, g.b = b.raw_data(), g.ldb = lb.ld;
+  g.stride_b = step(b, 1), g.outer_stride_b = step(b, 0);
+  g.c = c.raw_data(), g.stride_c = step(c, 1), g.outer_stride_c = step(c, 0);
+  bool c_by_rows = n == 1 || c.strides()[3] == 1;
+  g.ldc = c_by_rows ? (m == 1 ? n : c.strides()[2]) : (n == 1 ? m : c.strides()[3]);
+  if (!c_by_rows) {
+    // C is stored by columns: write Cᵀ = op(B)ᵀ op(A)ᵀ by rows instead.
+    std::swap(g.m, g.n);
+    std::swap(g.a, g.b), std::swap(g.lda, g.ldb);
+    std::swap(g.stride_a, g.stride_b), std::swap(g.outer_stride_a, g.outer_stride_b);
+    g.trans_a = !lb.transposed, g.trans_b = !la.transposed;
+  }
   g.batch = outer * inner;
   g.inner = inner;
   backend_of(a).gemm(g);
   return c;
 }
 
-Tensor bmm_recorded(const Tensor& a, const Tensor& b) {
-  return record("matmul", bmm(a, b), {a, b}, [a, b](const Tensor& g) {
-    Tensor ga = a.requires_grad() ? bmm_recorded(g, transpose(b, 2, 3)) : Tensor();
-    Tensor gb = b.requires_grad() ? bmm_recorded(transpose(a, 2, 3), g) : Tensor();
+// The backward writes each gradient in its operand's layout (see bmm).
+Tensor bmm_recorded(const Tensor& a, const Tensor& b, const Shape& c_strides = {}) {
+  return record("matmul", bmm(a, b, c_strides), {a, b}, [a, b](const Tensor& g) {
+    Tensor ga = a.requires_grad() ? bmm_recorded(g, transpose(b, 2, 3), a.strides()) : Tensor();
+    Tensor gb = b.requires_grad() ? bmm_recorded(transpose(a, 2, 3), g, b.strides()) : Tensor();
     return std::vector<Tensor>{ga, gb};
   });
 }
@@ -116,7 +173,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       return std::vector<Tensor>{reshape(g, from)};
     });
   };
-  Tensor c = bmm_recorded(to_grid(a, m, k), to_grid(b, k, n));
+  // A product with a head-split right operand (attention weights times values) is written in
+  // that operand's layout, [batch, N, heads, d_h], so merging its heads needs no copy.
+  Tensor a_grid = to_grid(a, m, k), b_grid = to_grid(b, k, n);
+  Shape c_strides;
+  if (b_grid.strides()[3] == 1 && !b_grid.is_contiguous())
+    c_strides = strides_in_order_of(b_grid, {outer, inner, m, n});
+  Tensor c = bmm_recorded(a_grid, b_grid, c_strides);
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
