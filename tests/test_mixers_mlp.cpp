@@ -134,6 +134,30 @@ TEST_CASE("mixer values: ffonly LN_t statistics ignore padded tokens") {
   check_close(rows_of(m->forward(x, context_for(x, {1}, false)), 0, 0, 1), {0.5}, 1e-12);
 }
 
+TEST_CASE("mixer values: ffonly at full length without a mask (fused LayerNorm) equals masked") {
+  // N = ℓ and no mask takes LN_t through the fused layer_norm kernel; an all-valid mask takes the
+  // masked formula. Values and every gradient must agree.
+  auto m = build64(config("ffonly", 6, 2, 5));
+  set_param(*m, "ln_t.weight", {2, -1, 0.5, 3, 1.5});
+  set_param(*m, "ln_t.bias", {0.5, 0.25, -1, 7, 0});
+  Tensor x = rand64({3, 5, 6}, 31);
+  auto run = [&](const MixerContext& ctx) {
+    m->zero_grad();
+    x.zero_grad();
+    Tensor y = m->forward(x, ctx);
+    Tensor w = rand64({3, 5, 6}, 32, false);
+    sum(mul(y, w)).backward();
+    std::vector<std::vector<double>> out{y.to_double_vector(), x.grad().to_double_vector()};
+    for (auto& p : m->parameters()) out.push_back(p.grad().to_double_vector());
+    return out;
+  };
+  MixerContext none = context_for(x, {}, false);
+  REQUIRE_FALSE(none.valid.defined());
+  auto fused = run(none), masked = run(context_for(x, {5, 5, 5}, false));
+  REQUIRE(fused.size() == masked.size());
+  for (size_t i = 0; i < fused.size(); ++i) check_close(fused[i], masked[i], 1e-10);
+}
+
 TEST_CASE("mixer values: mlp-mixer output for a sequence padded to l equals unpadded") {
   {
     // By hand: ℓ = 2, D_S = 1, W₁ = [1 2], b₁ = 0.5, W₂ = [1; −1], b₂ = (0, 0.25).

@@ -45,17 +45,8 @@ class FfOnly : public Mixer {
 
   Tensor forward(const Tensor& x, const MixerContext& ctx) override {
     check_input(x, ctx);
-    int64_t b = x.size(0), n = x.size(1), l = config_.max_len;
-    Tensor valid = ctx.valid.defined() ? ctx.valid : Tensor::ones({b, n}, x.dtype(), x.device());
-    // [B, 1, ℓ]: 1 at valid positions, 0 at padded ones and at the rows added to reach ℓ.
-    Tensor v = reshape(mixers::pad_rows(reshape(valid, {b, n, 1}), l), {b, 1, l});
-    Tensor t = transpose(mixers::pad_rows(mixers::zero_invalid_rows(x, ctx.valid), l), 1, 2);
-    Tensor count = maximum(sum(v, {2}, true), Tensor::ones({}, x.dtype(), x.device()));
-    Tensor mu = div(sum(mul(t, v), {2}, true), count);  // [B, d, 1]
-    Tensor centred = sub(t, mu);
-    Tensor var = div(sum(mul(mul(centred, centred), v), {2}, true), count);
-    Tensor normed = div(centred, sqrt(add(var, kEps)));
-    Tensor ln = mul(add(mul(normed, ln_t->weight), ln_t->bias), v);  // invalid entries zeroed
+    int64_t n = x.size(1);
+    Tensor ln = token_layer_norm(x, ctx.valid);  // LN_t(T), [B, d, ℓ]
     capture_mixing(
         *this, "token-MLP Jacobian after the token LayerNorm, mean over channels", RowRule::Free,
         [&] {  // the pre-GELU hidden layer [B, d, 4ℓ], computed again only when inspected
@@ -67,6 +58,26 @@ class FfOnly : public Mixer {
   }
 
  private:
+  // LN_t(T) [B, d, ℓ]: each channel normalised over its valid tokens, invalid entries zeroed.
+  Tensor token_layer_norm(const Tensor& x, const Tensor& valid_in) const {
+    int64_t b = x.size(0), n = x.size(1), l = config_.max_len;
+    if (!valid_in.defined() && n == l) {
+      // Every one of the ℓ positions is a valid token (v = 1, n = ℓ): LN_t is LayerNorm over
+      // the last axis of T, one fused row kernel instead of a dozen element-wise passes.
+      return layer_norm(contiguous(transpose(x, 1, 2)), ln_t->weight, ln_t->bias, kEps);
+    }
+    Tensor valid = valid_in.defined() ? valid_in : Tensor::ones({b, n}, x.dtype(), x.device());
+    // [B, 1, ℓ]: 1 at valid positions, 0 at padded ones and at the rows added to reach ℓ.
+    Tensor v = reshape(mixers::pad_rows(reshape(valid, {b, n, 1}), l), {b, 1, l});
+    Tensor t = transpose(mixers::pad_rows(mixers::zero_invalid_rows(x, valid_in), l), 1, 2);
+    Tensor count = maximum(sum(v, {2}, true), Tensor::ones({}, x.dtype(), x.device()));
+    Tensor mu = div(sum(mul(t, v), {2}, true), count);  // [B, d, 1]
+    Tensor centred = sub(t, mu);
+    Tensor var = div(sum(mul(mul(centred, centred), v), {2}, true), count);
+    Tensor normed = div(centred, sqrt(add(var, kEps)));
+    return mul(add(mul(normed, ln_t->weight), ln_t->bias), v);  // invalid entries zeroed
+  }
+
   std::shared_ptr<LayerNorm> ln_t;
   std::shared_ptr<Linear> fc1, fc2;
 };
