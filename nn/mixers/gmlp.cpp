@@ -133,11 +133,17 @@ class GatedMlp : public Mixer {
 
  private:
   // Z₁ and LN(Z₂) of x [B, N, d].
+  // Each half of Z = GELU(X U + c) comes from its own rows of U: two contiguous products instead
+  // of one whose halves are strided views (LayerNorm would copy Z₂, and the two halves'
+  // gradients would each be widened to Z's width and summed). The GELU is in the products' bias
+  // pass (linear_gelu).
   void project(const Tensor& x, Tensor& z1, Tensor& zn) const {
-    Tensor z = linear_gelu(x, U->weight, U->bias);  // GELU in the product's bias pass
     int64_t half = U->out_features / 2;
-    z1 = narrow(z, 2, 0, half);
-    zn = ln->forward(narrow(z, 2, half, half));
+    auto z_half = [&](int64_t first) {
+      return linear_gelu(x, narrow(U->weight, 0, first, half), narrow(U->bias, 0, first, half));
+    };
+    z1 = z_half(0);
+    zn = ln->forward(z_half(half));
   }
 
   // The tiny single-head attention's contribution to G: softmax(q kᵀ/√d_a + M) v W_o + b_o.
