@@ -91,6 +91,27 @@ TEST_CASE("values: matmul reads head-split views in place, with their dense copi
               matmul(clone(xt), clone(narrow(y, 0, 0, 1))).to_double_vector(), 1e-12);
 }
 
+TEST_CASE("values: sums over a densely laid out view agree with its contiguous copy") {
+  // g [B, H, N, D] as it comes back through merge_heads: memory order B, N, H, D.
+  Tensor merged = rand64({3, 5, 2 * 4}, 26, false);
+  Tensor g = transpose(reshape(merged, {3, 5, 2, 4}), 1, 2);
+  Tensor dense_g = clone(g);
+  std::vector<std::vector<int64_t>> cases{{0, 1, 2}, {0, 2}, {3}, {1}, {0, 1}, {1, 3}, {2, 3}, {}};
+  for (const auto& axes : cases) {
+    INFO("axes " << axes.size());
+    check_close(sum(g, axes, true).to_double_vector(), sum(dense_g, axes, true).to_double_vector(),
+                1e-12);
+  }
+  // The effect: a bias gradient's sum (all axes but D, one run in memory) takes no copy.
+  NoGradGuard no_grad;
+  HostMemoryStats before = host_memory_stats();
+  reset_host_memory_peaks();
+  Tensor db = sum(g, {0, 1, 2}, false);
+  size_t taken = host_memory_stats().peak_bytes_in_use - before.bytes_in_use;
+  CHECK(taken < host_size_class(sizeof(double) * g.numel()));
+  CHECK(db.shape() == Shape{4});
+}
+
 TEST_CASE("values: FFT of known signals") {
   // A unit impulse transforms to all ones; a pure cosine to two spikes of n/2.
   const int n = 8;

@@ -1,5 +1,7 @@
-// Reductions over any set of axes. The kernel reduces the middle of [outer, n, inner]; axes
-// that are not one adjacent run are first permuted to the end (one copy).
+// Reductions over any set of axes. The kernel reduces the middle of [outer, n, inner] of
+// contiguous memory. A tensor laid out densely in another axis order is reduced where it lies
+// when its reduced axes are one run in memory; otherwise the reduced axes are first permuted to
+// the end (one copy).
 #include "autograd/ops/op_utils.h"
 
 namespace mixlab {
@@ -17,6 +19,50 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
       out.push_back(1);
   }
   return out;
+}
+
+// When x's strides lay it out densely in some axis order (a permutation of a contiguous tensor,
+// like a gradient coming back through merge_heads), its axes from the outermost in memory to
+// the innermost, leaving out axes of size 1; empty otherwise.
+std::vector<int> memory_order(const Tensor& x) {
+  std::vector<int> order;
+  for (int i = 0; i < x.dim(); ++i)
+    if (x.shape()[i] > 1) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return x.strides()[a] > x.strides()[b]; });
+  int64_t expected = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (x.strides()[*it] != expected) return {};
+    expected *= x.shape()[*it];
+  }
+  return order;
+}
+
+// For a densely laid out x (memory_order) whose reduced axes are adjacent in memory and whose
+// kept axes are in memory in their logical order: the kernel's [outer, n, inner] sizes over x's
+// memory as it is, without a copy. False otherwise.
+bool reduce_in_place(const Tensor& x, const std::vector<int64_t>& axes, int64_t& outer, int64_t& n,
+                     int64_t& inner) {
+  std::vector<int> order = memory_order(x);
+  if (order.empty()) return false;
+  auto reduced = [&](int axis) { return std::find(axes.begin(), axes.end(), axis) != axes.end(); };
+  int64_t o = 1, r = 1, i = 1;  // outer, n, inner: written only on success
+  int stage = 0;  // 0: kept axes before the run, 1: in the run, 2: kept axes after it
+  int last_kept = -1;
+  for (int axis : order) {
+    if (reduced(axis)) {
+      if (stage == 2) return false;
+      stage = 1;
+      r *= x.shape()[axis];
+    } else {
+      if (axis < last_kept) return false;
+      last_kept = axis;
+      if (stage == 1) stage = 2;
+      (stage == 0 ? o : i) *= x.shape()[axis];
+    }
+  }
+  outer = o, n = r, inner = i;
+  return true;
 }
 
 // The raw reduction (not recorded); returns the keepdim shape.
@@ -41,6 +87,8 @@ Tensor reduce_forward(ReduceOp op, const char* name, const Tensor& x,
         inner *= x.shape()[i];
     }
     if (axes.empty()) outer = 1, inner = x.numel();
+  } else if (reduce_in_place(x, axes, outer, n, inner)) {
+    // src is x: its memory starts at its first element and is read as [outer, n, inner].
   } else {
     std::vector<int64_t> order;
     for (int i = 0; i < x.dim(); ++i)
