@@ -59,21 +59,22 @@ class ExternalAttention : public Mixer {
 
   Tensor forward(const Tensor& x, const MixerContext& ctx) override {
     check_input(x, ctx);
-    Tensor logits = memory_logits(x);  // Ã [B, e·h, N, S]
-    Tensor a_hat;
     if (!config_.causal) {
-      // Softmax over tokens: put N last, mask invalid tokens like keys, and put it back.
-      a_hat = transpose(
-          mixers::masked_softmax(transpose(logits, -1, -2), mixers::key_mask(ctx.valid)), -1, -2);
-    } else {
-      Tensor token_valid;  // [B, 1, N, 1]
-      if (ctx.valid.defined()) {
-        token_valid = reshape(ctx.valid, {x.size(0), 1, x.size(1), 1});
-        logits = masked_fill(logits, add(neg(token_valid), 1.0), -1e30);
-      }
-      a_hat = exp(sub(logits, logcumsumexp(logits, 2)));
-      if (token_valid.defined()) a_hat = mul(a_hat, token_valid);
+      // Softmax over tokens, with invalid tokens masked like keys. It runs on Ãᵀ [B, e·h, S, N],
+      // where the tokens are the last, contiguous axis, and so does everything up to Oᵀ: the
+      // products take the transposes as flags and nothing is copied to move an axis.
+      Tensor a_hat_t = mixers::masked_softmax(memory_logits_t(x), mixers::key_mask(ctx.valid));
+      return read_memory_t(a_hat_t);
     }
+    // Causal: the prefix softmax over tokens.
+    Tensor logits = memory_logits(x);  // Ã [B, e·h, N, S]
+    Tensor token_valid;                // [B, 1, N, 1]
+    if (ctx.valid.defined()) {
+      token_valid = reshape(ctx.valid, {x.size(0), 1, x.size(1), 1});
+      logits = masked_fill(logits, add(neg(token_valid), 1.0), -1e30);
+    }
+    Tensor a_hat = exp(sub(logits, logcumsumexp(logits, 2)));
+    if (token_valid.defined()) a_hat = mul(a_hat, token_valid);
     return read_memory(a_hat);
   }
 
@@ -100,6 +101,24 @@ class ExternalAttention : public Mixer {
   Tensor memory_logits(const Tensor& x) const {
     Tensor xp = mixers::split_heads(w_t->forward(x), expansion_ * config_.heads);
     return m_k->forward(xp);
+  }
+  // Ãᵀ = M_kᵀ X'ᵀ + b_k, [B, e·h, S, N].
+  Tensor memory_logits_t(const Tensor& x) const {
+    Tensor xp = mixers::split_heads(w_t->forward(x), expansion_ * config_.heads);
+    Tensor t = matmul(m_k->weight, transpose(xp, -1, -2));  // [S, d_h] · [B, e·h, d_h, N]
+    return add(t, reshape(m_k->bias, {slots_, 1}));
+  }
+  // read_memory from Âᵀ [B, e·h, S, N]: Aᵀ, then O = A M_v + b_v [B, e·h, N, d_h]. M_v goes in
+  // as a [1, 1, S, d_h] batch so the product reads A (a transposed view) in place; a 2-D right
+  // operand would fold the batch into rows and need A contiguous.
+  Tensor read_memory_t(const Tensor& a_hat_t) const {
+    Tensor a = transpose(div(a_hat_t, add(sum(a_hat_t, {-2}, true), 1e-9)), -1, -2);
+    capture_mixing(
+        *this, "token-to-memory weights", RowRule::SumToOne, [&] { return a; }, "token",
+        "memory slot");
+    Tensor m_v_t = unsqueeze(unsqueeze(transpose(m_v->weight, 0, 1), 0), 0);
+    Tensor o = bias_add(matmul(a, m_v_t), m_v->bias);
+    return w_p->forward(mixers::merge_heads(o));
   }
   // From Â [B, e·h, N, S]: the double normalisation over slots, M_v, merged heads, W_p.
   Tensor read_memory(const Tensor& a_hat) const {
