@@ -23,6 +23,16 @@ void for_each_element(int64_t n, int64_t decayed, const Args& a, Element element
   });
 }
 
+// Elements [b, e) with the arguments copied to a local: with the four arrays restrict and the
+// arguments out of their reach, the compiler hoists the decay branches and vectorises the
+// element's double arithmetic (8 lanes under AVX-512; each lane computes exactly what the
+// scalar rule does, so the numbers are the same). Called per range, not per element.
+template <typename T>
+void adam_range(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, int64_t b,
+                int64_t e, const AdamArgs a) {
+  for (int64_t i = b; i < e; ++i) adam_element(p, g, m, v, i, a);
+}
+
 void adam_loop(const View& param, const View& grad, const View& m, const View& v, int64_t decayed,
                const AdamArgs& a) {
   dispatch_floating(param.dtype, "adam_update", [&](auto tag) {
@@ -31,8 +41,12 @@ void adam_loop(const View& param, const View& grad, const View& m, const View& v
     const T* g = grad.as<T>();
     T* pm = m.as<T>();
     T* pv = v.as<T>();
-    for_each_element(param.numel(), decayed, a,
-                     [&](int64_t i, const AdamArgs& args) { adam_element(p, g, pm, pv, i, args); });
+    const AdamArgs plain = without_decay(a);
+    parallel_for(param.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+      const int64_t split = std::clamp(decayed, b, e);
+      adam_range(p, g, pm, pv, b, split, a);
+      adam_range(p, g, pm, pv, split, e, plain);
+    });
   });
 }
 
