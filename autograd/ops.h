@@ -139,8 +139,12 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 // shared), H dividing d, 0 ≤ left < K (causal: K − 1; centred: K / 2). One kernel each way,
 // without padded or stacked copies of g; gradients for g and taps.
 Tensor token_conv(const Tensor& g, const Tensor& taps, int64_t left);
-// ---- fused ops (autograd/ops/linear.cpp, residual.cpp): one kernel pass where the unfused ops
-// made several, with the same numbers ----
+// ---- fused ops (autograd/ops/linear.cpp, residual.cpp, scale_shift.cpp): one kernel pass where
+// the unfused ops made several, with the same numbers ----
+// x * scale + shift along the last axis (scale, shift [cols]; shift may be undefined: x * scale)
+// in one pass, its backward (dx and the column sums for scale and shift) in one pass too.
+// ResMLP's affine map and LayerScale.
+Tensor scale_shift(const Tensor& x, const Tensor& scale, const Tensor& shift);
 // x + bias along the last axis (bias [cols]) in one row pass.
 Tensor bias_add(const Tensor& x, const Tensor& bias);
 // gelu(x + bias) (erf form) in one pass; the backward yields dGELU and the bias gradient (column

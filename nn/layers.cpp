@@ -41,12 +41,12 @@ Affine::Affine(int64_t dim) {
   alpha = register_parameter("alpha", init::ones({dim}));
   beta = register_parameter("beta", init::zeros({dim}));
 }
-Tensor Affine::forward(const Tensor& x) const { return add(mul(x, alpha), beta); }
+Tensor Affine::forward(const Tensor& x) const { return scale_shift(x, alpha, beta); }
 
 LayerScale::LayerScale(int64_t dim, double init_value) {
   gamma = register_parameter("gamma", init::constant({dim}, init_value));
 }
-Tensor LayerScale::forward(const Tensor& x) const { return mul(x, gamma); }
+Tensor LayerScale::forward(const Tensor& x) const { return scale_shift(x, gamma, Tensor()); }
 
 // ---- Dropout ----
 std::string Dropout::extra_repr() const { return "p=" + std::to_string(p); }

@@ -692,8 +692,8 @@ void add_flat_optimizer_cases(std::vector<OpCase>& t) {
   }
 }
 
-// ---- fused kernels: bias (+ GELU) in one pass, residual + dropout + layer norm in one
-// row kernel, dropout with its mask drawn in the kernel ----
+// ---- fused kernels: bias (+ GELU) in one pass, a per-channel scale and shift, residual +
+// dropout + layer norm in one row kernel, dropout with its mask drawn in the kernel ----
 void add_fused_cases(std::vector<OpCase>& t) {
   for (int64_t rows : {1, 17, 300}) {
     for (int64_t cols : {1, 17, 1000, 3000}) {
@@ -730,6 +730,29 @@ void add_fused_cases(std::vector<OpCase>& t) {
                      }
                      return y;
                    }});
+      for (bool shifted : {true, false}) {
+        std::vector<Input> affine{Input::leaf({rows, cols}, 241, -3, 3),
+                                  Input::leaf({cols}, 242, -2, 2), Input::leaf({cols}, 243)};
+        if (!shifted) affine.pop_back();
+        // Both kernels run in every row (forward, then backward for the gradients).
+        t.push_back({shifted ? "scale_shift" : "scale_shift_backward",
+                     std::string(shifted ? "scale_shift " : "scale_shift, no shift, ") +
+                         dims_str({rows, cols}),
+                     affine,
+                     [shifted](const Ctx&, const In& in) {
+                       return Out{scale_shift(in[0], in[1], shifted ? in[2] : Tensor())};
+                     },
+                     kF32Loose,
+                     Tol{1e-12, 1e-13},
+                     small,
+                     {DType::F32, DType::F64},
+                     [cols, shifted](const std::vector<std::vector<double>>& v) {
+                       std::vector<double> y(v[0].size());
+                       for (size_t i = 0; i < y.size(); ++i)
+                         y[i] = v[0][i] * v[1][i % cols] + (shifted ? v[2][i % cols] : 0.0);
+                       return y;
+                     }});
+      }
       for (double p : {0.0, 0.3}) {
         std::vector<Input> res{Input::leaf({rows, cols}, 232, -2, 2),
                                Input::leaf({rows, cols}, 233, -2, 2),

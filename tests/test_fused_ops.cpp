@@ -116,6 +116,24 @@ TEST_CASE("fused: bias and bias + GELU agree with matmul, add and gelu in float3
               in);
 }
 
+TEST_CASE("fused: gradcheck scale_shift with and without the shift, and on a view") {
+  Inputs in{rand64({2, 3, 5}, 30), rand64({5}, 31), rand64({5}, 32)};
+  CHECK_GRADS([](const Inputs& x) { return scale_shift(x[0], x[1], x[2]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return scale_shift(x[0], x[1], Tensor()); }, in);
+  CHECK_GRADS([](const Inputs& x) { return scale_shift(transpose(x[0], 0, 2), x[1], x[2]); },
+              (Inputs{rand64({2, 3, 4}, 33), rand64({2}, 34), rand64({2}, 35)}));
+}
+
+TEST_CASE("fused: scale_shift agrees with mul and add in float32 (ResMLP's affine map)") {
+  // 300 rows: the column sums cross several of the kernel's row chunks.
+  Inputs in{leaf32({3, 100, 48}, 36), leaf32({48}, 37), leaf32({48}, 38)};
+  check_agree([](const Inputs& x) { return std::vector<Tensor>{scale_shift(x[0], x[1], x[2])}; },
+              [](const Inputs& x) { return std::vector<Tensor>{add(mul(x[0], x[1]), x[2])}; }, in);
+  check_agree(
+      [](const Inputs& x) { return std::vector<Tensor>{scale_shift(x[0], x[1], Tensor())}; },
+      [](const Inputs& x) { return std::vector<Tensor>{mul(x[0], x[1])}; }, in);
+}
+
 TEST_CASE("fused: residual + dropout + layer norm agrees with add, dropout_mask and layer_norm") {
   for (double p : {0.0, 0.1, 0.5}) {
     INFO("p = " << p);
@@ -161,4 +179,7 @@ TEST_CASE("fused: bad shapes name the op and both shapes") {
   CHECK_THROWS_WITH(add_dropout_layer_norm(x, x, 0.0, 1, b, Tensor()),
                     doctest::Contains("add_dropout_layer_norm: input [2,3] needs gain/bias"));
   CHECK_THROWS_WITH(add_dropout(x, x, 1.0, 1), doctest::Contains("must be in [0, 1)"));
+  CHECK_THROWS_WITH(scale_shift(x, b, Tensor()),
+                    doctest::Contains("scale_shift: input [2,3] needs a scale and shift of "
+                                      "shape [3], got [4]"));
 }

@@ -1,8 +1,8 @@
 // Fused kernels (the "fused" block of backends/kernels.def): a bias (and GELU) applied in one
-// pass over a product's output, the residual add + dropout + layer norm in one row pass, and
-// dropout applied with its mask generated on the fly. Rows split over threads; the bias
-// gradient's column sums are per-thread partials over a fixed split of rows, combined in order,
-// so results are reproducible for a given thread count.
+// pass over a product's output, a per-channel scale and shift (ResMLP) in one pass each way, the
+// residual add + dropout + layer norm in one row pass, and dropout applied with its mask generated
+// on the fly. Rows split over threads; the bias gradient's column sums are per-thread partials over
+// a fixed split of rows, combined in order, so results are reproducible for a given thread count.
 #include <algorithm>
 
 #include "backends/cpu/cpu_backend.h"
@@ -64,6 +64,56 @@ void CpuBackend::bias_gelu_backward(const View& dy, const View& pre, const View&
     });
     T* db = dbias.as<T>();
     for (int64_t i = 0; i < cols; ++i) db[i] = sums.column(i);
+  });
+}
+
+void CpuBackend::scale_shift(const View& x, const View& scale, const View& shift, const View& y,
+                             int64_t rows, int64_t cols) {
+  dispatch_floating(x.dtype, "scale_shift", [&](auto tag) {
+    using T = decltype(tag);
+    const T* __restrict s = scale.as<T>();
+    const T* __restrict t = shift.as<T>();
+    parallel_for(rows, rows_per_task(cols), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        const T* __restrict in = x.as<T>() + r * cols;
+        T* __restrict out = y.as<T>() + r * cols;
+        if (t)
+          for (int64_t i = 0; i < cols; ++i) out[i] = in[i] * s[i] + t[i];
+        else
+          for (int64_t i = 0; i < cols; ++i) out[i] = in[i] * s[i];
+      }
+    });
+  });
+}
+
+void CpuBackend::scale_shift_backward(const View& dy, const View& x, const View& scale,
+                                      const View& dx, const View& dscale, const View& dshift,
+                                      int64_t rows, int64_t cols) {
+  dispatch_floating(dy.dtype, "scale_shift_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* __restrict s = scale.as<T>();
+    const bool shifted = dshift.data != nullptr;
+    // Column sums of dy·x (and of dy): per-chunk partials combined in order (row_partials.h),
+    // the two sums side by side in one partial row of 2·cols.
+    auto sums = cpu::accumulate_row_chunks<T>(rows, 2 * cols, [&](int64_t rb, int64_t re, T* part) {
+      T* __restrict ds = part;
+      T* __restrict dt = part + cols;
+      for (int64_t r = rb; r < re; ++r) {
+        const T* __restrict g = dy.as<T>() + r * cols;
+        const T* __restrict in = x.as<T>() + r * cols;
+        T* __restrict d = dx.as<T>() + r * cols;
+        for (int64_t i = 0; i < cols; ++i) d[i] = g[i] * s[i];
+        for (int64_t i = 0; i < cols; ++i) ds[i] += g[i] * in[i];
+        if (shifted)
+          for (int64_t i = 0; i < cols; ++i) dt[i] += g[i];
+      }
+    });
+    T* out_scale = dscale.as<T>();
+    for (int64_t i = 0; i < cols; ++i) out_scale[i] = sums.column(i);
+    if (shifted) {
+      T* out_shift = dshift.as<T>();
+      for (int64_t i = 0; i < cols; ++i) out_shift[i] = sums.column(cols + i);
+    }
   });
 }
 

@@ -1,4 +1,5 @@
 // Fused kernels (the "fused" block of backends/kernels.def) on CUDA: bias (+ GELU) in one pass,
+// a per-channel scale and shift (ResMLP),
 // the residual add + dropout + layer norm as one row kernel, and dropout with its mask generated
 // in the kernel. Per-element formulas are the CPU's (backends/fused_ops.h); the dropout draw is
 // the same integer function as dropout_mask's, so masks are bit-identical to the CPU's.
@@ -40,6 +41,41 @@ __global__ void column_sum_kernel(const T* dx, T* out, int64_t rows, int64_t col
     T acc = 0;
     for (int64_t r = 0; r < rows; ++r) acc += dx[r * cols + c];
     out[c] = acc;
+  }
+}
+
+template <typename T>
+__global__ void scale_shift_kernel(const T* x, const T* scale, const T* shift, T* y, int64_t n,
+                                   int64_t cols) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    int64_t c = i % cols;
+    y[i] = shift ? x[i] * scale[c] + shift[c] : x[i] * scale[c];
+  }
+}
+
+// dx = dy * scale[c], element-wise.
+template <typename T>
+__global__ void scale_dx_kernel(const T* dy, const T* scale, T* dx, int64_t n, int64_t cols) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+    dx[i] = dy[i] * scale[i % cols];
+}
+
+// dscale[c] = sum_r dy[r, c] x[r, c] and dshift[c] = sum_r dy[r, c] (when dshift is set), one
+// thread per column, rows in order: deterministic.
+template <typename T>
+__global__ void scale_shift_sums_kernel(const T* dy, const T* x, T* dscale, T* dshift, int64_t rows,
+                                        int64_t cols) {
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols;
+       c += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    T ds = 0, dt = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      ds += dy[r * cols + c] * x[r * cols + c];
+      dt += dy[r * cols + c];
+    }
+    dscale[c] = ds;
+    if (dshift) dshift[c] = dt;
   }
 }
 
@@ -119,6 +155,36 @@ void CudaBackend::bias_gelu_backward(const View& dy, const View& pre, const View
         <<<grid_for(cols), kBlock, 0, stream_>>>(dx.as<T>(), dbias.as<T>(), rows, cols);
   });
   check_launch("bias_gelu_backward");
+}
+
+void CudaBackend::scale_shift(const View& x, const View& scale, const View& shift, const View& y,
+                              int64_t rows, int64_t cols) {
+  int64_t n = rows * cols;
+  if (n == 0) return;
+  activate();
+  dispatch_floating(x.dtype, "scale_shift", [&](auto tag) {
+    using T = decltype(tag);
+    scale_shift_kernel<T><<<grid_for(n), kBlock, 0, stream_>>>(x.as<T>(), scale.as<T>(),
+                                                               shift.as<T>(), y.as<T>(), n, cols);
+  });
+  check_launch("scale_shift");
+}
+
+void CudaBackend::scale_shift_backward(const View& dy, const View& x, const View& scale,
+                                       const View& dx, const View& dscale, const View& dshift,
+                                       int64_t rows, int64_t cols) {
+  if (cols == 0) return;
+  activate();
+  dispatch_floating(dy.dtype, "scale_shift_backward", [&](auto tag) {
+    using T = decltype(tag);
+    int64_t n = rows * cols;
+    if (n > 0)
+      scale_dx_kernel<T>
+          <<<grid_for(n), kBlock, 0, stream_>>>(dy.as<T>(), scale.as<T>(), dx.as<T>(), n, cols);
+    scale_shift_sums_kernel<T><<<grid_for(cols), kBlock, 0, stream_>>>(
+        dy.as<T>(), x.as<T>(), dscale.as<T>(), dshift.as<T>(), rows, cols);
+  });
+  check_launch("scale_shift_backward");
 }
 
 void CudaBackend::add_dropout_layer_norm(const View& x, const View& h, const View& gamma,
