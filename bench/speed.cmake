@@ -7,4 +7,10 @@ if(MIXLAB_TESTS AND MIXLAB_BENCH)
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/scripts/bench-speed.sh --skip-without-torch --quick
             --threads 1 --build ${CMAKE_BINARY_DIR})
   set_tests_properties("${MIXLAB_SPEED_TEST}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+  # The products alone (bench/gemm_vs_torch.py): OpenBLAS's and PyTorch's on the classifier's
+  # shapes; skipped (77) without a Python that imports torch.
+  set(MIXLAB_GEMM_TEST "bench: the classifier's products against PyTorch's (skipped without torch)")
+  add_test(NAME "${MIXLAB_GEMM_TEST}"
+    COMMAND sh -c "py=${CMAKE_CURRENT_SOURCE_DIR}/.venv/bin/python; \"$py\" -c 'import torch' 2>/dev/null || py=python3; \"$py\" -c 'import torch' 2>/dev/null || { echo 'SKIP: no PyTorch'; exit 77; }; exec \"$py\" ${CMAKE_CURRENT_SOURCE_DIR}/bench/gemm_vs_torch.py --threads 1 --build ${CMAKE_BINARY_DIR}")
+  set_tests_properties("${MIXLAB_GEMM_TEST}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
