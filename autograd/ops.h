@@ -30,7 +30,9 @@ enum class GeluForm { Erf, Tanh };
 Tensor gelu(const Tensor& x, GeluForm form = GeluForm::Erf);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
-Tensor softplus(const Tensor& x);                  // log(1 + exp(x)); its gradient is sigmoid(x)
+Tensor softplus(const Tensor& x);  // log(1 + exp(x)); its gradient is sigmoid(x)
+Tensor elu_plus_one(
+    const Tensor& x);  // elu(x) + 1: x + 1 above 0, exp(x) below (linear attention's φ)
 Tensor maximum(const Tensor& a, const Tensor& b);  // gradient to the larger (ties: first)
 // cond (any dtype; nonzero = true) selects a, else b; all broadcast together.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

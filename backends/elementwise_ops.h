@@ -15,25 +15,27 @@
 namespace mixlab {
 
 // y = f(x; alpha). The *Grad entries are derivatives f'(x) used by backward.
-#define MIXLAB_UNARY_OPS(X)    \
-  X(Neg)                       \
-  X(Exp)                       \
-  X(Log)                       \
-  X(Sqrt)                      \
-  X(Abs)                       \
-  X(Sign)                      \
-  X(Relu)                      \
-  X(Step)                      \
-  X(Sigmoid)                   \
-  X(Tanh)                      \
-  X(GeluErf)                   \
-  X(GeluTanh)                  \
-  X(GeluErfGrad)               \
-  X(GeluTanhGrad)              \
-  X(PowScalar) /* x^alpha */   \
-  X(AddScalar) /* x + alpha */ \
-  X(MulScalar) /* x * alpha */ \
-  X(Softplus)  /* log(1 + exp(x)) */
+#define MIXLAB_UNARY_OPS(X)           \
+  X(Neg)                              \
+  X(Exp)                              \
+  X(Log)                              \
+  X(Sqrt)                             \
+  X(Abs)                              \
+  X(Sign)                             \
+  X(Relu)                             \
+  X(Step)                             \
+  X(Sigmoid)                          \
+  X(Tanh)                             \
+  X(GeluErf)                          \
+  X(GeluTanh)                         \
+  X(GeluErfGrad)                      \
+  X(GeluTanhGrad)                     \
+  X(PowScalar)  /* x^alpha */         \
+  X(AddScalar)  /* x + alpha */       \
+  X(MulScalar)  /* x * alpha */       \
+  X(Softplus)   /* log(1 + exp(x)) */ \
+  X(EluPlusOne) /* elu(x) + 1 */      \
+  X(EluPlusOneGrad)
 
 #define MIXLAB_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Maximum) X(Minimum) X(Equal) X(Greater)
 
@@ -91,9 +93,15 @@ MIXLAB_HOST_DEVICE T apply_unary(T x, T alpha) {
     return x + alpha;
   else if constexpr (OP == UnaryOp::MulScalar)
     return x * alpha;
-  else {
-    static_assert(OP == UnaryOp::Softplus, "apply_unary: an op of MIXLAB_UNARY_OPS has no formula");
+  else if constexpr (OP == UnaryOp::Softplus)
     return (x > T(0) ? x : T(0)) + M::log(T(1) + M::exp(x < T(0) ? x : -x));
+  else if constexpr (OP ==
+                     UnaryOp::EluPlusOne)  // relu(x) + exp(min(x, 0)): x + 1 above 0, eˣ below
+    return (x > T(0) ? x : T(0)) + M::exp(x < T(0) ? x : T(0));
+  else {
+    static_assert(OP == UnaryOp::EluPlusOneGrad,
+                  "apply_unary: an op of MIXLAB_UNARY_OPS has no formula");
+    return M::exp(x < T(0) ? x : T(0));  // 1 above 0 (e⁰), eˣ below; no select to branch on
   }
 }
 

@@ -171,6 +171,19 @@ void add_elementwise_cases(std::vector<OpCase>& t) {
   }
 
   t.push_back({"unary",
+               "elu_plus_one op against relu(x) + exp(-relu(-x)) [4, 5]",
+               {Input::leaf({4, 5}, 26, -6, 6)},
+               [](const Ctx&, const In& in) { return Out{elu_plus_one(in[0])}; },
+               kF32Loose,
+               Tol{1e-12, 1e-15},
+               /*grad=*/true,
+               {DType::F32, DType::F64},
+               [](const std::vector<std::vector<double>>& v) {
+                 std::vector<double> y;
+                 for (double x : v[0]) y.push_back(std::max(x, 0.0) + std::exp(-std::max(-x, 0.0)));
+                 return y;
+               }});
+  t.push_back({"unary",
                "softplus op against max(x, 0) + log1p(exp(-|x|)) [4, 5]",
                {Input::leaf({4, 5}, 25, -30, 30)},
                [](const Ctx&, const In& in) { return Out{softplus(in[0])}; },

@@ -132,6 +132,14 @@ Tensor tanh(const Tensor& x) {
   });
 }
 
+Tensor elu_plus_one(const Tensor& x) {
+  return record("elu_plus_one", unary_forward(UnaryOp::EluPlusOne, "elu_plus_one", x), {x},
+                [x](const Tensor& g) {
+                  return std::vector<Tensor>{
+                      mul(g, unary_forward(UnaryOp::EluPlusOneGrad, "elu_plus_one", x))};
+                });
+}
+
 Tensor softplus(const Tensor& x) {
   return record("softplus", unary_forward(UnaryOp::Softplus, "softplus", x), {x},
                 [x](const Tensor& g) { return std::vector<Tensor>{mul(g, sigmoid(x))}; });

@@ -25,9 +25,10 @@ namespace {
 
 constexpr double kEpsilon = 1e-6;
 
-// φ(x) = elu(x) + 1 = relu(x) + exp(−relu(−x)): x + 1 above 0, eˣ below, and no exp of a large
-// positive number anywhere (so neither the value nor the gradient can overflow).
-Tensor feature_map(const Tensor& x) { return add(relu(x), exp(neg(relu(neg(x))))); }
+// φ(x) = elu(x) + 1 = relu(x) + exp(−relu(−x)): x + 1 above 0, eˣ below. One unary op, whose
+// formula never takes the exp of a large positive number (so neither the value nor the gradient
+// can overflow).
+Tensor feature_map(const Tensor& x) { return elu_plus_one(x); }
 
 // Inclusive prefix sum along `axis` by doubling shifts (Hillis-Steele): after the step with
 // shift s, each position holds the sum of the 2s positions ending at it. log₂N additions of
@@ -67,8 +68,8 @@ class LinearAttention : public Mixer {
     // for inspect (ε is left out of the denominator so that rows sum to exactly 1).
     capture_mixing(*this, "linear attention φ(Q)φ(K)ᵀ, rows normalised", RowRule::SumToOne, [&] {
       Tensor scores = matmul(phi_q, transpose(phi_k, 2, 3));  // [B, h, N, N], ≥ 0
-      Tensor causal = mixers::attention_mask(Tensor(), config_.causal, x.shape()[1],
-                                             x.shape()[1], scores.dtype(), scores.device());
+      Tensor causal = mixers::attention_mask(Tensor(), config_.causal, x.shape()[1], x.shape()[1],
+                                             scores.dtype(), scores.device());
       if (causal.defined()) scores = mul(scores, causal);
       return div(scores, sum(scores, {3}, true));
     });
