@@ -1,5 +1,7 @@
 #include "core/shape.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace mixlab {
@@ -8,6 +10,20 @@ int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+bool dense_axis_order(const Shape& shape, const Shape& strides, std::vector<int>& order) {
+  order.clear();
+  for (int i = 0; i < static_cast<int>(shape.size()); ++i)
+    if (shape[i] > 1) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return strides[a] > strides[b]; });
+  int64_t expected = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (strides[*it] != expected) return false;
+    expected *= shape[*it];
+  }
+  return true;
 }
 
 Shape contiguous_strides(const Shape& shape) {

@@ -33,16 +33,9 @@ MatrixLayout layout_of(int64_t rows, int64_t cols, int64_t row_stride, int64_t c
 // overlaps) in some axis order, with unit stride on its rows or on its columns: a layout gemm
 // can write a product into.
 bool gemm_writable(const Shape& shape, const Shape& strides) {
-  std::vector<std::pair<int64_t, int64_t>> axes;  // (stride, size) of the axes that step
-  for (size_t i = 0; i < shape.size(); ++i)
-    if (shape[i] > 1) axes.push_back({strides[i], shape[i]});
-  std::sort(axes.begin(), axes.end());
-  int64_t expected = 1;
-  for (auto [stride, size] : axes) {
-    if (stride != expected) return false;
-    expected *= size;
-  }
-  return shape[2] == 1 || shape[3] == 1 || strides[3] == 1 || strides[2] == 1;
+  std::vector<int> order;
+  return dense_axis_order(shape, strides, order) &&
+         (shape[2] == 1 || shape[3] == 1 || strides[3] == 1 || strides[2] == 1);
 }
 
 // Dense strides for `shape` with its axes in the order of `like`'s strides (largest first), or

@@ -21,33 +21,17 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
   return out;
 }
 
-// When x's strides lay it out densely in some axis order (a permutation of a contiguous tensor,
-// like a gradient coming back through merge_heads), its axes from the outermost in memory to
-// the innermost, leaving out axes of size 1; empty otherwise.
-std::vector<int> memory_order(const Tensor& x) {
-  std::vector<int> order;
-  for (int i = 0; i < x.dim(); ++i)
-    if (x.shape()[i] > 1) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return x.strides()[a] > x.strides()[b]; });
-  int64_t expected = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (x.strides()[*it] != expected) return {};
-    expected *= x.shape()[*it];
-  }
-  return order;
-}
-
-// For a densely laid out x (memory_order) whose reduced axes are adjacent in memory and whose
-// kept axes are in memory in their logical order: the kernel's [outer, n, inner] sizes over x's
+// For a densely laid out x (dense_axis_order, like a gradient coming back through merge_heads)
+// whose reduced axes are adjacent in memory and whose kept axes are in memory in their logical
+// order: the kernel's [outer, n, inner] sizes over x's
 // memory as it is, without a copy. False otherwise.
 bool reduce_in_place(const Tensor& x, const std::vector<int64_t>& axes, int64_t& outer, int64_t& n,
                      int64_t& inner) {
-  std::vector<int> order = memory_order(x);
-  if (order.empty()) return false;
+  std::vector<int> order;
+  if (!dense_axis_order(x.shape(), x.strides(), order) || order.empty()) return false;
   auto reduced = [&](int axis) { return std::find(axes.begin(), axes.end(), axis) != axes.end(); };
   int64_t o = 1, r = 1, i = 1;  // outer, n, inner: written only on success
-  int stage = 0;  // 0: kept axes before the run, 1: in the run, 2: kept axes after it
+  int stage = 0;                // 0: kept axes before the run, 1: in the run, 2: kept axes after it
   int last_kept = -1;
   for (int axis : order) {
     if (reduced(axis)) {
