@@ -11,26 +11,31 @@
 namespace mixlab {
 
 namespace {
-// element(i, args) for i in [0, n), split over threads: `a` (with its weight decay) for
+// range(b, e, args) over [0, n) split over threads: `a` (with its weight decay) for
 // i < decayed, the same arguments without decay after.
-template <typename Args, typename Element>
-void for_each_element(int64_t n, int64_t decayed, const Args& a, Element element) {
+template <typename Args, typename Range>
+void for_each_range(int64_t n, int64_t decayed, const Args& a, Range range) {
   const Args plain = without_decay(a);
   parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) {
     const int64_t split = std::clamp(decayed, b, e);
-    for (int64_t i = b; i < split; ++i) element(i, a);
-    for (int64_t i = split; i < e; ++i) element(i, plain);
+    range(b, split, a);
+    range(split, e, plain);
   });
 }
 
-// Elements [b, e) with the arguments copied to a local: with the four arrays restrict and the
-// arguments out of their reach, the compiler hoists the decay branches and vectorises the
+// Elements [b, e) with restrict arrays and the arguments copied to a local: with the stores
+// out of the arguments' reach, the compiler hoists the decay branches and vectorises the
 // element's double arithmetic (8 lanes under AVX-512; each lane computes exactly what the
-// scalar rule does, so the numbers are the same). Called per range, not per element.
+// scalar rule does, so the numbers are the same).
 template <typename T>
 void adam_range(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, int64_t b,
                 int64_t e, const AdamArgs a) {
   for (int64_t i = b; i < e; ++i) adam_element(p, g, m, v, i, a);
+}
+template <typename T>
+void sgd_range(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t b, int64_t e,
+               const SgdArgs a) {
+  for (int64_t i = b; i < e; ++i) sgd_element(p, g, buf, i, a);
 }
 
 void adam_loop(const View& param, const View& grad, const View& m, const View& v, int64_t decayed,
@@ -41,11 +46,8 @@ void adam_loop(const View& param, const View& grad, const View& m, const View& v
     const T* g = grad.as<T>();
     T* pm = m.as<T>();
     T* pv = v.as<T>();
-    const AdamArgs plain = without_decay(a);
-    parallel_for(param.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-      const int64_t split = std::clamp(decayed, b, e);
-      adam_range(p, g, pm, pv, b, split, a);
-      adam_range(p, g, pm, pv, split, e, plain);
+    for_each_range(param.numel(), decayed, a, [&](int64_t b, int64_t e, const AdamArgs& args) {
+      adam_range(p, g, pm, pv, b, e, args);
     });
   });
 }
@@ -57,8 +59,9 @@ void sgd_loop(const View& param, const View& grad, const View& buf, int64_t deca
     T* p = param.as<T>();
     const T* g = grad.as<T>();
     T* pb = buf.as<T>();
-    for_each_element(param.numel(), decayed, a,
-                     [&](int64_t i, const SgdArgs& args) { sgd_element(p, g, pb, i, args); });
+    for_each_range(param.numel(), decayed, a, [&](int64_t b, int64_t e, const SgdArgs& args) {
+      sgd_range(p, g, pb, b, e, args);
+    });
   });
 }
 }  // namespace
