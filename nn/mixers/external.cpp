@@ -64,7 +64,7 @@ class ExternalAttention : public Mixer {
       // where the tokens are the last, contiguous axis, and so does everything up to Oᵀ: the
       // products take the transposes as flags and nothing is copied to move an axis.
       Tensor a_hat_t = mixers::masked_softmax(memory_logits_t(x), mixers::key_mask(ctx.valid));
-      return read_memory_t(a_hat_t);
+      return read_memory(a_hat_t);
     }
     // Causal: the prefix softmax over tokens.
     Tensor logits = memory_logits(x);  // Ã [B, e·h, N, S]
@@ -75,7 +75,7 @@ class ExternalAttention : public Mixer {
     }
     Tensor a_hat = exp(sub(logits, logcumsumexp(logits, 2)));
     if (token_valid.defined()) a_hat = mul(a_hat, token_valid);
-    return read_memory(a_hat);
+    return read_memory(transpose(a_hat, -1, -2));
   }
 
   // Incremental decoding: the running log-sum-exp over earlier positions, per (head, slot).
@@ -94,7 +94,7 @@ class ExternalAttention : public Mixer {
                     ? contiguous(narrow(logcumsumexp(concat({cache.lse, logits}, 2), 2), 2, 1, 1))
                     : logits;
     ++cache.position;
-    return read_memory(exp(sub(logits, cache.lse)));
+    return read_memory(transpose(exp(sub(logits, cache.lse)), -1, -2));
   }
 
  private:
@@ -108,10 +108,11 @@ class ExternalAttention : public Mixer {
     Tensor t = matmul(m_k->weight, transpose(xp, -1, -2));  // [S, d_h] · [B, e·h, d_h, N]
     return add(t, reshape(m_k->bias, {slots_, 1}));
   }
-  // read_memory from Âᵀ [B, e·h, S, N]: Aᵀ, then O = A M_v + b_v [B, e·h, N, d_h]. M_v goes in
+  // From Âᵀ [B, e·h, S, N] (the causal paths pass Â transposed, as a view): the double
+  // normalisation over slots, then O = A M_v + b_v [B, e·h, N, d_h], merged heads, W_p. M_v goes in
   // as a [1, 1, S, d_h] batch so the product reads A (a transposed view) in place; a 2-D right
   // operand would fold the batch into rows and need A contiguous.
-  Tensor read_memory_t(const Tensor& a_hat_t) const {
+  Tensor read_memory(const Tensor& a_hat_t) const {
     Tensor a = transpose(div(a_hat_t, add(sum(a_hat_t, {-2}, true), 1e-9)), -1, -2);
     capture_mixing(
         *this, "token-to-memory weights", RowRule::SumToOne, [&] { return a; }, "token",
@@ -120,15 +121,6 @@ class ExternalAttention : public Mixer {
     Tensor o = bias_add(matmul(a, m_v_t), m_v->bias);
     return w_p->forward(mixers::merge_heads(o));
   }
-  // From Â [B, e·h, N, S]: the double normalisation over slots, M_v, merged heads, W_p.
-  Tensor read_memory(const Tensor& a_hat) const {
-    Tensor a = div(a_hat, add(sum(a_hat, {-1}, true), 1e-9));
-    capture_mixing(
-        *this, "token-to-memory weights", RowRule::SumToOne, [&] { return a; }, "token",
-        "memory slot");
-    return w_p->forward(mixers::merge_heads(m_v->forward(a)));
-  }
-
   int64_t expansion_ = 1, slots_ = kDefaultSlots;
   std::shared_ptr<Linear> w_t, m_k, m_v, w_p;
 };
