@@ -1,15 +1,18 @@
 // How the CPU kernels share work between threads: a contiguous elementwise loop (one coalesced
 // row) is split by elements, a reduction with few outputs but long columns (a bias gradient) is
-// split by outputs, and both give the same bits on any thread count; the pool hands out jobs
-// with fewer chunks than threads without running a chunk twice or losing one.
+// split by outputs, and both give the same bits on any thread count; a product with a long inner
+// axis is split along it and keeps one thread's values; the pool hands out jobs with fewer
+// chunks than threads without running a chunk twice or losing one.
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/cpu/strided.h"
 #include "core/parallel.h"
 #include "tests/test_helpers.h"
@@ -128,4 +131,45 @@ TEST_CASE("parallel splits: jobs with fewer chunks than threads run every chunk 
       for (auto& h : hits) REQUIRE(h.load() == 1);
     }
   });
+}
+
+TEST_CASE(
+    "parallel splits: a product with a long inner axis is split along it, with the values "
+    "of one thread") {
+  // A weight gradient's shape: C [m, n] small, k (the tokens) long. On 2 or more threads each
+  // thread multiplies its slice of k into a partial C; alpha applies to every slice, beta only
+  // once, and the partials are added in a fixed order. k is odd so the slices differ in length.
+  const int64_t m = 40, n = 56, k = 4099, batch = 2;
+  std::vector<double> a(batch * k * m), b(batch * k * n), c0(batch * m * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37 * static_cast<double>(i));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11 * static_cast<double>(i));
+  for (size_t i = 0; i < c0.size(); ++i) c0[i] = 0.01 * static_cast<double>(i % 97);
+  auto product = [&](int threads) {
+    std::vector<double> c = c0;
+    GemmArgs g;
+    g.dtype = DType::F64;
+    g.trans_a = true;  // A stored [k, m], as activations are: C = Aᵀ B
+    g.m = m, g.n = n, g.k = k;
+    g.a = a.data(), g.lda = m, g.stride_a = k * m;
+    g.b = b.data(), g.ldb = n, g.stride_b = k * n;
+    g.c = c.data(), g.ldc = n, g.stride_c = m * n;
+    g.batch = batch, g.alpha = 0.5, g.beta = 2.0;
+    with_threads(threads, [&] { backend_for(Device::cpu()).gemm(g); });
+    return c;
+  };
+  std::vector<double> expected(c0.size());
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t col = 0; col < n; ++col) {
+        double sum = 0;
+        for (int64_t j = 0; j < k; ++j)
+          sum += a[i * k * m + j * m + r] * b[i * k * n + j * n + col];
+        expected[(i * m + r) * n + col] = 0.5 * sum + 2.0 * c0[(i * m + r) * n + col];
+      }
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    std::vector<double> c = product(threads);
+    check_close(c, expected, 1e-11);
+    CHECK(c == product(threads));  // the same bits, run after run
+  }
 }
