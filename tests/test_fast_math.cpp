@@ -1,6 +1,7 @@
 // The float32 exp used by the CPU kernels with non-finite inputs: a NaN activation must come out
 // as NaN (so a diverged run is visible, and a sanitizer build does not stop on the float-to-int
-// conversion inside fast_expf), and the infinities must land on the clamped limits.
+// conversion inside fast_expf), and the infinities must land on the clamped limits. The row
+// maximum in lanes (row_max) is the scalar chain's, NaN skipped, on every row length.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "autograd/ops.h"
 #include "backends/cpu/fast_math.h"
+#include "backends/cpu/row_max.h"
 
 using namespace mixlab;
 
@@ -46,5 +48,26 @@ TEST_CASE("fast math: NaN elements stay NaN through the vectorised float32 kerne
       INFO(k.name << " element " << i << " input " << xs[i] << " output " << y[i]);
       CHECK(std::isnan(y[i]) == std::isnan(xs[i]));
     }
+  }
+}
+
+TEST_CASE("fast math: row_max in lanes equals the scalar chain on every length, NaN skipped") {
+  for (int64_t n = 0; n <= 70; ++n) {
+    CAPTURE(n);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = std::sin(1.7f * static_cast<float>(i)) * 10.0f;
+    auto chain = [&] {
+      float hi = -kInf;
+      for (float v : x) hi = v > hi ? v : hi;
+      return hi;
+    };
+    CHECK(mixlab::cpu::row_max(x.data(), n) == chain());
+    if (n == 0) continue;
+    x[static_cast<size_t>(n - 1)] = 1000.0f;  // the largest in the tail, after the lanes
+    CHECK(mixlab::cpu::row_max(x.data(), n) == 1000.0f);
+    x[0] = kNaN;  // skipped, as the chain skips it
+    CHECK(mixlab::cpu::row_max(x.data(), n) == chain());
+    std::vector<float> empty_row(static_cast<size_t>(n), -kInf);
+    CHECK(mixlab::cpu::row_max(empty_row.data(), n) == -kInf);
   }
 }

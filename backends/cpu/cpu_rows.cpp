@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/layer_norm_row.h"
+#include "backends/cpu/row_max.h"
 #include "backends/cpu/row_partials.h"
 #include "backends/cpu/strided.h"
 #include "core/dtype_dispatch.h"
@@ -24,8 +25,7 @@ void CpuBackend::softmax(const View& x, const View& y, int64_t rows, int64_t col
       for (int64_t r = b; r < e; ++r) {
         const T* in = x.as<T>() + r * cols;
         T* out = y.as<T>() + r * cols;
-        T hi = -std::numeric_limits<T>::infinity();
-        for (int64_t i = 0; i < cols; ++i) hi = in[i] > hi ? in[i] : hi;
+        T hi = cpu::row_max(in, cols);
         T total = 0;
         for (int64_t i = 0; i < cols; ++i) out[i] = cpu::exp_of(in[i] - hi);
         for (int64_t i = 0; i < cols; ++i) total += out[i];
@@ -141,8 +141,7 @@ void CpuBackend::cross_entropy(const View& logits, const View& targets, const Vi
     parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* z = logits.as<T>() + r * cols;
-        T hi = -std::numeric_limits<T>::infinity();
-        for (int64_t i = 0; i < cols; ++i) hi = z[i] > hi ? z[i] : hi;
+        T hi = cpu::row_max(z, cols);
         T total = 0, zsum = 0;
         for (int64_t i = 0; i < cols; ++i) total += cpu::exp_of(z[i] - hi);
         for (int64_t i = 0; i < cols; ++i) zsum += z[i];
