@@ -15,6 +15,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "backends/cpu/openblas_kernels.h"
 #include "core/parallel.h"
 #include "core/random.h"
 #include "nn/mixers/common.h"
@@ -51,6 +52,7 @@ double seconds_of(bool fused, const Tensor& x_q, const Tensor& x_k, const Tensor
 }  // namespace
 
 int main(int argc, char** argv) {
+  reexec_with_better_openblas_kernels(argv);  // OpenBLAS's AVX-512 kernels on newer Xeons
   int threads = 1;
   double budget = 2.0;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -20,6 +20,7 @@
 
 #include "autograd/ops.h"
 #include "backends/backend.h"
+#include "backends/cpu/openblas_kernels.h"
 #include "core/parallel.h"
 #include "core/random.h"
 
@@ -47,6 +48,7 @@ void print_pair(const std::string& name, const std::vector<double>& a,
 }  // namespace
 
 int main(int argc, char** argv) {
+  reexec_with_better_openblas_kernels(argv);  // OpenBLAS's AVX-512 kernels on newer Xeons
   int reps = 200;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads"))
