@@ -115,6 +115,9 @@ TEST_CASE("gradcheck: views and copies") {
       in);
   CHECK_GRADS([](const Inputs& x) { return contiguous(transpose(x[0], 1, 2)); }, in);
   CHECK_GRADS([](const Inputs& x) { return unsqueeze(squeeze(narrow(x[0], 0, 1, 1), 0), 2); }, in);
+  // On a transposed input: views, the gradient goes back through the strides.
+  CHECK_GRADS([](const Inputs& x) { return squeeze(unsqueeze(transpose(x[0], 0, 2), 1), 3); },
+              (Inputs{rand64({1, 3, 4}, 36)}));
 }
 
 TEST_CASE("gradcheck: where masked_fill maximum") {

@@ -57,6 +57,37 @@ using mixlab::cpu::host_size_class;
 using mixlab::cpu::HostMemoryStats;
 using mixlab::cpu::reset_host_memory_peaks;
 
+TEST_CASE(
+    "values: a linear product reads its transposed weight in place and hands the weight "
+    "a contiguous gradient") {
+  // y = x Wᵀ with W [out, in]: Wᵀ reaches gemm as a transpose flag, and W's gradient is
+  // written as dYᵀ X straight into W's layout. (unsqueeze was a reshape, which copied Wᵀ
+  // every step and sent the gradient back transposed, for a transposing copy into .grad.)
+  Tensor x = rand64({2, 5, 3}, 26, true), w = rand64({4, 3}, 27, true);
+  Tensor wt = transpose(w, 0, 1);
+  CHECK(unsqueeze(wt, 0).raw_data() == w.raw_data());  // a view, not a copy
+  CHECK(squeeze(unsqueeze(wt, 0), 0).strides() == wt.strides());
+  Tensor y = matmul(x, wt);
+  check_close(y.to_double_vector(), matmul(x, clone(wt)).to_double_vector(), 1e-12);
+  sum(mul(y, y)).backward();
+  Tensor gw = w.grad();
+  CHECK(gw.is_contiguous());
+  // dW = dYᵀ X with dY = 2y, against the product of dense copies.
+  NoGradGuard no_grad;
+  Tensor dy = reshape(mul(y, 2.0), {10, 4}), xs = reshape(x, {10, 3});
+  check_close(gw.to_double_vector(), matmul(clone(transpose(dy, 0, 1)), xs).to_double_vector(),
+              1e-12);
+
+  // The effect: the forward takes no memory beyond its output (the old copy of Wᵀ would).
+  Tensor big_w = rand64({64, 48}, 28, false), big_x = rand64({6, 48}, 29, false);
+  Tensor big_wt = transpose(big_w, 0, 1);
+  HostMemoryStats before = host_memory_stats();
+  reset_host_memory_peaks();
+  Tensor out = matmul(big_x, big_wt);
+  size_t taken = host_memory_stats().peak_bytes_in_use - before.bytes_in_use;
+  CHECK(taken < host_size_class(sizeof(double) * 6 * 64) + host_size_class(sizeof(double) * 64));
+}
+
 TEST_CASE("values: matmul reads head-split views in place, with their dense copies' values") {
   // [B, N, H·D] projections split into heads [B, H, N, D] as the mixers do (mixers::split_heads):
   // rows are H·D apart and heads D apart, so no single batch stride exists; gemm reads them on

@@ -151,19 +151,30 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   });
 }
 
+// Inserting or removing a size-1 axis moves no element, so both are views whatever the strides.
+// (As reshapes they copied a non-contiguous input: matmul's transposed weight, once a step, and
+// its gradient came back transposed, for a second, transposing copy into the weight's .grad.)
+// A new axis takes the stride a contiguous tensor would give it, so contiguous stays contiguous.
 Tensor unsqueeze(const Tensor& x, int64_t axis) {
   int a = normalize_axis(axis, x.dim() + 1, "unsqueeze", x.shape());
-  Shape shape = x.shape();
+  Shape shape = x.shape(), strides = x.strides();
+  int64_t stride = a < x.dim() ? x.strides()[a] * x.shape()[a] : 1;
   shape.insert(shape.begin() + a, 1);
-  return reshape(x, shape);
+  strides.insert(strides.begin() + a, stride);
+  Tensor out = make_view(x, shape, strides, x.offset());
+  return record("unsqueeze", out, {x},
+                [a](const Tensor& g) { return std::vector<Tensor>{squeeze(g, a)}; });
 }
 
 Tensor squeeze(const Tensor& x, int64_t axis) {
   int a = normalize_axis(axis, x.dim(), "squeeze", x.shape());
   check(x.shape()[a] == 1, "squeeze: axis ", a, " of shape ", shape_str(x.shape()), " is not 1");
-  Shape shape = x.shape();
+  Shape shape = x.shape(), strides = x.strides();
   shape.erase(shape.begin() + a);
-  return reshape(x, shape);
+  strides.erase(strides.begin() + a);
+  Tensor out = make_view(x, shape, strides, x.offset());
+  return record("squeeze", out, {x},
+                [a](const Tensor& g) { return std::vector<Tensor>{unsqueeze(g, a)}; });
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
