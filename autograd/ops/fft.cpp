@@ -38,10 +38,8 @@ Tensor fft2_real(const Tensor& x, const Tensor& lengths) {
   }
   Tensor in = dense(x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  View none;
-  none.dtype = DType::I32;
   if (y.numel() > 0)
-    backend_of(x).fft2_real(in.view(), lens.defined() ? lens.view() : none, y.view(), batch, n, d);
+    backend_of(x).fft2_real(in.view(), view_or_none(lens, DType::I32), y.view(), batch, n, d);
   return record("fft2_real", y, {x},
                 [lens](const Tensor& g) { return std::vector<Tensor>{fft2_real(g, lens)}; });
 }

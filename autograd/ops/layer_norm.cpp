@@ -20,20 +20,16 @@ void check_layer_norm_params(const char* op, const Tensor& x, const Tensor& gamm
 Tensor record_layer_norm(const Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                          const Tensor& in, const Tensor& g, const Tensor& b, const Tensor& mu,
                          const Tensor& rstd, int64_t rows, int64_t cols) {
-  View none;
-  none.dtype = x.dtype();
   return record(
-      "layer_norm", y, {x, gamma, beta},
-      [in, g, b, mu, rstd, rows, cols, none](const Tensor& grad) {
+      "layer_norm", y, {x, gamma, beta}, [in, g, b, mu, rstd, rows, cols](const Tensor& grad) {
         Tensor gd = dense(grad);
         Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.device());
         Tensor dg = g.defined() ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
         Tensor db = b.defined() ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
         if (rows > 0) {
-          backend_of(in).layer_norm_backward(gd.view(), in.view(), mu.view(), rstd.view(),
-                                             g.defined() ? g.view() : none, dx.view(),
-                                             dg.defined() ? dg.view() : none,
-                                             db.defined() ? db.view() : none, rows, cols);
+          backend_of(in).layer_norm_backward(
+              gd.view(), in.view(), mu.view(), rstd.view(), view_or_none(g, in.dtype()), dx.view(),
+              view_or_none(dg, in.dtype()), view_or_none(db, in.dtype()), rows, cols);
         } else {
           if (dg.defined()) dg.fill_(0.0);
           if (db.defined()) db.fill_(0.0);
@@ -56,12 +52,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mu = Tensor::empty({rows}, x.dtype(), x.device());
   Tensor rstd = Tensor::empty({rows}, x.dtype(), x.device());
-  View none;
-  none.dtype = x.dtype();
   if (rows > 0)
-    backend_of(x).layer_norm(in.view(), g.defined() ? g.view() : none,
-                             b.defined() ? b.view() : none, y.view(), mu.view(), rstd.view(), rows,
-                             cols, eps);
+    backend_of(x).layer_norm(in.view(), view_or_none(g, x.dtype()), view_or_none(b, x.dtype()),
+                             y.view(), mu.view(), rstd.view(), rows, cols, eps);
   return record_layer_norm(y, x, gamma, beta, in, g, b, mu, rstd, rows, cols);
 }
 

@@ -28,10 +28,9 @@ Tensor bias_act_op(const char* op, const Tensor& y, const Tensor& bias, bool gel
   in_place = in_place && in.is_contiguous() && in.raw_data() == y.raw_data();
   Tensor pre = in_place ? in.detach() : Tensor::empty(y.shape(), y.dtype(), y.device());
   Tensor out = gelu ? Tensor::empty(y.shape(), y.dtype(), y.device()) : pre;
-  View none;
-  none.dtype = y.dtype();
   if (rows > 0)
-    backend_of(y).bias_act(in.view(), b.view(), pre.view(), gelu ? out.view() : none, rows, cols);
+    backend_of(y).bias_act(in.view(), b.view(), pre.view(), gelu ? out.view() : no_view(y.dtype()),
+                           rows, cols);
   if (!gelu)  // the add's rule: the gradient passes to y, and sums over rows for the bias
     return record("bias_add", out, {y, bias}, [shape = bias.shape()](const Tensor& g) {
       return std::vector<Tensor>{g, sum_to(g, shape)};

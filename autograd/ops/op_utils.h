@@ -44,6 +44,18 @@ inline View broadcast_view(const Tensor& t, const Shape& shape) {
   return v;
 }
 
+// An optional kernel argument that is absent: no data, only the call's dtype.
+inline View no_view(DType dtype) {
+  View v;
+  v.dtype = dtype;
+  return v;
+}
+
+// An optional kernel argument: t's view when t is defined, else no_view(dtype).
+inline View view_or_none(const Tensor& t, DType dtype) {
+  return t.defined() ? t.view() : no_view(dtype);
+}
+
 // t's data as a contiguous tensor, without recording anything (for kernels that need it).
 inline Tensor dense(const Tensor& t) {
   if (t.is_contiguous()) return t;

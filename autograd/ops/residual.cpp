@@ -25,18 +25,16 @@ ResidualNorm run_residual(const char* op, const Tensor& x, const Tensor& h, doub
   Tensor b = with_norm && beta.defined() ? dense(beta) : Tensor();
   Tensor sum = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor y, mu, rstd;
-  View none;
-  none.dtype = x.dtype();
   if (with_norm) {
     y = Tensor::empty(x.shape(), x.dtype(), x.device());
     mu = Tensor::empty({rows}, x.dtype(), x.device());
     rstd = Tensor::empty({rows}, x.dtype(), x.device());
   }
   if (rows > 0)
-    backend_of(x).add_dropout_layer_norm(xin.view(), hin.view(), g.defined() ? g.view() : none,
-                                         b.defined() ? b.view() : none, sum.view(),
-                                         with_norm ? y.view() : none, with_norm ? mu.view() : none,
-                                         with_norm ? rstd.view() : none, rows, cols, p, seed, eps);
+    backend_of(x).add_dropout_layer_norm(xin.view(), hin.view(), view_or_none(g, x.dtype()),
+                                         view_or_none(b, x.dtype()), sum.view(),
+                                         view_or_none(y, x.dtype()), view_or_none(mu, x.dtype()),
+                                         view_or_none(rstd, x.dtype()), rows, cols, p, seed, eps);
   Tensor saved = sum;  // the norm's backward reads the sum's values, not its history
   sum = record("add_dropout", sum, {x, h}, [p, seed](const Tensor& grad) {
     return std::vector<Tensor>{grad, p > 0 ? dropout(grad, p, true, seed) : grad};

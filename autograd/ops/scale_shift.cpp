@@ -23,10 +23,8 @@ Tensor scale_shift(const Tensor& x, const Tensor& scale, const Tensor& shift) {
            "], got ", shape_str(p->shape()));
   Tensor in = dense(x), s = dense(scale), t = shift.defined() ? dense(shift) : Tensor();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  View none;
-  none.dtype = x.dtype();
   if (rows > 0)
-    backend_of(x).scale_shift(in.view(), s.view(), t.defined() ? t.view() : none, y.view(), rows,
+    backend_of(x).scale_shift(in.view(), s.view(), view_or_none(t, x.dtype()), y.view(), rows,
                               cols);
   std::vector<Tensor> inputs{x, scale};
   if (shift.defined()) inputs.push_back(shift);
@@ -37,12 +35,10 @@ Tensor scale_shift(const Tensor& x, const Tensor& scale, const Tensor& shift) {
                   Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.device());
                   Tensor ds = Tensor::empty({cols}, in.dtype(), in.device());
                   Tensor dt = shifted ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
-                  View none;
-                  none.dtype = in.dtype();
                   if (rows > 0) {
                     backend_of(in).scale_shift_backward(gd.view(), in.view(), s.view(), dx.view(),
-                                                        ds.view(), shifted ? dt.view() : none, rows,
-                                                        cols);
+                                                        ds.view(), view_or_none(dt, in.dtype()),
+                                                        rows, cols);
                   } else {
                     ds.fill_(0.0);
                     if (shifted) dt.fill_(0.0);
