@@ -7,16 +7,17 @@
 // large one is cut into blocks of rows of C (or of columns, when C is wide and short). A product
 // with a small C and a long inner dimension (a weight's gradient: d × d' summed over every token)
 // is cut along k instead: each thread multiplies its slice of k into a partial C of its own and
-// the partials are added in a fixed order. Cut by rows there, each thread would reread the whole
-// of the other operand for a thin block of C. The blocks depend only on the shape and the thread
-// count, so results repeat bit for bit for a given thread count; a different count can round
-// differently (OpenBLAS picks its kernels by block shape, and a split k sums in another order).
+// the partials are added in a fixed order (row_partials.h, as the bias gradients' sums). Cut by
+// rows there, each thread would reread the whole of the other operand for a thin block of C. The
+// blocks depend only on the shape and the thread count, so results repeat bit for bit for a given
+// thread count; a different count can round differently (OpenBLAS picks its kernels by block shape,
+// and a split k sums in another order).
 #include <cblas.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/row_partials.h"
 #include "core/error.h"
 #include "core/float_env.h"
 #include "core/parallel.h"
@@ -81,34 +82,25 @@ bool split_along_k(const GemmArgs& g, int threads) {
          g.k >= 2 * kMinBlock * threads;
 }
 
-// Batch item i split along k: part 0 goes straight into C (with C's beta), part p > 0 into its
-// own partial of the calling thread's scratch, then C += the partials, in part order.
+// Batch item i split along k: one slice of k per thread, each multiplied into its own partial C
+// (row_partials.h: the calling thread's buffer, one row of m·n per chunk), then C = beta·C + the
+// partials, added in chunk order.
 template <typename T>
-void gemm_split_k(const GemmArgs& g, int64_t i, int parts) {
-  thread_local std::vector<T> scratch;
-  const int64_t size = g.m * g.n;
-  if (scratch.size() < static_cast<size_t>(size * (parts - 1))) scratch.resize(size * (parts - 1));
-  T* partials = scratch.data();
-  const int64_t slice = (g.k + parts - 1) / parts;
-  parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      Block blk = whole(g);
-      blk.k0 = std::min(g.k, p * slice);
-      blk.k1 = std::min(g.k, blk.k0 + slice);
-      if (p > 0) {
-        blk.out = partials + (p - 1) * size;
-        blk.ldo = g.n;
-      }
-      gemm_block(g, i, blk);
-    }
+void gemm_split_k(const GemmArgs& g, int64_t i) {
+  auto sums = cpu::accumulate_row_chunks<T>(g.k, g.m * g.n, [&](int64_t k0, int64_t k1, T* part) {
+    Block blk = whole(g);
+    blk.k0 = k0, blk.k1 = k1;
+    blk.out = part, blk.ldo = g.n;  // beta 0: the slice's product alone
+    gemm_block(g, i, blk);
   });
   T* c = static_cast<T*>(g.c) + gemm_item_offset(g, i, g.stride_c, g.outer_stride_c);
+  const T beta = static_cast<T>(g.beta);
   parallel_for(g.m, kMinBlock, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      T* __restrict c_row = c + r * g.ldc;
-      for (int p = 1; p < parts; ++p) {
-        const T* __restrict part = partials + (p - 1) * size + r * g.n;
-        for (int64_t j = 0; j < g.n; ++j) c_row[j] += part[j];
+      T* c_row = c + r * g.ldc;
+      for (int64_t j = 0; j < g.n; ++j) {
+        T total = sums.column(r * g.n + j);
+        c_row[j] = beta == T(0) ? total : beta * c_row[j] + total;  // beta 0: C is not read
       }
     }
   });
@@ -137,9 +129,9 @@ void CpuBackend::gemm(const GemmArgs& g) {
       gemm_block(g, i, whole(g));
     } else if (split_along_k(g, threads)) {
       if (g.dtype == DType::F64)
-        gemm_split_k<double>(g, i, threads);
+        gemm_split_k<double>(g, i);
       else
-        gemm_split_k<float>(g, i, threads);
+        gemm_split_k<float>(g, i);
     } else if (g.m >= g.n) {
       parallel_for(g.m, kMinBlock, [&](int64_t r0, int64_t r1) {
         Block blk = whole(g);

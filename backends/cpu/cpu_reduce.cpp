@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/row_max.h"
 #include "backends/cpu/strided.h"
 #include "core/dtype_dispatch.h"
 
@@ -45,7 +46,7 @@ void CpuBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, in
                        if (op == ReduceOp::Sum)
                          for (int64_t i = 0; i < n; ++i) acc += row[i];
                        else if (op == ReduceOp::Max)
-                         for (int64_t i = 0; i < n; ++i) acc = row[i] > acc ? row[i] : acc;
+                         acc = cpu::row_max(row, n);  // in lanes: the chain would stay scalar
                        else
                          for (int64_t i = 0; i < n; ++i) acc = row[i] < acc ? row[i] : acc;
                        o[r] = acc;
