@@ -170,33 +170,28 @@ void add_elementwise_cases(std::vector<OpCase>& t) {
                  /*grad=*/true});
   }
 
-  t.push_back({"unary",
-               "elu_plus_one op against relu(x) + exp(-relu(-x)) [4, 5]",
-               {Input::leaf({4, 5}, 26, -6, 6)},
-               [](const Ctx&, const In& in) { return Out{elu_plus_one(in[0])}; },
-               kF32Loose,
-               Tol{1e-12, 1e-15},
-               /*grad=*/true,
-               {DType::F32, DType::F64},
-               [](const std::vector<std::vector<double>>& v) {
-                 std::vector<double> y;
-                 for (double x : v[0]) y.push_back(std::max(x, 0.0) + std::exp(-std::max(-x, 0.0)));
-                 return y;
-               }});
-  t.push_back({"unary",
-               "softplus op against max(x, 0) + log1p(exp(-|x|)) [4, 5]",
-               {Input::leaf({4, 5}, 25, -30, 30)},
-               [](const Ctx&, const In& in) { return Out{softplus(in[0])}; },
-               kF32Loose,
-               Tol{1e-12, 1e-15},
-               /*grad=*/true,
-               {DType::F32, DType::F64},
-               [](const std::vector<std::vector<double>>& v) {
-                 std::vector<double> y;
-                 for (double x : v[0])
-                   y.push_back(std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))));
-                 return y;
-               }});
+  // Composite ops checked against their formula, evaluated in double on the float64 inputs.
+  auto against_formula = [&](const char* label, uint64_t seed, double lo, double hi,
+                             Tensor (*op)(const Tensor&), double (*formula)(double)) {
+    t.push_back({"unary",
+                 label,
+                 {Input::leaf({4, 5}, seed, lo, hi)},
+                 [op](const Ctx&, const In& in) { return Out{op(in[0])}; },
+                 kF32Loose,
+                 Tol{1e-12, 1e-15},
+                 /*grad=*/true,
+                 {DType::F32, DType::F64},
+                 [formula](const std::vector<std::vector<double>>& v) {
+                   std::vector<double> y;
+                   for (double x : v[0]) y.push_back(formula(x));
+                   return y;
+                 }});
+  };
+  against_formula("elu_plus_one op against relu(x) + exp(-relu(-x)) [4, 5]", 26, -6, 6,
+                  elu_plus_one,
+                  [](double x) { return std::max(x, 0.0) + std::exp(-std::max(-x, 0.0)); });
+  against_formula("softplus op against max(x, 0) + log1p(exp(-|x|)) [4, 5]", 25, -30, 30, softplus,
+                  [](double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); });
 
   // The binary kernel: every op over broadcast strided views, and in place (out aliases a).
   struct Bcast {
