@@ -3,8 +3,8 @@
 # Safe to run twice. Pass --with-data to also install Fashion-MNIST (used by `mixlab classify`),
 # --with-clang for the sanitizer and fuzzing builds.
 set -euo pipefail
-pkgs=(cmake g++ make pkg-config libopenblas-dev libfftw3-dev doctest-dev libcli11-dev zlib1g-dev libstb-dev nlohmann-json3-dev)
 pkgs=(cmake g++ make pkg-config libopenblas-dev libfftw3-dev doctest-dev libcli11-dev zlib1g-dev libstb-dev
+      nlohmann-json3-dev
       libopenmpi-dev openmpi-bin)  # MPI: optional for the build, needed by `mpirun -np N mixlab`
 if [[ "${1:-}" == "--with-data" ]]; then pkgs+=(dataset-fashion-mnist); fi
 pkgs+=(librsvg2-bin)  # rsvg-convert: turns the SVG pictures of `mixlab study` into the PNGs under docs/
