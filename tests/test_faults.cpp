@@ -7,6 +7,7 @@
 // The kill points are random; the seed is printed on failure and MIXLAB_FAULT_SEED replays it.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -109,13 +110,26 @@ uint64_t fault_seed() {
   return std::random_device{}();
 }
 
-// The uninterrupted run's final checkpoint.
-Outcome reference_run(const TempDir& dir, const std::string& data, int epochs = kEpochs) {
+// The uninterrupted run's final checkpoint; `ms_per_epoch`, when given, gets its wall time per
+// epoch.
+Outcome reference_run(const TempDir& dir, const std::string& data, int epochs = kEpochs,
+                      double* ms_per_epoch = nullptr) {
   const std::string out = dir.file("reference");
-  Exit e = mixlab::testing::run_app(train_args(data, out, false, epochs), dir.file("reference.log"));
+  const auto start = std::chrono::steady_clock::now();
+  Exit e =
+      mixlab::testing::run_app(train_args(data, out, false, epochs), dir.file("reference.log"));
+  const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+  if (ms_per_epoch != nullptr) *ms_per_epoch = took.count() / epochs;
   INFO(e.output);
   REQUIRE(e.code == 0);
   return outcome(out + "/last.safetensors");
+}
+
+// The epoch a run folder's last checkpoint ends, 0 when it has none.
+int stored_epoch(const std::string& checkpoint) {
+  if (!fs::exists(checkpoint)) return 0;
+  SafetensorsFile f = load_safetensors(checkpoint);
+  return f.metadata.count("epoch") ? std::stoi(f.metadata["epoch"]) : 0;
 }
 
 }  // namespace
@@ -124,7 +138,9 @@ TEST_CASE("faults: kill -9 at random points, then --resume, ends bit-identical")
   TempDir dir;
   const std::string data = dir.file("pairs.tsv");
   write_pairs(data);
-  const Outcome reference = reference_run(dir, data);
+  double ms_per_epoch = 0;
+  const Outcome reference = reference_run(dir, data, kEpochs, &ms_per_epoch);
+  const int pause_ms = 300;
 
   const uint64_t seed = fault_seed();
   INFO("MIXLAB_FAULT_SEED=" << seed);
@@ -133,12 +149,13 @@ TEST_CASE("faults: kill -9 at random points, then --resume, ends bit-identical")
   const std::string last = out + "/last.safetensors";
   // Every checkpoint write holds for 300 ms between its complete temporary file and the rename.
   const std::map<std::string, std::string> env{
-      {"MIXLAB_FAULT_PAUSE_BEFORE_RENAME", "last.safetensors:300"}};
+      {"MIXLAB_FAULT_PAUSE_BEFORE_RENAME", "last.safetensors:" + std::to_string(pause_ms)}};
   int kills = 0, kills_in_write = 0;
   for (int attempt = 0;; ++attempt) {
     REQUIRE(attempt < 40);
     const bool resume = fs::exists(last);
     if (!resume) fs::remove_all(out);  // killed before its first checkpoint: start afresh
+    const int remaining_epochs = kEpochs - stored_epoch(last);
     AppProcess p(train_args(data, out, resume), env,
                  dir.file("attempt" + std::to_string(attempt) + ".log"));
     if (attempt < 8) {
@@ -149,7 +166,13 @@ TEST_CASE("faults: kill -9 at random points, then --resume, ends bit-identical")
         sleep_ms(static_cast<int>(rng() % 200));
         if (p.running() && fs::exists(temp)) ++kills_in_write;
       } else {
-        sleep_ms(100 + static_cast<int>(rng() % 1500));  // anywhere
+        // Anywhere, but before the run would end by itself: within the first 3/4 of the time its
+        // remaining epochs take (each one's compute, as in the reference run, plus its pause).
+        // A fixed window let a resumed run with few epochs left finish first, so fewer kills
+        // happened than this test checks for.
+        const double expected_ms = remaining_epochs * (ms_per_epoch + pause_ms);
+        sleep_ms(20 + static_cast<int>(rng() %
+                                       static_cast<uint64_t>(std::max(1.0, 0.75 * expected_ms))));
       }
       p.signal(SIGKILL);
     }
