@@ -1,6 +1,7 @@
 #include "core/parallel.h"
 
 #include "core/float_env.h"
+#include "core/pool_spin.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,28 +15,13 @@
 namespace mixlab {
 namespace {
 
-// How long a thread that waits for the pool spins before it sleeps: 0 (sleep at once) unless
-// MIXLAB_POOL_SPIN_US says otherwise. A training step makes about 1,600 kernel calls, a
-// few microseconds apart, and a sleeping helper takes a futex round trip to wake, so spinning
-// (as OpenMP does) could keep it on hand between kernels on a quiet machine. On a shared one it
-// costs: on the loaded 2-core development machine (load 7-10), 2 threads ran the d=128
-// translator's step 0.74-0.92x as fast as 1 thread with 50 us of spinning, and 1.09-1.35x as
-// fast without (docs/speed.md). So it is off until measured where it helps.
-std::chrono::nanoseconds spin_time() {
-  static const std::chrono::nanoseconds t = [] {
-    long us = 0;
-    if (const char* env = std::getenv("MIXLAB_POOL_SPIN_US")) us = std::max(0L, std::atol(env));
-    return std::chrono::nanoseconds(us * 1000);
-  }();
-  return t;
-}
-
-// Spins until done() or until spin_time() has passed; true when done() became true.
+// Spins until done() or until the spin limit has passed; true when done() became true. Spins
+// only while the machine is quiet (core/pool_spin.cpp says why and what it measured).
 template <typename Done>
 bool spin_until(const Done& done) {
   if (done()) return true;
-  auto limit = spin_time();
-  if (limit.count() == 0) return false;
+  auto limit = pool_spin::limit();
+  if (limit.count() == 0 || !pool_spin::pays()) return false;
   auto start = std::chrono::steady_clock::now();
   for (int i = 1;; ++i) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -1,6 +1,7 @@
 // The worker pool: kernels split over two threads agree with one thread, and repeated runs on
 // the same thread count are bit-identical.
 #include "core/parallel.h"
+#include "core/pool_spin.h"
 #include "tests/test_helpers.h"
 
 using namespace mixlab;
@@ -52,4 +53,32 @@ TEST_CASE("parallel: parallel_for covers every index exactly once") {
   });
   set_num_threads(saved);
   CHECK(std::count(hits.begin(), hits.end(), 1) == static_cast<long>(hits.size()));
+}
+
+TEST_CASE("parallel: helpers spin between jobs only while no more threads are runnable than CPUs") {
+  using namespace mixlab::pool_spin;
+  // /proc/loadavg's fourth field is "runnable/total".
+  CHECK(runnable_threads("0.61 0.55 0.48 2/171 4242\n") == 2);
+  CHECK(runnable_threads("12.00 9.50 7.25 17/1024 99") == 17);
+  CHECK(runnable_threads("") == -1);
+  CHECK(runnable_threads("0.61 0.55 0.48") == -1);
+  CHECK(runnable_threads("0.61 0.55 0.48 x/171 1") == -1);
+  CHECK(runnable_threads("0.61 0.55 0.48 /171 1") == -1);
+  // The rule: the reading thread and the pool's running threads are in the count, so 2 on a
+  // 2-core machine is quiet and a third runnable thread is not; an unreadable count never spins.
+  CHECK(quiet(1, 2));
+  CHECK(quiet(2, 2));
+  CHECK_FALSE(quiet(3, 2));
+  CHECK_FALSE(quiet(-1, 2));
+  // The pool still hands out every chunk exactly once with spinning helpers.
+  int saved = num_threads();
+  set_num_threads(2);
+  for (int job = 0; job < 500; ++job) {
+    std::vector<int> hits(4, 0);
+    parallel_for(4, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ++hits[i];
+    });
+    REQUIRE(hits == std::vector<int>(4, 1));
+  }
+  set_num_threads(saved);
 }
