@@ -223,9 +223,13 @@ TEST_CASE("faults: SIGINT and SIGTERM save a checkpoint, exit 130 and 143, and r
   TempDir dir;
   const std::string data = dir.file("pairs.tsv");
   write_pairs(data);
-  // A longer run than the other fault tests: on a quiet machine 8 epochs end in well under a
-  // second, before a signal sent "somewhere in the run" arrives.
+  // A longer run than the other fault tests, and each checkpoint write held 25 ms: on a quiet
+  // machine 40 epochs alone trained in 0.2 s, so a signal sent "somewhere in the run" 20-220 ms
+  // after it began could arrive after training had ended (4 failures in 20 runs beside another
+  // test). The held writes make the run last at least a second on any machine.
   constexpr int kSignalEpochs = 40;
+  const std::map<std::string, std::string> slow_writes{
+      {"MIXLAB_FAULT_PAUSE_BEFORE_RENAME", "last.safetensors:25"}};
   const Outcome reference = reference_run(dir, data, kSignalEpochs);
   const uint64_t seed = fault_seed();
   INFO("MIXLAB_FAULT_SEED=" << seed);
@@ -233,7 +237,7 @@ TEST_CASE("faults: SIGINT and SIGTERM save a checkpoint, exit 130 and 143, and r
   for (int sig : {SIGINT, SIGTERM}) {
     INFO("signal " << sig);
     const std::string out = dir.file("signal" + std::to_string(sig));
-    AppProcess p(train_args(data, out, false, kSignalEpochs), {}, out + ".log");
+    AppProcess p(train_args(data, out, false, kSignalEpochs), slow_writes, out + ".log");
     // Training has started once model.json is written; then stop it somewhere in the run.
     while (p.running() && !fs::exists(out + "/model.json")) sleep_ms(5);
     sleep_ms(20 + static_cast<int>(rng() % 200));
