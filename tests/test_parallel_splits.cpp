@@ -1,8 +1,8 @@
 // How the CPU kernels share work between threads: a contiguous elementwise loop (one coalesced
-// row) is split by elements, a reduction with few outputs but long columns (a bias gradient) is
-// split by outputs, and both give the same bits on any thread count; a product with a long inner
-// axis is split along it and keeps one thread's values; the pool hands out jobs with fewer
-// chunks than threads without running a chunk twice or losing one.
+// row) is split by elements, a column sum with few outputs but long columns (a bias gradient) is
+// cut into a fixed number of row blocks, and both give the same bits on any thread count; a product
+// with a long inner axis is split along it and keeps one thread's values; the pool hands out jobs
+// with fewer chunks than threads without running a chunk twice or losing one.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -116,6 +116,32 @@ TEST_CASE(
   for (int64_t r = 0; r < 1536; ++r)
     for (int64_t c = 0; c < 256; ++c) reference[c] += xs[r * 256 + c];
   for (int64_t c = 0; c < 256; ++c) CHECK(one[3][c] == doctest::Approx(reference[c]).epsilon(1e-4));
+}
+
+TEST_CASE("parallel splits: a bias gradient's column sum is cut into fixed row blocks") {
+  // [1, rows, d] summed over rows: 16 blocks of rows, each summed into its own partial row, added
+  // in block order. 1,003 rows do not divide into 16 blocks; 1, 2 and 3 threads give one result.
+  const int64_t rows = 1003, d = 72;
+  Tensor x = rand32({rows, d}, 7);
+  std::vector<float> xs = x.to_float_vector();
+  std::vector<double> reference(d, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) reference[c] += xs[r * d + c];
+  std::vector<float> first;
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    std::vector<float> got;
+    with_threads(threads, [&] { got = sum(x, {0}).to_float_vector(); });
+    for (int64_t c = 0; c < d; ++c) CHECK(got[c] == doctest::Approx(reference[c]).epsilon(1e-5));
+    if (first.empty()) first = got;
+    CHECK(got == first);
+  }
+  // In float64 the same blocks match the reference to rounding.
+  Tensor x64 = rand64({rows, d}, 7);
+  std::vector<double> x64s = x64.to_double_vector(), ref64(d, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) ref64[c] += x64s[r * d + c];
+  check_close(sum(x64, {0}).to_double_vector(), ref64, 1e-12);
 }
 
 TEST_CASE("parallel splits: jobs with fewer chunks than threads run every chunk exactly once") {
