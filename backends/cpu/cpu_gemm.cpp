@@ -12,12 +12,16 @@
 // blocks depend only on the shape and the thread count, so results repeat bit for bit for a given
 // thread count; a different count can round differently (OpenBLAS picks its kernels by block shape,
 // and a split k sums in another order).
+//
+// A tall float32 product with a short inner axis (a linear layer's forward or input gradient)
+// goes to tall_gemm.h instead, which beats OpenBLAS there by not packing A.
 #include <cblas.h>
 
 #include <algorithm>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/row_partials.h"
+#include "backends/cpu/tall_gemm.h"
 #include "core/error.h"
 #include "core/float_env.h"
 #include "core/parallel.h"
@@ -124,8 +128,11 @@ void CpuBackend::gemm(const GemmArgs& g) {
     });
     return;
   }
+  const bool tall = cpu::tall_gemm_fits(g);
   for (int64_t i = 0; i < g.batch; ++i) {
-    if (small || threads == 1) {
+    if (tall) {
+      cpu::tall_gemm(g, i);
+    } else if (small || threads == 1) {
       gemm_block(g, i, whole(g));
     } else if (split_along_k(g, threads)) {
       if (g.dtype == DType::F64)

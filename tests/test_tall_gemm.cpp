@@ -1,0 +1,150 @@
+// The tall product (backends/cpu/tall_gemm.h), through the CPU backend's gemm: every shape
+// family it takes (rows not a multiple of its 6-row tiles, columns not a multiple of its
+// 64-column panels or of 16, short and long inner axes, B stored either way, operands inside
+// wider rows, a batch), alpha and beta, against float64; beta 0 never reads C; the same bits on
+// 1, 2 and 3 threads. Without AVX-512 the backend sends these products to OpenBLAS and the test
+// reports itself skipped.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/tall_gemm.h"
+#include "core/parallel.h"
+#include "tests/skip.h"
+
+using namespace mixlab;
+
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+  bool trans_b;
+  double alpha, beta;
+  int64_t pad = 0;  // extra elements at the end of every row of A, B and C
+  int64_t batch = 1;
+};
+
+std::vector<float> fill(size_t count, double phase) {
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i)
+    v[i] = static_cast<float>(std::sin(phase + 0.731 * static_cast<double>(i)));
+  return v;
+}
+
+struct Operands {
+  std::vector<float> a, b, c;
+  GemmArgs g;
+};
+
+Operands make(const Case& t) {
+  Operands o;
+  GemmArgs& g = o.g;
+  g.dtype = DType::F32;
+  g.m = t.m, g.n = t.n, g.k = t.k;
+  g.trans_b = t.trans_b;
+  g.lda = t.k + t.pad;
+  g.ldb = (t.trans_b ? t.k : t.n) + t.pad;
+  g.ldc = t.n + t.pad;
+  g.stride_a = t.m * g.lda;
+  g.stride_b = (t.trans_b ? t.n : t.k) * g.ldb;
+  g.stride_c = t.m * g.ldc;
+  g.batch = t.batch;
+  g.alpha = t.alpha, g.beta = t.beta;
+  o.a = fill(static_cast<size_t>(g.stride_a * t.batch), 0.1);
+  o.b = fill(static_cast<size_t>(g.stride_b * t.batch), 0.2);
+  o.c = fill(static_cast<size_t>(g.stride_c * t.batch), 0.3);
+  return o;
+}
+
+// C after the product, computed by the backend on `threads` threads.
+std::vector<float> run(const Case& t, int threads) {
+  Operands o = make(t);
+  o.g.a = o.a.data(), o.g.b = o.b.data(), o.g.c = o.c.data();
+  int saved = num_threads();
+  set_num_threads(threads);
+  backend_for(Device::cpu()).gemm(o.g);
+  set_num_threads(saved);
+  return o.c;
+}
+
+void check_against_float64(const Case& t, const std::vector<float>& got) {
+  Operands o = make(t);
+  const GemmArgs& g = o.g;
+  double worst = 0;
+  for (int64_t i = 0; i < t.batch; ++i)
+    for (int64_t r = 0; r < t.m; ++r)
+      for (int64_t col = 0; col < g.ldc; ++col) {
+        const size_t at = static_cast<size_t>(i * g.stride_c + r * g.ldc + col);
+        if (col >= t.n) {  // the padding past n: untouched
+          REQUIRE(got[at] == o.c[at]);
+          continue;
+        }
+        double sum = 0;
+        for (int64_t p = 0; p < t.k; ++p) {
+          const double av = o.a[static_cast<size_t>(i * g.stride_a + r * g.lda + p)];
+          const double bv = o.b[static_cast<size_t>(
+              i * g.stride_b + (t.trans_b ? col * g.ldb + p : p * g.ldb + col))];
+          sum += av * bv;
+        }
+        const double expected = t.alpha * sum + t.beta * o.c[at];
+        worst = std::max(worst, std::fabs(got[at] - expected) / (1.0 + std::fabs(expected)));
+      }
+  CHECK(worst < 2e-5 * std::sqrt(static_cast<double>(t.k)));
+}
+
+bool tall_path_taken(const Case& t) {
+  Operands o = make(t);
+  return cpu::tall_gemm_fits(o.g);
+}
+
+}  // namespace
+
+TEST_CASE("tall gemm: every shape family against float64, the same bits on 1, 2 and 3 threads") {
+  if (!tall_path_taken({512, 64, 64, false, 1, 0})) MIXLAB_SKIP_TEST("no AVX-512 in this build");
+  const std::vector<Case> cases = {
+      {256, 64, 128, true, 1.0, 0.0},       // one full panel; 42 tiles of 6 rows and one of 4
+      {263, 17, 7, false, 1.0, 0.0},        // 5 leftover rows; one column past a register
+      {300, 200, 128, true, 1.0, 0.0},      // 3 full panels and an 8-column one
+      {257, 65, 300, false, 0.5, 1.0},      // a 1-column last panel; accumulate into C
+      {1000, 128, 512, true, 1.0, -0.75},   // beta neither 0 nor 1
+      {258, 48, 1, true, 2.0, 0.0},         // k = 1; 3 registers of one panel
+      {270, 100, 33, false, 1.0, 0.0, 5},   // rows of A, B and C wider than the product
+      {256, 80, 64, true, 1.0, 1.0, 3, 2},  // a batch of 2, padded rows
+      {1536, 1024, 256, true, 1.0, 0.0},    // the d=256 translator's FFN
+  };
+  for (const Case& t : cases) {
+    INFO("m " << t.m << " n " << t.n << " k " << t.k << " trans_b " << t.trans_b << " alpha "
+              << t.alpha << " beta " << t.beta << " pad " << t.pad << " batch " << t.batch);
+    REQUIRE(tall_path_taken(t));
+    const std::vector<float> one = run(t, 1);
+    check_against_float64(t, one);
+    CHECK(run(t, 2) == one);
+    CHECK(run(t, 3) == one);
+  }
+}
+
+TEST_CASE("tall gemm: beta 0 writes C without reading it, NaN and all") {
+  if (!tall_path_taken({512, 64, 64, false, 1, 0})) MIXLAB_SKIP_TEST("no AVX-512 in this build");
+  const Case t{300, 70, 40, true, 1.0, 0.0};
+  Operands o = make(t);
+  std::fill(o.c.begin(), o.c.end(), std::numeric_limits<float>::quiet_NaN());
+  o.g.a = o.a.data(), o.g.b = o.b.data(), o.g.c = o.c.data();
+  backend_for(Device::cpu()).gemm(o.g);
+  for (float v : o.c) REQUIRE(std::isfinite(v));
+}
+
+TEST_CASE("tall gemm: products outside its shapes stay with OpenBLAS") {
+  CHECK_FALSE(cpu::tall_gemm_fits(make({255, 64, 64, false, 1, 0}).g));     // too few rows
+  CHECK_FALSE(cpu::tall_gemm_fits(make({512, 15, 64, false, 1, 0}).g));     // too few columns
+  CHECK_FALSE(cpu::tall_gemm_fits(make({512, 64, 1025, false, 1, 0}).g));   // k too long
+  CHECK_FALSE(cpu::tall_gemm_fits(make({512, 2048, 256, false, 1, 0}).g));  // panels past 1 MB
+  GemmArgs transposed_a = make({512, 64, 64, false, 1, 0}).g;
+  transposed_a.trans_a = true;  // a weight's gradient, dYᵀ X: long k, split along it instead
+  CHECK_FALSE(cpu::tall_gemm_fits(transposed_a));
+  GemmArgs f64 = make({512, 64, 64, false, 1, 0}).g;
+  f64.dtype = DType::F64;
+  CHECK_FALSE(cpu::tall_gemm_fits(f64));
+}
