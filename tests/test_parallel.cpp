@@ -64,6 +64,7 @@ TEST_CASE("parallel: helpers spin between jobs only while no more threads are ru
   CHECK(runnable_threads("0.61 0.55 0.48") == -1);
   CHECK(runnable_threads("0.61 0.55 0.48 x/171 1") == -1);
   CHECK(runnable_threads("0.61 0.55 0.48 /171 1") == -1);
+  CHECK(runnable_threads("0.61 0.55 0.48 2x/171 1") == -1);  // the whole field, not its start
   // The rule: the reading thread and the pool's running threads are in the count, so 2 on a
   // 2-core machine is quiet and a third runnable thread is not; an unreadable count never spins.
   CHECK(quiet(1, 2));
