@@ -274,3 +274,39 @@ TEST_CASE("values: dtype dispatch picks the C++ type and names the kernel it ref
   CHECK_THROWS_WITH_AS(dispatch_floating(DType::I32, "softmax", [](auto) {}),
                        "softmax: unsupported dtype int32 (float32 or float64 expected)", Error);
 }
+
+TEST_CASE("values: sums over axes in several runs are taken run by run, without copying x") {
+  // [B, N, h] summed over B and h (a bias broadcast along N gets this gradient), and a 4-D case
+  // with three runs; sum and max against loops over the elements.
+  Tensor x = rand64({6, 5, 7}, 41, false);
+  std::vector<double> xs = x.to_double_vector();
+  std::vector<double> sums(5, 0.0), maxes(5, -1e300);
+  for (int64_t b = 0; b < 6; ++b)
+    for (int64_t n = 0; n < 5; ++n)
+      for (int64_t i = 0; i < 7; ++i) {
+        double v = xs[(b * 5 + n) * 7 + i];
+        sums[n] += v;
+        maxes[n] = std::max(maxes[n], v);
+      }
+  Tensor s = sum(x, {0, 2});
+  CHECK(s.shape() == Shape{5});
+  check_close(s.to_double_vector(), sums, 1e-12);
+  check_close(max(x, {0, 2}).to_double_vector(), maxes, 0.0);
+  CHECK(sum(x, {0, 2}, true).shape() == Shape{1, 5, 1});
+
+  Tensor y = rand64({3, 4, 5, 6}, 42, false);  // axes 0, 2 and 3: runs {0} and {2, 3}
+  std::vector<double> ys = y.to_double_vector(), per(4, 0.0);
+  for (int64_t a = 0; a < 3; ++a)
+    for (int64_t c = 0; c < 4; ++c)
+      for (int64_t i = 0; i < 30; ++i) per[c] += ys[(a * 4 + c) * 30 + i];
+  check_close(sum(y, {0, 2, 3}).to_double_vector(), per, 1e-12);
+
+  // The effect: no transposing copy of x. The old path took all of x's size again; now only
+  // the first run's small result and the output.
+  Tensor big = rand32({64, 49, 256}, 43);
+  HostMemoryStats before = host_memory_stats();
+  reset_host_memory_peaks();
+  Tensor b = sum(big, {0, 2});
+  size_t taken = host_memory_stats().peak_bytes_in_use - before.bytes_in_use;
+  CHECK(taken < host_size_class(sizeof(float) * 64 * 49) + 2 * host_size_class(sizeof(float) * 49));
+}
