@@ -4,13 +4,14 @@
 // 24 fused multiply-adds. Each thread takes whole blocks of 6 rows and runs them across every
 // panel, so its 6 rows of A stay in L1 while the panels (at most 1 MB) stream from L2.
 //
-// Measured against cblas_sgemm on one thread (OpenBLAS 0.3.21, SkylakeX kernels, 2 vCPUs of a
-// Xeon with AVX-512, in one process, best of 30; session 11): 6272x128 @ 128x128 1.15-1.20x,
-// 6272x128 @ 128x512 1.18x, 6272x512 @ 512x128 1.28-1.34x as fast, 173-217 GFLOP/s; PyTorch's
-// MKL did the same shapes at 206-220.
+// Measured against OpenBLAS 0.3.21 (SkylakeX kernels) in the same binary (MIXLAB_TALL_GEMM=0),
+// one thread, best of 20, 2 vCPUs of a Xeon with AVX-512 (session 11): 1.11-1.38x as fast on the
+// classifier's and both translators' shapes, 208-227 GFLOP/s (OpenBLAS 162-195, PyTorch's MKL
+// 206-220); 1.02-1.30x on 2 threads. docs/speed.md has the table.
 #include "backends/cpu/tall_gemm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <string_view>
 #include <vector>
@@ -149,8 +150,8 @@ void tall_gemm(const GemmArgs& g, int64_t i) {
   float* c = static_cast<float*>(g.c) + gemm_item_offset(g, i, g.stride_c, g.outer_stride_c);
   const int64_t m = g.m, n = g.n, k = g.k, panels = (n + kPanel - 1) / kPanel;
   // The calling thread's buffer, reused (no malloc per step), aligned to a cache line: a panel
-  // row's loads must not straddle two lines (unaligned, the kernel ran at 0.88-0.94x of
-  // OpenBLAS on the d=256 translator's shapes instead of 1.09-1.16x).
+  // row's loads must not straddle two lines (unaligned, the d=256 translator's shapes ran at
+  // 0.88-0.94x of OpenBLAS).
   thread_local std::vector<float> buffer;
   buffer.resize(static_cast<size_t>(panels * k * kPanel + 16));
   float* packed = buffer.data() + (16 - (reinterpret_cast<uintptr_t>(buffer.data()) / 4) % 16) % 16;
