@@ -6,6 +6,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/row_max.h"
+#include "backends/cpu/row_partials.h"
 #include "backends/cpu/strided.h"
 #include "core/dtype_dispatch.h"
 
@@ -15,31 +16,22 @@ namespace {
 // Column sums of a [rows, width] matrix with few columns and many rows: a bias gradient, [1,
 // tokens, d]. Split by columns, each of two threads streamed half of every row (256 of a row's
 // 512 bytes at d = 128) and the sum ran slower on 2 threads than on 1. Here the rows are cut into
-// a fixed number of blocks, whatever the thread count; each block sums its rows into its own
-// partial row, and the partial rows are added in block order. The blocks and their order depend
-// only on the shape, so every thread count gives the same bits.
+// a fixed number of blocks whatever the thread count (row_partials.h), so every thread count
+// gives the same bits.
 constexpr int64_t kRowBlocks = 16;
 constexpr int64_t kMinRowsForBlocks = 4 * kRowBlocks;
 constexpr int64_t kMaxBlockedWidth = 1 << 14;  // the partial rows stay in cache
 
 template <typename T>
 void sum_columns_in_blocks(const T* in, int64_t rows, int64_t width, T* out) {
-  thread_local std::vector<T> buffer;  // the calling thread's, reused: no malloc per step
-  buffer.assign(static_cast<size_t>(kRowBlocks * width), T(0));
-  T* partial = buffer.data();  // (the workers must use this thread's buffer, not their own)
-  const int64_t per = (rows + kRowBlocks - 1) / kRowBlocks;
-  parallel_for(kRowBlocks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t block = b; block < e; ++block) {
-      T* acc = partial + block * width;
-      for (int64_t r = block * per; r < std::min(rows, (block + 1) * per); ++r) {
-        const T* src = in + r * width;
-        for (int64_t i = 0; i < width; ++i) acc[i] += src[i];
-      }
-    }
-  });
-  std::copy(partial, partial + width, out);
-  for (int64_t block = 1; block < kRowBlocks; ++block)
-    for (int64_t i = 0; i < width; ++i) out[i] += partial[block * width + i];
+  auto sums =
+      cpu::accumulate_row_blocks<T>(rows, width, kRowBlocks, [&](int64_t rb, int64_t re, T* acc) {
+        for (int64_t r = rb; r < re; ++r) {
+          const T* src = in + r * width;
+          for (int64_t i = 0; i < width; ++i) acc[i] += src[i];
+        }
+      });
+  for (int64_t i = 0; i < width; ++i) out[i] = sums.column(i);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Column sums over the rows of a kernel (a bias's, a layer norm's or a shared kernel's gradient),
-// split over the pool and still reproducible for a given thread count: the rows are cut into one
-// chunk per thread (the cut depends only on the row and thread counts), each chunk accumulates
-// into its own zeroed row of partial sums, and the chunks are added in order afterwards.
+// split over the pool and still reproducible: the rows are cut into chunks (one per thread, or a
+// fixed number whatever the thread count), each chunk accumulates into its own zeroed row of
+// partial sums, and the chunks are added in order afterwards.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -25,21 +25,31 @@ struct RowPartials {
   }
 };
 
-// Calls body(row_begin, row_end, partial) once per chunk of [0, rows), `partial` being that
-// chunk's zeroed row of `width` sums. The sums live in a buffer the calling thread keeps between
-// calls (a training step in steady state allocates nothing here), valid until its next call.
+// Calls body(row_begin, row_end, partial) once per chunk of [0, rows), `chunks` chunks in all
+// (at most one per row), `partial` being that chunk's zeroed row of `width` sums; the chunks are
+// shared out over the pool. The sums live in a buffer the calling thread keeps between calls (a
+// training step in steady state allocates nothing here), valid until its next call. The chunks
+// depend only on `rows` and `chunks`, so a fixed count gives the same bits on every thread count.
 template <typename T, typename Body>
-RowPartials<T> accumulate_row_chunks(int64_t rows, int64_t width, const Body& body) {
-  const int chunks = static_cast<int>(std::min<int64_t>(num_threads(), std::max<int64_t>(1, rows)));
-  const int64_t per = (rows + chunks - 1) / chunks;
+RowPartials<T> accumulate_row_blocks(int64_t rows, int64_t width, int64_t chunks,
+                                     const Body& body) {
+  const int n = static_cast<int>(std::max<int64_t>(1, std::min(chunks, rows)));
+  const int64_t per = (rows + n - 1) / n;
   thread_local std::vector<T> buffer;
-  buffer.assign(static_cast<size_t>(chunks) * width, T(0));
+  buffer.assign(static_cast<size_t>(n) * width, T(0));
   T* sums = buffer.data();  // (the workers must see this thread's buffer, not their own)
-  parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
+  parallel_for(n, 1, [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c)
       body(c * per, std::min(rows, (c + 1) * per), sums + c * width);
   });
-  return {sums, chunks, width};
+  return {sums, n, width};
+}
+
+// The same with one chunk per thread: the fewest partial rows, reproducible for a given thread
+// count.
+template <typename T, typename Body>
+RowPartials<T> accumulate_row_chunks(int64_t rows, int64_t width, const Body& body) {
+  return accumulate_row_blocks<T>(rows, width, num_threads(), body);
 }
 
 }  // namespace mixlab::cpu

@@ -23,6 +23,8 @@
 #endif
 
 namespace mixlab::cpu {
+
+#if defined(__AVX512F__)
 namespace {
 
 constexpr int kRows = 6;                   // rows of C per tile
@@ -34,11 +36,6 @@ constexpr int64_t kMaxInner = 1024;
 constexpr int64_t kMaxPackedFloats = 256 * 1024;  // 1 MB of panels: they stay in L2
 // Blocks of rows per chunk of the pool's split, so that a chunk is worth waking a thread for.
 constexpr int64_t kMinChunkMacs = 96 * 96 * 96 / 2;
-
-}  // namespace
-
-#if defined(__AVX512F__)
-namespace {
 
 // MIXLAB_TALL_GEMM=0 sends every product to OpenBLAS (for comparisons in one binary).
 bool enabled() {
