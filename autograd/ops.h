@@ -155,6 +155,11 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias);
 // gelu(linear(x, weight, bias)), the bias and GELU applied in one pass over the product's output
 // (the FFN's first layer). bias may be undefined (then gelu(x Wᵀ)).
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// linear(gelu(linear(x, w1, b1)), w2, b2): the transformer's position-wise feed-forward, both
+// products with their bias (and GELU) in the product's epilogue; the backward gets GELU's
+// gradient in the epilogue of dy·W₂ (no separate pass over the hidden layer's gradient).
+Tensor feed_forward(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
+                    const Tensor& b2);
 // The residual branch of a block: sum = x + dropout(h, p, seed) (p = 0: x + h; the caller folds
 // the training flag into p), and normed = layer_norm(sum, gamma, beta, eps), both from one row
 // kernel that draws the dropout mask itself (the same mask as dropout(h, p, true, seed)).

@@ -69,6 +69,13 @@ struct GemmArgs {
   int64_t outer_stride_a = 0, outer_stride_b = 0, outer_stride_c = 0;
 };
 
+// What gemm_epilogue does to each row of C after the product (backends/kernels.def).
+enum class GemmEpilogue : uint8_t {
+  Bias,      // C += bias
+  BiasGelu,  // C += bias, then aux = gelu_erf(C); C keeps the pre-activation for the backward
+  GeluGrad,  // C *= gelu_erf'(aux), aux holding the pre-activation
+};
+
 // Where batch item i of an operand starts, in elements (see GemmArgs).
 inline int64_t gemm_item_offset(const GemmArgs& g, int64_t i, int64_t stride,
                                 int64_t outer_stride) {

@@ -52,6 +52,13 @@ std::string gemm_label(const GemmArgs& g) {
   return what;
 }
 
+std::string epilogue_label(const GemmArgs& g, GemmEpilogue e) {
+  const char* what = e == GemmEpilogue::Bias       ? " +bias"
+                     : e == GemmEpilogue::BiasGelu ? " +bias gelu"
+                                                   : " *gelu'";
+  return gemm_label(g) + what;
+}
+
 class TracingBackend final : public Backend {
  public:
   TracingBackend(Backend& inner, int level) : inner_(inner), level_(level) {}

@@ -68,8 +68,8 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden, Generator& gen) {
   fc2 = register_module("fc2", std::make_shared<Linear>(hidden, dim, true, gen));
 }
 Tensor FeedForward::forward(const Tensor& x) const {
-  // fc1's bias and the GELU in one pass over the product (linear_gelu), same numbers.
-  return fc2->forward(linear_gelu(x, fc1->weight, fc1->bias));
+  // fc2(gelu(fc1(x))) as one op: biases and GELU in the products' epilogues (feed_forward).
+  return feed_forward(x, fc1->weight, fc1->bias, fc2->weight, fc2->bias);
 }
 
 // ---- positions ----

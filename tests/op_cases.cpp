@@ -430,6 +430,95 @@ void add_gemm_cases(std::vector<OpCase>& t) {
                true});
 }
 
+// A product with its row pass fused in (gemm_epilogue): each epilogue on shapes that take the
+// CPU's tall kernel in float32 (m ≥ 256; n past a 64-column panel, with a remainder; m not a
+// multiple of its 6-row tiles) and shapes that take OpenBLAS and a separate pass, B stored as is
+// or transposed. Output 0 is checked against the formula in plain C++.
+void add_gemm_epilogue_cases(std::vector<OpCase>& t) {
+  struct Size {
+    int64_t m, n, k;
+  };
+  const GemmEpilogue kinds[] = {GemmEpilogue::Bias, GemmEpilogue::BiasGelu, GemmEpilogue::GeluGrad};
+  const char* kind_names[] = {"bias", "bias+gelu", "gelu'"};
+  for (int kind = 0; kind < 3; ++kind)
+    for (Size s : {Size{17, 5, 13}, Size{259, 70, 33}, Size{300, 17, 1}, Size{1000, 130, 128}})
+      for (bool tb : {false, true}) {
+        const GemmEpilogue e = kinds[kind];
+        auto gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
+        auto gelu_grad = [](double x) {
+          return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
+                 x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+        };
+        t.push_back(
+            {"gemm_epilogue",
+             std::string(kind_names[kind]) + " m=" + std::to_string(s.m) +
+                 " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + (tb ? " B^T" : ""),
+             {Input::uniform({s.m, s.k}, 150), Input::uniform({s.k * s.n}, 151),
+              Input::uniform({s.n}, 152), Input::uniform({s.m, s.n}, 153, -3, 3)},
+             [=](const Ctx& c, const In& in) {
+               Tensor C = Tensor::full({s.m, s.n}, NAN, c.dtype, c.device);  // beta 0: not read
+               Tensor aux = e == GemmEpilogue::GeluGrad
+                                ? in[3]
+                                : Tensor::full({s.m, s.n}, NAN, c.dtype, c.device);
+               GemmArgs g;
+               g.dtype = c.dtype;
+               g.trans_b = tb;
+               g.m = s.m, g.n = s.n, g.k = s.k;
+               g.a = in[0].raw_data(), g.lda = s.k;
+               g.b = in[1].raw_data(), g.ldb = tb ? s.k : s.n;
+               g.c = C.raw_data(), g.ldc = s.n;
+               View bias = in[2].view();
+               if (e == GemmEpilogue::GeluGrad) bias.data = nullptr;  // unused
+               c.kernels().gemm_epilogue(g, e, bias, aux.view());
+               return e == GemmEpilogue::BiasGelu ? Out{aux, C} : Out{C};
+             },
+             Tol{1e-4, 1e-5 * static_cast<double>(s.k)},
+             Tol{1e-10, 1e-13 * static_cast<double>(s.k)},
+             false,
+             {DType::F32, DType::F64},
+             [=](const std::vector<std::vector<double>>& v) {
+               std::vector<double> y(s.m * s.n);
+               for (int64_t r = 0; r < s.m; ++r)
+                 for (int64_t j = 0; j < s.n; ++j) {
+                   double acc = 0;
+                   for (int64_t p = 0; p < s.k; ++p)
+                     acc += v[0][r * s.k + p] * (tb ? v[1][j * s.k + p] : v[1][p * s.n + j]);
+                   double pre = v[3][r * s.n + j];
+                   y[r * s.n + j] = e == GemmEpilogue::Bias       ? acc + v[2][j]
+                                    : e == GemmEpilogue::BiasGelu ? gelu(acc + v[2][j])
+                                                                  : acc * gelu_grad(pre);
+                 }
+               return y;
+             }});
+      }
+  // The layers that call it, through autograd: gradients by finite differences on small shapes
+  // (float64 takes the separate pass), and the float32 tall kernel's forward and gradients
+  // against the CPU in float64. The input is a transposed view (the token-mixing MLPs' case).
+  struct Dims {
+    int64_t rows, in, hidden, out;
+    bool grad;
+  };
+  for (const char* layer : {"feed_forward", "linear", "linear_gelu"})
+    for (Dims d : {Dims{5, 3, 7, 4, true}, Dims{300, 40, 70, 33, false}}) {
+      const std::string name = layer;
+      t.push_back({"gemm_epilogue",
+                   name + " through autograd rows=" + std::to_string(d.rows) + " " +
+                       dims_str({d.in, d.hidden, d.out}),
+                   {Input::leaf({d.in, d.rows}, 160), Input::leaf({d.hidden, d.in}, 161),
+                    Input::leaf({d.hidden}, 162), Input::leaf({d.out, d.hidden}, 163),
+                    Input::leaf({d.out}, 164)},
+                   [name](const Ctx&, const In& in) {
+                     Tensor x = transpose(in[0], 0, 1);
+                     if (name == "linear") return Out{linear(x, in[1], in[2])};
+                     if (name == "linear_gelu") return Out{linear_gelu(x, in[1], in[2])};
+                     return Out{feed_forward(x, in[1], in[2], in[3], in[4])};
+                   },
+                   Tol{2e-4, 2e-4},
+                   Tol{1e-10, 1e-11},
+                   d.grad});
+    }
+}
+
 void add_row_cases(std::vector<OpCase>& t) {
   for (int64_t rows : {1, 17, 300}) {
     for (int64_t cols : {1, 17, 1000, 1025, 5000}) {
@@ -1019,6 +1108,7 @@ std::vector<OpCase> build_table() {
   add_elementwise_cases(t);
   add_reduction_cases(t);
   add_gemm_cases(t);
+  add_gemm_epilogue_cases(t);
   add_row_cases(t);
   add_index_and_random_cases(t);
   add_fft_cases(t);

@@ -116,6 +116,48 @@ TEST_CASE("fused: bias and bias + GELU agree with matmul, add and gelu in float3
               in);
 }
 
+TEST_CASE("fused: gradcheck feed_forward, on a contiguous input and on a transposed view") {
+  Inputs in{rand64({2, 3, 4}, 60), rand64({7, 4}, 61), rand64({7}, 62), rand64({5, 7}, 63),
+            rand64({5}, 64)};
+  CHECK_GRADS([](const Inputs& x) { return feed_forward(x[0], x[1], x[2], x[3], x[4]); }, in);
+  CHECK_GRADS(
+      [](const Inputs& x) { return feed_forward(transpose(x[0], 1, 2), x[1], x[2], x[3], x[4]); },
+      (Inputs{rand64({2, 4, 3}, 65), rand64({7, 4}, 61), rand64({7}, 62), rand64({5, 7}, 63),
+              rand64({5}, 64)}));
+}
+
+TEST_CASE("fused: feed_forward and linear agree with matmul, add and gelu in float32") {
+  // 300 rows take the CPU's tall product with the epilogue in it (≥ 256 rows, AVX-512 builds);
+  // 40 rows take OpenBLAS and a separate pass.
+  for (int64_t items : {1, 3}) {
+    INFO("rows = " << items * 100 - (items == 1 ? 60 : 0));
+    Shape shape{items, items == 1 ? 40 : 100, 48};
+    Inputs in{leaf32(shape, 70), leaf32({96, 48}, 71), leaf32({96}, 72), leaf32({40, 96}, 73),
+              leaf32({40}, 74)};
+    auto unfused_linear = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return add(matmul(x, transpose(w, 0, 1)), b);
+    };
+    check_agree(
+        [](const Inputs& x) {
+          return std::vector<Tensor>{feed_forward(x[0], x[1], x[2], x[3], x[4])};
+        },
+        [&](const Inputs& x) {
+          Tensor h = gelu(unfused_linear(x[0], x[1], x[2]), GeluForm::Erf);
+          return std::vector<Tensor>{unfused_linear(h, x[3], x[4])};
+        },
+        in);
+    check_agree(
+        [](const Inputs& x) {
+          return std::vector<Tensor>{linear(x[0], x[1], x[2]), linear_gelu(x[0], x[1], x[2])};
+        },
+        [&](const Inputs& x) {
+          Tensor y = unfused_linear(x[0], x[1], x[2]);
+          return std::vector<Tensor>{y, gelu(y, GeluForm::Erf)};
+        },
+        in);
+  }
+}
+
 TEST_CASE("fused: gradcheck scale_shift with and without the shift, and on a view") {
   Inputs in{rand64({2, 3, 5}, 30), rand64({5}, 31), rand64({5}, 32)};
   CHECK_GRADS([](const Inputs& x) { return scale_shift(x[0], x[1], x[2]); }, in);
@@ -179,6 +221,15 @@ TEST_CASE("fused: bad shapes name the op and both shapes") {
   CHECK_THROWS_WITH(add_dropout_layer_norm(x, x, 0.0, 1, b, Tensor()),
                     doctest::Contains("add_dropout_layer_norm: input [2,3] needs gain/bias"));
   CHECK_THROWS_WITH(add_dropout(x, x, 1.0, 1), doctest::Contains("must be in [0, 1)"));
+  Tensor w1 = rand32({5, 3}, 53), b1 = rand32({5}, 54), w2 = rand32({2, 4}, 55);
+  CHECK_THROWS_WITH(feed_forward(x, w1, b1, w2, Tensor()),
+                    doctest::Contains("feed_forward: second weight [2,4] must be [out, 5] after "
+                                      "the first [5,3]"));
+  CHECK_THROWS_WITH(feed_forward(x, w1, b, rand32({2, 5}, 56), Tensor()),
+                    doctest::Contains("feed_forward (first layer): weight [5,3] needs a bias of "
+                                      "shape [5], got [4]"));
+  CHECK_THROWS_WITH(linear(x, w1, b), doctest::Contains("linear: weight [5,3] needs a bias of "
+                                                        "shape [5], got [4]"));
   CHECK_THROWS_WITH(scale_shift(x, b, Tensor()),
                     doctest::Contains("scale_shift: input [2,3] needs a scale and shift of "
                                       "shape [3], got [4]"));

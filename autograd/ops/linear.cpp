@@ -1,6 +1,13 @@
-// Linear layers with their bias (and the FFN's GELU) applied in one pass over the product's
-// output (the bias_act kernel) instead of a broadcast add and a unary op, each a pass of its own.
-// When the product is fresh and read by nothing else, the bias goes into its storage in place.
+// Linear layers with their bias (and the FFN's GELU) applied to the product's output while it is
+// still in cache: the backend's gemm_epilogue kernel runs the row pass of bias_act on each block
+// of rows as the product computes it, instead of a pass of its own over the whole output. The
+// FFN (feed_forward) also fuses its backward: the second layer's input gradient dY·W₂ gets GELU's
+// gradient in the same epilogue, so dH is never written and read back.
+//
+// The graph is one node per layer (one for the whole FFN), whose rule is the layer's backward:
+//   y = x Wᵀ + b:  dx = dy W,  dW = dyᵀ x,  db = Σ_rows dy.
+// Shapes or layouts the fused kernel does not take (no bias, no rows, an empty inner axis) go
+// through matmul and the bias_act kernel instead, with the same numbers.
 #include "autograd/ops/op_utils.h"
 
 namespace mixlab {
@@ -48,6 +55,88 @@ Tensor bias_act_op(const char* op, const Tensor& y, const Tensor& bias, bool gel
   });
 }
 
+// How gemm reads a 2-D matrix in place: stored by rows (unit column stride) or, a transposed
+// view, by columns. False when neither (a copy is needed).
+bool gemm_layout(const Tensor& t, bool& transposed, int64_t& ld) {
+  const int64_t rows = t.size(0), cols = t.size(1), rs = t.strides()[0], cs = t.strides()[1];
+  if ((cs == 1 || cols == 1) && (rs >= cols || rows == 1)) {
+    transposed = false, ld = rows == 1 ? std::max<int64_t>(cols, 1) : rs;
+    return true;
+  }
+  if ((rs == 1 || rows == 1) && (cs >= rows || cols == 1)) {
+    transposed = true, ld = cols == 1 ? std::max<int64_t>(rows, 1) : cs;
+    return true;
+  }
+  return false;
+}
+
+// C [m, n] = a [m, k] · b [k, n], then the epilogue on C's rows (bias [n] for Bias and BiasGelu;
+// aux [m, n]: gelu's output for BiasGelu, the pre-activation for GeluGrad). a is contiguous, b is
+// read through a transpose flag when it is a transposed view. Not recorded: the callers record
+// the layer. Needs m, n, k ≥ 1.
+Tensor product_with_epilogue(const Tensor& a, const Tensor& b_in, GemmEpilogue epilogue,
+                             const Tensor& bias, const Tensor& aux) {
+  Tensor b = b_in;
+  bool trans_b = false;
+  int64_t ldb = 0;
+  if (!gemm_layout(b, trans_b, ldb)) b = dense(b), gemm_layout(b, trans_b, ldb);
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  Tensor c = Tensor::empty({m, n}, a.dtype(), a.device());
+  GemmArgs g;
+  g.dtype = a.dtype();
+  g.m = m, g.n = n, g.k = k;
+  g.a = a.raw_data(), g.lda = k;
+  g.b = b.raw_data(), g.ldb = ldb, g.trans_b = trans_b;
+  g.c = c.raw_data(), g.ldc = n;
+  backend_of(a).gemm_epilogue(g, epilogue, view_or_none(bias, a.dtype()),
+                              view_or_none(aux, a.dtype()));
+  return c;
+}
+
+// x [..., in] as the contiguous matrix [rows, in] the products read (a copy only when x's
+// layout needs one), off the record.
+Tensor rows_of(const Tensor& x) {
+  NoGradGuard no_grad;
+  return reshape(dense(x), {-1, x.size(-1)});
+}
+
+// Whether the fused kernel takes y = x Wᵀ + b: a bias, at least one row, and a non-empty inner
+// axis (shapes already checked).
+bool fusable(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return bias.defined() && x.numel() > 0 && weight.numel() > 0;
+}
+
+void check_bias(const char* op, const Tensor& weight, const Tensor& bias) {
+  if (bias.defined() && bias.shape() != Shape{weight.size(0)})
+    fail(op, ": weight ", shape_str(weight.shape()), " needs a bias of shape [", weight.size(0),
+         "], got ", shape_str(bias.shape()));
+}
+
+// x's shape with its last axis resized to `features`.
+Shape with_features(const Tensor& x, int64_t features) {
+  Shape s = x.shape();
+  s.back() = features;
+  return s;
+}
+
+// Which of a layer's inputs need gradients.
+struct Needs {
+  bool x, weight, bias;
+};
+Needs needs_of(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return {x.requires_grad(), weight.requires_grad(), bias.defined() && bias.requires_grad()};
+}
+
+// The gradients of y = x Wᵀ + b that are needed, from dy [rows, out] and x as [rows, in]
+// (x_shape: the caller's shape of x): {dx, dW, db}.
+std::vector<Tensor> linear_gradients(const Tensor& dy, const Tensor& x2, const Shape& x_shape,
+                                     const Tensor& weight, Needs needs) {
+  Tensor gx = needs.x ? reshape(matmul(dy, weight), x_shape) : Tensor();
+  Tensor gw = needs.weight ? matmul(transpose(dy, 0, 1), x2) : Tensor();
+  Tensor gb = needs.bias ? sum(dy, {0}) : Tensor();
+  return {gx, gw, gb};
+}
+
 }  // namespace
 
 Tensor bias_add(const Tensor& x, const Tensor& bias) {
@@ -60,14 +149,88 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear_shapes("linear", x, weight);
-  Tensor y = matmul(x, transpose(weight, 0, 1));  // matmul's backward reads x and W, not y
-  return bias.defined() ? bias_act_op("linear", y, bias, false, true) : y;
+  check_bias("linear", weight, bias);
+  if (!fusable(x, weight, bias)) {
+    Tensor y = matmul(x, transpose(weight, 0, 1));  // matmul's backward reads x and W, not y
+    return bias.defined() ? bias_act_op("linear", y, bias, false, true) : y;
+  }
+  check_same("linear", {&x, &weight, &bias});
+  Tensor x2 = rows_of(x);
+  Tensor y =
+      product_with_epilogue(x2, transpose(weight, 0, 1), GemmEpilogue::Bias, dense(bias), Tensor());
+  Tensor out = make_view(y, with_features(x, weight.size(0)),
+                         contiguous_strides(with_features(x, weight.size(0))), 0);
+  return record(
+      "linear", out, {x, weight, bias},
+      [x2, x_shape = x.shape(), weight, needs = needs_of(x, weight, bias)](const Tensor& g) {
+        Tensor dy = reshape(dense(g), {-1, weight.size(0)});
+        return linear_gradients(dy, x2, x_shape, weight, needs);
+      });
 }
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear_shapes("linear_gelu", x, weight);
-  Tensor y = matmul(x, transpose(weight, 0, 1));
-  return bias.defined() ? bias_act_op("linear_gelu", y, bias, true, true) : gelu(y, GeluForm::Erf);
+  check_bias("linear_gelu", weight, bias);
+  if (!fusable(x, weight, bias)) {
+    Tensor y = matmul(x, transpose(weight, 0, 1));
+    return bias.defined() ? bias_act_op("linear_gelu", y, bias, true, true)
+                          : gelu(y, GeluForm::Erf);
+  }
+  check_same("linear_gelu", {&x, &weight, &bias});
+  Tensor x2 = rows_of(x);
+  const int64_t rows = x2.size(0), cols = weight.size(0);
+  Tensor h = Tensor::empty({rows, cols}, x.dtype(), x.device());
+  Tensor pre =
+      product_with_epilogue(x2, transpose(weight, 0, 1), GemmEpilogue::BiasGelu, dense(bias), h);
+  Shape shape = with_features(x, cols);
+  return record(
+      "linear_gelu", make_view(h, shape, contiguous_strides(shape), 0), {x, weight, bias},
+      [x2, pre, x_shape = x.shape(), weight, needs = needs_of(x, weight, bias), rows,
+       cols](const Tensor& g) {
+        Tensor gd = dense(g);
+        Tensor dpre = Tensor::empty({rows, cols}, pre.dtype(), pre.device());
+        Tensor dbias = Tensor::empty({cols}, pre.dtype(), pre.device());
+        backend_of(pre).bias_gelu_backward(gd.view(), pre.view(), dpre.view(), dbias.view(), rows,
+                                           cols);
+        auto grads = linear_gradients(dpre, x2, x_shape, weight, {needs.x, needs.weight, false});
+        if (needs.bias) grads[2] = dbias;
+        return grads;
+      });
+}
+
+Tensor feed_forward(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
+                    const Tensor& b2) {
+  check_linear_shapes("feed_forward (first layer)", x, w1);
+  check_bias("feed_forward (first layer)", w1, b1);
+  check(w2.dim() == 2 && w2.size(1) == w1.size(0), "feed_forward: second weight ",
+        shape_str(w2.shape()), " must be [out, ", w1.size(0), "] after the first ",
+        shape_str(w1.shape()));
+  check_bias("feed_forward (second layer)", w2, b2);
+  if (!fusable(x, w1, b1) || !fusable(x, w2, b2)) return linear(linear_gelu(x, w1, b1), w2, b2);
+  check_same("feed_forward", {&x, &w1, &b1, &w2, &b2});
+  // Forward: pre = x W₁ᵀ + b₁ and h = gelu(pre) from one product; y = h W₂ᵀ + b₂ from another.
+  Tensor x2 = rows_of(x);
+  const int64_t rows = x2.size(0), hidden = w1.size(0), out = w2.size(0);
+  Tensor h = Tensor::empty({rows, hidden}, x.dtype(), x.device());
+  Tensor pre = product_with_epilogue(x2, transpose(w1, 0, 1), GemmEpilogue::BiasGelu, dense(b1), h);
+  Tensor y = product_with_epilogue(h, transpose(w2, 0, 1), GemmEpilogue::Bias, dense(b2), Tensor());
+  Shape shape = with_features(x, out);
+  return record(
+      "feed_forward", make_view(y, shape, contiguous_strides(shape), 0), {x, w1, b1, w2, b2},
+      [x2, h, pre, x_shape = x.shape(), w1, w2, out, first = needs_of(x, w1, b1),
+       second = needs_of(h, w2, b2)](const Tensor& g) {
+        // The second layer: dW₂ = dyᵀ h, db₂ = Σ dy. Then dpre = (dy W₂) ⊙ gelu'(pre) from one
+        // product (GELU's gradient in its epilogue), and the first layer's rule on dpre.
+        Tensor dy = reshape(dense(g), {-1, out});
+        auto outer = linear_gradients(dy, h, h.shape(), w2, {false, second.weight, second.bias});
+        std::vector<Tensor> grads{Tensor(), Tensor(), Tensor(), outer[1], outer[2]};
+        if (first.x || first.weight || first.bias) {
+          Tensor dpre = product_with_epilogue(dy, w2, GemmEpilogue::GeluGrad, Tensor(), pre);
+          auto inner = linear_gradients(dpre, x2, x_shape, w1, first);
+          grads[0] = inner[0], grads[1] = inner[1], grads[2] = inner[2];
+        }
+        return grads;
+      });
 }
 
 }  // namespace mixlab

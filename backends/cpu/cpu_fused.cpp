@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
+#include "backends/cpu/epilogue_row.h"
 #include "backends/cpu/layer_norm_row.h"
 #include "backends/cpu/row_partials.h"
 #include "backends/fused_ops.h"
@@ -30,16 +31,9 @@ void CpuBackend::bias_act(const View& x, const View& bias, const View& pre, cons
     const T* b = bias.as<T>();
     parallel_for(rows, rows_per_task(cols), [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r) {
-        const T* in = x.as<T>() + r * cols;
-        T* p = pre.as<T>() + r * cols;  // may be `in` itself
-        for (int64_t i = 0; i < cols; ++i) p[i] = in[i] + b[i];
-        if (!y.data) continue;
-        // A second loop over the row (still in cache) whose pointers do not alias, so GELU's
-        // polynomials vectorise.
-        const T* __restrict src = p;
-        T* __restrict out = y.as<T>() + r * cols;
-        for (int64_t i = 0; i < cols; ++i)
-          out[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(src[i], T(0));
+        T* p = pre.as<T>() + r * cols;  // may be x's row itself
+        cpu::bias_row(x.as<T>() + r * cols, b, p, cols);
+        if (y.data) cpu::gelu_row(p, y.as<T>() + r * cols, cols);  // the row is still in cache
       }
     });
   });
@@ -53,12 +47,11 @@ void CpuBackend::bias_gelu_backward(const View& dy, const View& pre, const View&
     auto sums = cpu::accumulate_row_chunks<T>(rows, cols, [&](int64_t rb, int64_t re, T* part) {
       T* __restrict a = part;
       for (int64_t r = rb; r < re; ++r) {
-        const T* __restrict g = dy.as<T>() + r * cols;
-        const T* __restrict p = pre.as<T>() + r * cols;
-        T* __restrict d = dx.as<T>() + r * cols;
+        const T* __restrict d = dx.as<T>() + r * cols;
         // Two loops over the row, so that each vectorises (dx and the partial sums may alias
         // as far as the compiler knows in one).
-        for (int64_t i = 0; i < cols; ++i) d[i] = fused::bias_gelu_grad<CpuMath>(g[i], p[i]);
+        cpu::gelu_grad_row(dy.as<T>() + r * cols, pre.as<T>() + r * cols, dx.as<T>() + r * cols,
+                           cols);
         for (int64_t i = 0; i < cols; ++i) a[i] += d[i];
       }
     });

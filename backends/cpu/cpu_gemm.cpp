@@ -15,13 +15,19 @@
 //
 // A tall float32 product with a short inner axis (a linear layer's forward or input gradient)
 // goes to tall_gemm.h instead, which beats OpenBLAS there by not packing A.
+//
+// gemm_epilogue (a linear layer's bias, bias + GELU or GELU's gradient on the product's output):
+// on the tall kernel the pass runs on each 6-row block of C as soon as it is computed, while it
+// is in L1; elsewhere OpenBLAS multiplies and the pass follows over C's rows.
 #include <cblas.h>
 
 #include <algorithm>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/epilogue_row.h"
 #include "backends/cpu/row_partials.h"
 #include "backends/cpu/tall_gemm.h"
+#include "core/dtype_dispatch.h"
 #include "core/error.h"
 #include "core/float_env.h"
 #include "core/parallel.h"
@@ -153,6 +159,30 @@ void CpuBackend::gemm(const GemmArgs& g) {
       });
     }
   }
+}
+
+void CpuBackend::gemm_epilogue(const GemmArgs& g, GemmEpilogue epilogue, const View& bias,
+                               const View& aux) {
+  check(g.batch == 1 && (g.m <= 1 || g.ldc == g.n), "gemm_epilogue: C must be one contiguous [",
+        g.m, ", ", g.n, "] matrix (batch ", g.batch, ", ldc ", g.ldc, ")");
+  if (cpu::tall_gemm_fits(g)) {  // the pass runs on each block of rows as it is computed
+    ScopedFlushDenormals flush;
+    const cpu::TallEpilogue e{epilogue, bias.as<float>(), aux.as<float>()};
+    cpu::tall_gemm(g, 0, &e);
+    return;
+  }
+  gemm(g);  // OpenBLAS, then the pass over C's rows
+  dispatch_floating(g.dtype, "gemm_epilogue", [&](auto tag) {
+    using T = decltype(tag);
+    T* c = static_cast<T*>(g.c);
+    const int64_t n = g.n;
+    parallel_for(g.m, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)),
+                 [&](int64_t r0, int64_t r1) {
+                   for (int64_t r = r0; r < r1; ++r)
+                     cpu::epilogue_row(epilogue, c + r * n, bias.as<T>(),
+                                       aux.data ? aux.as<T>() + r * n : nullptr, n);
+                 });
+  });
 }
 
 }  // namespace mixlab

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/epilogue_row.h"
 #include "core/parallel.h"
 
 #if defined(__AVX512F__)
@@ -139,7 +140,7 @@ bool tall_gemm_fits(const GemmArgs& g) {
          g.k >= 1 && g.k <= kMaxInner && g.k * padded <= kMaxPackedFloats;
 }
 
-void tall_gemm(const GemmArgs& g, int64_t i) {
+void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {
   const float* a =
       static_cast<const float*>(g.a) + gemm_item_offset(g, i, g.stride_a, g.outer_stride_a);
   const float* b =
@@ -178,6 +179,10 @@ void tall_gemm(const GemmArgs& g, int64_t i) {
                                c + r0 * g.ldc + j * kPanel, g.ldc, is_last ? last : full, alpha,
                                beta);
       }
+      if (epilogue)  // the block's rows of C (6·n floats) are still in L1
+        for (int r = 0; r < rows; ++r)
+          epilogue_row(epilogue->kind, c + (r0 + r) * g.ldc, epilogue->bias,
+                       epilogue->aux ? epilogue->aux + (r0 + r) * n : nullptr, n);
     }
   });
 }
@@ -185,7 +190,7 @@ void tall_gemm(const GemmArgs& g, int64_t i) {
 #else  // no AVX-512 in this build: OpenBLAS multiplies everything
 
 bool tall_gemm_fits(const GemmArgs&) { return false; }
-void tall_gemm(const GemmArgs&, int64_t) {}
+void tall_gemm(const GemmArgs&, int64_t, const TallEpilogue*) {}
 
 #endif
 

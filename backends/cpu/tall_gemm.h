@@ -15,7 +15,15 @@ namespace mixlab::cpu {
 // and a build with AVX-512 (without it, always false: OpenBLAS multiplies).
 bool tall_gemm_fits(const GemmArgs& g);
 
-// Batch item i of g, split over the pool by blocks of rows. Only when tall_gemm_fits(g).
-void tall_gemm(const GemmArgs& g, int64_t i);
+// gemm_epilogue's pass (backends/kernels.def) on C's rows: bias [n] (or null), aux [m, n].
+struct TallEpilogue {
+  GemmEpilogue kind;
+  const float* bias;
+  float* aux;
+};
+
+// Batch item i of g, split over the pool by blocks of rows. Only when tall_gemm_fits(g). With an
+// epilogue, each block of rows gets it as soon as the block's product is done (still in L1).
+void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue = nullptr);
 
 }  // namespace mixlab::cpu

@@ -157,6 +157,28 @@ void CudaBackend::bias_gelu_backward(const View& dy, const View& pre, const View
   check_launch("bias_gelu_backward");
 }
 
+// cuBLAS's product, then the epilogue as one elementwise pass over C (cuBLASLt's GELU epilogues
+// use the tanh form, not gelu_erf, so they would not match the CPU's numbers).
+void CudaBackend::gemm_epilogue(const GemmArgs& g, GemmEpilogue epilogue, const View& bias,
+                                const View& aux) {
+  check(g.batch == 1 && (g.m <= 1 || g.ldc == g.n), "gemm_epilogue: C must be one contiguous [",
+        g.m, ", ", g.n, "] matrix (batch ", g.batch, ", ldc ", g.ldc, ")");
+  gemm(g);
+  int64_t n = g.m * g.n;
+  if (n == 0) return;
+  activate();
+  dispatch_floating(g.dtype, "gemm_epilogue", [&](auto tag) {
+    using T = decltype(tag);
+    T* c = static_cast<T*>(g.c);
+    if (epilogue == GemmEpilogue::GeluGrad)
+      bias_gelu_dx_kernel<T><<<grid_for(n), kBlock, 0, stream_>>>(c, aux.as<T>(), c, n);
+    else
+      bias_act_kernel<T><<<grid_for(n), kBlock, 0, stream_>>>(
+          c, bias.as<T>(), c, epilogue == GemmEpilogue::BiasGelu ? aux.as<T>() : nullptr, n, g.n);
+  });
+  check_launch("gemm_epilogue");
+}
+
 void CudaBackend::scale_shift(const View& x, const View& scale, const View& shift, const View& y,
                               int64_t rows, int64_t cols) {
   int64_t n = rows * cols;

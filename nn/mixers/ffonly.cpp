@@ -52,8 +52,8 @@ class FfOnly : public Mixer {
         [&] {  // the pre-GELU hidden layer [B, d, 4ℓ], computed again only when inspected
           return token_mlp_jacobian(fc1->weight, fc1->forward(ln), fc2->weight, n, ctx.valid);
         });
-    // The GELU in the product's bias pass (linear_gelu), the same numbers as gelu(fc1(ln)).
-    Tensor y = fc2->forward(linear_gelu(ln, fc1->weight, fc1->bias));  // [B, d, ℓ]
+    // fc2(gelu(fc1(ln))) as one op, biases and GELU in the products' epilogues.
+    Tensor y = feed_forward(ln, fc1->weight, fc1->bias, fc2->weight, fc2->bias);  // [B, d, ℓ]
     return narrow(transpose(y, 1, 2), 1, 0, n);
   }
 

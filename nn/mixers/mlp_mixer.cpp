@@ -54,8 +54,8 @@ class MlpMixer : public Mixer {
       Tensor hidden = w_1->forward(t);  // [B, d, D_S], before the GELU (only when inspected)
       return token_mlp_jacobian(w_1->weight, hidden, w_2->weight, n, ctx.valid);
     });
-    // The GELU in the product's bias pass (linear_gelu), the same numbers as gelu(w_1(t)).
-    Tensor y = w_2->forward(linear_gelu(t, w_1->weight, w_1->bias));
+    // w_2(gelu(w_1(t))) as one op, biases and GELU in the products' epilogues.
+    Tensor y = feed_forward(t, w_1->weight, w_1->bias, w_2->weight, w_2->bias);
     return narrow(transpose(y, 1, 2), 1, 0, n);
   }
 

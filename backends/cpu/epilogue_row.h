@@ -1,0 +1,51 @@
+// The per-row passes of a linear layer's bias and GELU, written once for the three kernels that
+// run them: bias_act and bias_gelu_backward (a pass of their own over a product's output) and
+// gemm_epilogue (the same pass on a piece of a row of C just computed, still in L1). One code
+// path, so the fused and unfused kernels give the same bits for the same product.
+#pragma once
+#include <cstdint>
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_math.h"
+#include "backends/fused_ops.h"
+
+namespace mixlab::cpu {
+
+// pre = x + bias over cols elements (pre may be x itself).
+template <typename T>
+inline void bias_row(const T* x, const T* bias, T* pre, int64_t cols) {
+  for (int64_t i = 0; i < cols; ++i) pre[i] = x[i] + bias[i];
+}
+
+// y = gelu_erf(pre). Its own loop over pointers that do not alias, so GELU's polynomials
+// vectorise.
+template <typename T>
+inline void gelu_row(const T* __restrict pre, T* __restrict y, int64_t cols) {
+  for (int64_t i = 0; i < cols; ++i) y[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(pre[i], T(0));
+}
+
+// dx = dy · gelu_erf'(pre) (dx may be dy itself).
+template <typename T>
+inline void gelu_grad_row(const T* dy, const T* __restrict pre, T* dx, int64_t cols) {
+  for (int64_t i = 0; i < cols; ++i) dx[i] = fused::bias_gelu_grad<CpuMath>(dy[i], pre[i]);
+}
+
+// gemm_epilogue's pass over cols elements of one row of C; bias and aux point at the same
+// columns (bias unused by GeluGrad).
+template <typename T>
+inline void epilogue_row(GemmEpilogue epilogue, T* c, const T* bias, T* aux, int64_t cols) {
+  switch (epilogue) {
+    case GemmEpilogue::Bias:
+      bias_row(c, bias, c, cols);
+      break;
+    case GemmEpilogue::BiasGelu:
+      bias_row(c, bias, c, cols);
+      gelu_row(c, aux, cols);
+      break;
+    case GemmEpilogue::GeluGrad:
+      gelu_grad_row(c, aux, c, cols);
+      break;
+  }
+}
+
+}  // namespace mixlab::cpu
