@@ -4,9 +4,11 @@
 // path, so the fused and unfused kernels give the same bits for the same product.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_math.h"
+#include "backends/cpu/gelu_avx512.h"
 #include "backends/fused_ops.h"
 
 namespace mixlab::cpu {
@@ -18,15 +20,21 @@ inline void bias_row(const T* x, const T* bias, T* pre, int64_t cols) {
 }
 
 // y = gelu_erf(pre). Its own loop over pointers that do not alias, so GELU's polynomials
-// vectorise.
+// vectorise. Floats on AVX-512 take gelu_avx512.h's version (4x faster, float32 rounding).
 template <typename T>
 inline void gelu_row(const T* __restrict pre, T* __restrict y, int64_t cols) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) return avx512::gelu_row(pre, y, cols);
+#endif
   for (int64_t i = 0; i < cols; ++i) y[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(pre[i], T(0));
 }
 
 // dx = dy · gelu_erf'(pre) (dx may be dy itself).
 template <typename T>
 inline void gelu_grad_row(const T* dy, const T* __restrict pre, T* dx, int64_t cols) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) return avx512::gelu_grad_row(dy, pre, dx, cols);
+#endif
   for (int64_t i = 0; i < cols; ++i) dx[i] = fused::bias_gelu_grad<CpuMath>(dy[i], pre[i]);
 }
 
