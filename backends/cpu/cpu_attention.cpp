@@ -24,8 +24,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "backends/cpu/avx512_math.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/row_max.h"
@@ -119,6 +121,9 @@ T softmax_allowed(T* s, int64_t m, const MaskRows<T>& mask, int64_t i) {
   constexpr T kNone = -std::numeric_limits<T>::infinity();
   T hi = kNone;
   if (!mask.data) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) return cpu::avx512::softmax_row(s, m);
+#endif
     hi = cpu::row_max(s, m);
     for (int64_t j = 0; j < m; ++j) s[j] = cpu::exp_of(s[j] - hi);
   } else {
@@ -149,6 +154,9 @@ void probabilities_again(T* s, int64_t m, const MaskRows<T>& mask, int64_t i, T 
   } else if (mask.data) {
     for (int64_t j = 0; j < m; ++j) s[j] = mask.allowed(i, j) ? cpu::exp_of(s[j] - lse) : T(0);
   } else {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) return cpu::avx512::exp_shifted_row(s, m, lse);
+#endif
     for (int64_t j = 0; j < m; ++j) s[j] = cpu::exp_of(s[j] - lse);
   }
 }

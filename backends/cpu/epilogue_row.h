@@ -8,7 +8,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_math.h"
-#include "backends/cpu/gelu_avx512.h"
+#include "backends/cpu/avx512_math.h"
 #include "backends/fused_ops.h"
 
 namespace mixlab::cpu {
@@ -20,7 +20,7 @@ inline void bias_row(const T* x, const T* bias, T* pre, int64_t cols) {
 }
 
 // y = gelu_erf(pre). Its own loop over pointers that do not alias, so GELU's polynomials
-// vectorise. Floats on AVX-512 take gelu_avx512.h's version (4x faster, float32 rounding).
+// vectorise. Floats on AVX-512 take avx512_math.h's version (4x faster, float32 rounding).
 template <typename T>
 inline void gelu_row(const T* __restrict pre, T* __restrict y, int64_t cols) {
 #if defined(__AVX512F__)

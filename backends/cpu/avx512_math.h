@@ -1,16 +1,20 @@
-// GELU (erf form) and its gradient over a row of floats in AVX-512 registers, for the row passes
-// of epilogue_row.h. The generic loops there compile (GCC 12, -march=native) to 256-bit vectors
-// in which fast_expf's clamps and rounding become ~75 instructions per 8 elements: GELU's
-// gradient cost 0.89 ns per element with its data in L1, the forward 0.34. Here the same
-// rational function for erf (fast_math.h's coefficients, clamped with min/max) and an exp built
-// on vrndscaleps/vscalefps (no clamps, no integer conversion) take 16 elements per instruction.
-// Values agree with the generic formulas to float32 rounding, not bit for bit
-// (tests/test_fused_ops.cpp); NaN propagates through every step.
+// Float32 math in AVX-512 registers for the CPU kernels' hottest row loops: GELU (erf form)
+// and its gradient (epilogue_row.h) and the attention core's softmax (cpu_attention.cpp).
+//
+// The generic loops compile (GCC 12, -march=native) to 256-bit vectors in which fast_expf's
+// clamps and rounding become ~75 instructions per 8 elements: GELU's gradient cost 0.89 ns per
+// element with its data in L1, the forward 0.34. Here the same rational function for erf
+// (fast_math.h's coefficients, clamped with min/max) and an exp built on vrndscaleps/vscalefps
+// (no integer conversion) take 16 elements per instruction. Values agree with the generic
+// formulas to float32 rounding, not bit for bit (tests/test_ops_values.cpp); NaN propagates
+// through every step.
 #pragma once
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 // GCC 12 warns that the intrinsics' internal _mm512_undefined_ps() "may be used uninitialized"
 // (GCC bug 105593, fixed in GCC 13); nothing here reads an undefined value.
@@ -49,9 +53,11 @@ inline __m512 erf_of(__m512 z) {
   return _mm512_mask_mul_ps(_mm512_mul_ps(p, r), saturated, z, _mm512_set1_ps(0.25f));
 }
 
-// exp(y) for y ≤ 0: y = n·ln2 + r with n = round(y·log2 e), exp(r) by fast_expf's degree-6
-// polynomial, then ·2ⁿ by vscalefps, which underflows to 0 and needs no clamp.
-inline __m512 exp_of_nonpositive(__m512 y) {
+// exp(y) for y ≤ 88: y = n·ln2 + r with n = round(y·log2 e), exp(r) by fast_expf's degree-6
+// polynomial, then ·2ⁿ by vscalefps, which underflows to 0 by itself. y is clamped below at
+// -104 (exp is 0 there in float32) so that -∞ gives 0 rather than ∞ - ∞.
+inline __m512 exp_of(__m512 y) {
+  y = _mm512_max_ps(_mm512_set1_ps(-104.0f), y);  // y second: a NaN y stays NaN
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), y);
@@ -79,8 +85,7 @@ inline __m512 gelu_grad(__m512 x) {
   const __m512 e = erf_of(_mm512_mul_ps(x, _mm512_set1_ps(0.7071067811865476f)));
   const __m512 cdf = _mm512_fmadd_ps(_mm512_set1_ps(0.5f), e, _mm512_set1_ps(0.5f));
   const __m512 xc = _mm512_min_ps(_mm512_set1_ps(10.0f), _mm512_max_ps(_mm512_set1_ps(-10.0f), x));
-  const __m512 pdf =
-      exp_of_nonpositive(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(xc, xc)));
+  const __m512 pdf = exp_of(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(xc, xc)));
   return _mm512_fmadd_ps(_mm512_mul_ps(xc, _mm512_set1_ps(0.3989422804014327f)), pdf, cdf);
 }
 
@@ -103,6 +108,42 @@ inline void gelu_grad_row(const float* dy, const float* pre, float* dx, int64_t 
     const __mmask16 m = first_lanes(cols - i);
     const __m512 g = gelu_grad(_mm512_maskz_loadu_ps(m, pre + i));
     _mm512_mask_storeu_ps(dx + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), g));
+  }
+}
+
+// A row of m scores turned into its softmax in place; returns the row's log-sum-exp. The
+// maximum skips NaN as row_max.h's does (vmaxps returns its second operand when one is NaN).
+inline float softmax_row(float* s, int64_t m) {
+  const __m512 none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 hi = none;
+  for (int64_t i = 0; i < m; i += 16)
+    hi = _mm512_max_ps(_mm512_mask_loadu_ps(none, first_lanes(m - i), s + i), hi);
+  const float top = _mm512_reduce_max_ps(hi);
+  const __m512 top_v = _mm512_set1_ps(top);
+  __m512 total_v = _mm512_setzero_ps();
+  for (int64_t i = 0; i < m; i += 16) {
+    const __mmask16 k = first_lanes(m - i);
+    const __m512 e =
+        _mm512_maskz_mov_ps(k, exp_of(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), top_v)));
+    _mm512_mask_storeu_ps(s + i, k, e);
+    total_v = _mm512_add_ps(total_v, e);
+  }
+  const float total = _mm512_reduce_add_ps(total_v);
+  const __m512 inv = _mm512_set1_ps(1.0f / total);
+  for (int64_t i = 0; i < m; i += 16) {
+    const __mmask16 k = first_lanes(m - i);
+    _mm512_mask_storeu_ps(s + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + i), inv));
+  }
+  return top + std::log(total);
+}
+
+// s = exp(s - shift) over a row of m floats (the softmax again from a saved log-sum-exp).
+inline void exp_shifted_row(float* s, int64_t m, float shift) {
+  const __m512 shift_v = _mm512_set1_ps(shift);
+  for (int64_t i = 0; i < m; i += 16) {
+    const __mmask16 k = first_lanes(m - i);
+    _mm512_mask_storeu_ps(s + i, k,
+                          exp_of(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), shift_v)));
   }
 }
 
