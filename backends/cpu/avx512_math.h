@@ -111,21 +111,33 @@ inline void gelu_grad_row(const float* dy, const float* pre, float* dx, int64_t 
   }
 }
 
-// A row of m scores turned into its softmax in place; returns the row's log-sum-exp. The
-// maximum skips NaN as row_max.h's does (vmaxps returns its second operand when one is NaN).
-inline float softmax_row(float* s, int64_t m) {
+// A row of m scores turned into its softmax in place over the keys `allowed` marks (a row of
+// m floats, nonzero = allowed; null: every key); the others get probability 0. Returns the
+// row's log-sum-exp, -inf (and a row of zeros) when no key is allowed. The maximum skips NaN
+// as row_max.h's does (vmaxps returns its second operand when one is NaN).
+inline float softmax_row(float* s, int64_t m, const float* allowed = nullptr) {
   const __m512 none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  auto keys = [&](int64_t i) {  // the lanes of keys i.. that exist and are allowed
+    const __mmask16 k = first_lanes(m - i);
+    return allowed ? _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, allowed + i),
+                                             _mm512_setzero_ps(), _CMP_NEQ_UQ)
+                   : k;
+  };
   __m512 hi = none;
   for (int64_t i = 0; i < m; i += 16)
-    hi = _mm512_max_ps(_mm512_mask_loadu_ps(none, first_lanes(m - i), s + i), hi);
+    hi = _mm512_max_ps(_mm512_mask_loadu_ps(none, keys(i), s + i), hi);
   const float top = _mm512_reduce_max_ps(hi);
+  if (allowed && top == -std::numeric_limits<float>::infinity()) {  // no key allowed
+    for (int64_t i = 0; i < m; i += 16)
+      _mm512_mask_storeu_ps(s + i, first_lanes(m - i), _mm512_setzero_ps());
+    return top;
+  }
   const __m512 top_v = _mm512_set1_ps(top);
   __m512 total_v = _mm512_setzero_ps();
   for (int64_t i = 0; i < m; i += 16) {
-    const __mmask16 k = first_lanes(m - i);
-    const __m512 e =
-        _mm512_maskz_mov_ps(k, exp_of(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), top_v)));
-    _mm512_mask_storeu_ps(s + i, k, e);
+    const __m512 e = _mm512_maskz_mov_ps(
+        keys(i), exp_of(_mm512_sub_ps(_mm512_maskz_loadu_ps(first_lanes(m - i), s + i), top_v)));
+    _mm512_mask_storeu_ps(s + i, first_lanes(m - i), e);
     total_v = _mm512_add_ps(total_v, e);
   }
   const float total = _mm512_reduce_add_ps(total_v);
@@ -137,13 +149,18 @@ inline float softmax_row(float* s, int64_t m) {
   return top + std::log(total);
 }
 
-// s = exp(s - shift) over a row of m floats (the softmax again from a saved log-sum-exp).
-inline void exp_shifted_row(float* s, int64_t m, float shift) {
+// s = exp(s - shift) over a row of m floats, 0 where `allowed` (null: every key) is 0: the
+// softmax again from a saved log-sum-exp.
+inline void exp_shifted_row(float* s, int64_t m, float shift, const float* allowed = nullptr) {
   const __m512 shift_v = _mm512_set1_ps(shift);
   for (int64_t i = 0; i < m; i += 16) {
     const __mmask16 k = first_lanes(m - i);
-    _mm512_mask_storeu_ps(s + i, k,
-                          exp_of(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), shift_v)));
+    const __mmask16 keys = allowed
+                               ? _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, allowed + i),
+                                                         _mm512_setzero_ps(), _CMP_NEQ_UQ)
+                               : k;
+    const __m512 e = exp_of(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), shift_v));
+    _mm512_mask_storeu_ps(s + i, k, _mm512_maskz_mov_ps(keys, e));
   }
 }
 

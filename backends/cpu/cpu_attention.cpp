@@ -72,6 +72,7 @@ struct MaskRows {
   const T* data = nullptr;
   int64_t row = 0, col = 0;
   bool allowed(int64_t i, int64_t j) const { return !data || data[i * row + j * col] != T(0); }
+  const T* row_of(int64_t i) const { return data ? data + i * row : nullptr; }  // (when col == 1)
 };
 template <typename T>
 MaskRows<T> mask_rows(const View& mask, int64_t b, int64_t h) {
@@ -112,18 +113,19 @@ Sizes sizes_of(const View& q, const View& k, const View& v) {
 }
 
 // Row i of the tile s (m scores): softmax over the allowed keys in place; returns the row's
-// log-sum-exp, -inf (and a row of zeros) when no key is allowed. Without a mask the maximum is
-// row_max's, in lanes (the classifier's 49 keys: 1.24x this kernel's speed); a masked row
-// skips its masked keys in one scalar pass, which measured faster than setting them to -inf
-// first on the translator's rows of 12.
+// log-sum-exp, -inf (and a row of zeros) when no key is allowed. Float rows whose mask (if any)
+// is contiguous along the keys run in AVX-512 registers (avx512_math.h): the translator's
+// masked rows of 12 keys had been a scalar exp per key. Otherwise, without a mask the maximum is
+// row_max's, in lanes; a masked row skips its masked keys in one scalar pass.
 template <typename T>
 T softmax_allowed(T* s, int64_t m, const MaskRows<T>& mask, int64_t i) {
   constexpr T kNone = -std::numeric_limits<T>::infinity();
   T hi = kNone;
-  if (!mask.data) {
 #if defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, float>) return cpu::avx512::softmax_row(s, m);
+  if constexpr (std::is_same_v<T, float>)
+    if (!mask.data || mask.col == 1) return cpu::avx512::softmax_row(s, m, mask.row_of(i));
 #endif
+  if (!mask.data) {
     hi = cpu::row_max(s, m);
     for (int64_t j = 0; j < m; ++j) s[j] = cpu::exp_of(s[j] - hi);
   } else {
@@ -151,12 +153,15 @@ template <typename T>
 void probabilities_again(T* s, int64_t m, const MaskRows<T>& mask, int64_t i, T lse) {
   if (lse == -std::numeric_limits<T>::infinity()) {
     std::fill(s, s + m, T(0));
-  } else if (mask.data) {
+    return;
+  }
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>)
+    if (!mask.data || mask.col == 1) return cpu::avx512::exp_shifted_row(s, m, lse, mask.row_of(i));
+#endif
+  if (mask.data) {
     for (int64_t j = 0; j < m; ++j) s[j] = mask.allowed(i, j) ? cpu::exp_of(s[j] - lse) : T(0);
   } else {
-#if defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, float>) return cpu::avx512::exp_shifted_row(s, m, lse);
-#endif
     for (int64_t j = 0; j < m; ++j) s[j] = cpu::exp_of(s[j] - lse);
   }
 }
