@@ -111,11 +111,12 @@ inline void gelu_grad_row(const float* dy, const float* pre, float* dx, int64_t 
   }
 }
 
-// A row of m scores turned into its softmax in place over the keys `allowed` marks (a row of
-// m floats, nonzero = allowed; null: every key); the others get probability 0. Returns the
+// The softmax of a row x of m scores, written to s (which may be x), over the keys `allowed`
+// marks (a row of m floats, nonzero = allowed; null: every key); the others get probability 0.
+// Returns the
 // row's log-sum-exp, -inf (and a row of zeros) when no key is allowed. The maximum skips NaN
 // as row_max.h's does (vmaxps returns its second operand when one is NaN).
-inline float softmax_row(float* s, int64_t m, const float* allowed = nullptr) {
+inline float softmax_row(const float* x, float* s, int64_t m, const float* allowed = nullptr) {
   const __m512 none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   auto keys = [&](int64_t i) {  // the lanes of keys i.. that exist and are allowed
     const __mmask16 k = first_lanes(m - i);
@@ -125,7 +126,7 @@ inline float softmax_row(float* s, int64_t m, const float* allowed = nullptr) {
   };
   __m512 hi = none;
   for (int64_t i = 0; i < m; i += 16)
-    hi = _mm512_max_ps(_mm512_mask_loadu_ps(none, keys(i), s + i), hi);
+    hi = _mm512_max_ps(_mm512_mask_loadu_ps(none, keys(i), x + i), hi);
   const float top = _mm512_reduce_max_ps(hi);
   if (allowed && top == -std::numeric_limits<float>::infinity()) {  // no key allowed
     for (int64_t i = 0; i < m; i += 16)
@@ -136,7 +137,7 @@ inline float softmax_row(float* s, int64_t m, const float* allowed = nullptr) {
   __m512 total_v = _mm512_setzero_ps();
   for (int64_t i = 0; i < m; i += 16) {
     const __m512 e = _mm512_maskz_mov_ps(
-        keys(i), exp_of(_mm512_sub_ps(_mm512_maskz_loadu_ps(first_lanes(m - i), s + i), top_v)));
+        keys(i), exp_of(_mm512_sub_ps(_mm512_maskz_loadu_ps(first_lanes(m - i), x + i), top_v)));
     _mm512_mask_storeu_ps(s + i, first_lanes(m - i), e);
     total_v = _mm512_add_ps(total_v, e);
   }

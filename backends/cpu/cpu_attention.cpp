@@ -130,7 +130,7 @@ T softmax_allowed(T* s, int64_t m, const MaskRows<T>& mask, int64_t i) {
   T hi = kNone;
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>)
-    if (!mask.data || mask.col == 1) return cpu::avx512::softmax_row(s, m, mask.row_of(i));
+    if (!mask.data || mask.col == 1) return cpu::avx512::softmax_row(s, s, m, mask.row_of(i));
 #endif
   if (!mask.data) {
     hi = cpu::row_max(s, m);

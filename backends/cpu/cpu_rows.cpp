@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "backends/cpu/avx512_math.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/layer_norm_row.h"
@@ -25,6 +26,13 @@ void CpuBackend::softmax(const View& x, const View& y, int64_t rows, int64_t col
       for (int64_t r = b; r < e; ++r) {
         const T* in = x.as<T>() + r * cols;
         T* out = y.as<T>() + r * cols;
+#if defined(__AVX512F__)
+        if constexpr (std::is_same_v<T, float>)  // in 16-lane registers (avx512_math.h)
+          if (!log) {
+            cpu::avx512::softmax_row(in, out, cols);
+            continue;
+          }
+#endif
         T hi = cpu::row_max(in, cols);
         T total = 0;
         for (int64_t i = 0; i < cols; ++i) out[i] = cpu::exp_of(in[i] - hi);
