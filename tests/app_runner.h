@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,20 @@ inline Exit run_app(const std::vector<std::string>& args, const std::string& log
                     const std::map<std::string, std::string>& env = {}) {
   AppProcess p(args, env, log_path);
   return p.wait();
+}
+
+// The call count of each kernel in a MIXLAB_DEBUG=1 run's output (its kernel table's rows:
+// "name calls total mean share").
+inline std::map<std::string, long long> kernel_call_counts(const std::string& output) {
+  std::map<std::string, long long> calls;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string kernel;
+    long long count = 0;
+    if (fields >> kernel >> count) calls[kernel] = count;
+  }
+  return calls;
 }
 
 }  // namespace mixlab::testing

@@ -1,9 +1,13 @@
 // The fused ops (autograd/ops/linear.cpp, residual.cpp, dropout.cpp): float64 finite-difference
 // gradients, and agreement in float32 with the unfused ops they replace (forward and every
 // gradient), including the dropout mask against the dropout_mask kernel's.
+#include <fstream>
 #include <functional>
+#include <map>
 
 #include "backends/backend.h"
+#include "tests/app_runner.h"
+#include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 
 using namespace mixlab;
@@ -233,4 +237,27 @@ TEST_CASE("fused: bad shapes name the op and both shapes") {
   CHECK_THROWS_WITH(scale_shift(x, b, Tensor()),
                     doctest::Contains("scale_shift: input [2,3] needs a scale and shift of "
                                       "shape [3], got [4]"));
+}
+
+TEST_CASE(
+    "fused: a translator's training step takes every biased linear layer through "
+    "gemm_epilogue (MIXLAB_DEBUG table)") {
+  // The command line, traced: no separate bias or GELU pass is left, forward or backward.
+  testing::TempDir tmp;
+  const std::string dir = tmp.path();
+  {
+    std::ofstream pairs(dir + "/pairs.tsv");
+    for (int i = 0; i < 120; ++i) pairs << "w" << i % 5 << " w" << i % 3 << "\tw" << i % 3 << "\n";
+  }
+  testing::Exit e =
+      testing::run_app({"translate", "train", "--data", dir + "/pairs.tsv", "--dim", "16",
+                        "--heads", "2", "--layers", "1", "--batch", "8", "--steps", "2",
+                        "--threads", "1", "--quiet", "--out", dir + "/run"},
+                       dir + "/log.txt", {{"MIXLAB_DEBUG", "1"}});
+  INFO(e.output);
+  REQUIRE(e.code == 0);
+  std::map<std::string, long long> calls = testing::kernel_call_counts(e.output);
+  CHECK(calls["gemm_epilogue"] > 0);
+  CHECK(calls.count("bias_act") == 0);
+  CHECK(calls.count("bias_gelu_backward") == 0);
 }

@@ -278,14 +278,7 @@ TEST_CASE("optim flat: a training step makes one adam_update_flat call (MIXLAB_D
                        dir + "/log.txt", {{"MIXLAB_DEBUG", "1"}});
   INFO(e.output);
   REQUIRE(e.code == 0);
-  std::map<std::string, long long> calls;
-  std::istringstream lines(e.output);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream fields(line);
-    std::string kernel;
-    long long count = 0;
-    if (fields >> kernel >> count) calls[kernel] = count;
-  }
+  std::map<std::string, long long> calls = testing::kernel_call_counts(e.output);
   CHECK(calls["adam_update_flat"] == steps);
   CHECK(calls.count("adam_update") == 0);  // no per-tensor call at all
 }
