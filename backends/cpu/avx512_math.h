@@ -18,8 +18,10 @@
 
 // GCC 12 warns that the intrinsics' internal _mm512_undefined_ps() "may be used uninitialized"
 // (GCC bug 105593, fixed in GCC 13); nothing here reads an undefined value.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace mixlab::cpu::avx512 {
 
@@ -167,5 +169,7 @@ inline void exp_shifted_row(float* s, int64_t m, float shift, const float* allow
 
 }  // namespace mixlab::cpu::avx512
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
