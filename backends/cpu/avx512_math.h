@@ -1,5 +1,6 @@
 // Float32 math in AVX-512 registers for the CPU kernels' hottest row loops: GELU (erf form)
-// and its gradient (epilogue_row.h) and the attention core's softmax (cpu_attention.cpp).
+// and its gradient (epilogue_row.h), and the softmax rows of the attention core
+// (cpu_attention.cpp) and of the softmax kernel (cpu_rows.cpp).
 //
 // The generic loops compile (GCC 12, -march=native) to 256-bit vectors in which fast_expf's
 // clamps and rounding become ~75 instructions per 8 elements: GELU's gradient cost 0.89 ns per
@@ -115,9 +116,8 @@ inline void gelu_grad_row(const float* dy, const float* pre, float* dx, int64_t 
 
 // The softmax of a row x of m scores, written to s (which may be x), over the keys `allowed`
 // marks (a row of m floats, nonzero = allowed; null: every key); the others get probability 0.
-// Returns the
-// row's log-sum-exp, -inf (and a row of zeros) when no key is allowed. The maximum skips NaN
-// as row_max.h's does (vmaxps returns its second operand when one is NaN).
+// Returns the row's log-sum-exp, -inf (and a row of zeros) when no key is allowed. The maximum
+// skips NaN as row_max.h's does (vmaxps returns its second operand when one is NaN).
 inline float softmax_row(const float* x, float* s, int64_t m, const float* allowed = nullptr) {
   const __m512 none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   auto keys = [&](int64_t i) {  // the lanes of keys i.. that exist and are allowed

@@ -47,11 +47,11 @@ void CpuBackend::bias_gelu_backward(const View& dy, const View& pre, const View&
     auto sums = cpu::accumulate_row_chunks<T>(rows, cols, [&](int64_t rb, int64_t re, T* part) {
       T* __restrict a = part;
       for (int64_t r = rb; r < re; ++r) {
-        const T* __restrict d = dx.as<T>() + r * cols;
         // Two loops over the row, so that each vectorises (dx and the partial sums may alias
-        // as far as the compiler knows in one).
-        cpu::gelu_grad_row(dy.as<T>() + r * cols, pre.as<T>() + r * cols, dx.as<T>() + r * cols,
-                           cols);
+        // as far as the compiler knows in one). `a` is restrict; d is not: the row is written
+        // through another pointer (gelu_grad_row's) just before it is read here.
+        T* d = dx.as<T>() + r * cols;
+        cpu::gelu_grad_row(dy.as<T>() + r * cols, pre.as<T>() + r * cols, d, cols);
         for (int64_t i = 0; i < cols; ++i) a[i] += d[i];
       }
     });
