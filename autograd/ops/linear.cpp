@@ -55,21 +55,6 @@ Tensor bias_act_op(const char* op, const Tensor& y, const Tensor& bias, bool gel
   });
 }
 
-// How gemm reads a 2-D matrix in place: stored by rows (unit column stride) or, a transposed
-// view, by columns. False when neither (a copy is needed).
-bool gemm_layout(const Tensor& t, bool& transposed, int64_t& ld) {
-  const int64_t rows = t.size(0), cols = t.size(1), rs = t.strides()[0], cs = t.strides()[1];
-  if ((cs == 1 || cols == 1) && (rs >= cols || rows == 1)) {
-    transposed = false, ld = rows == 1 ? std::max<int64_t>(cols, 1) : rs;
-    return true;
-  }
-  if ((rs == 1 || rows == 1) && (cs >= rows || cols == 1)) {
-    transposed = true, ld = cols == 1 ? std::max<int64_t>(rows, 1) : cs;
-    return true;
-  }
-  return false;
-}
-
 // C [m, n] = a [m, k] · b [k, n], then the epilogue on C's rows (bias [n] for Bias and BiasGelu;
 // aux [m, n]: gelu's output for BiasGelu, the pre-activation for GeluGrad). a is contiguous, b is
 // read through a transpose flag when it is a transposed view. Not recorded: the callers record
@@ -77,16 +62,15 @@ bool gemm_layout(const Tensor& t, bool& transposed, int64_t& ld) {
 Tensor product_with_epilogue(const Tensor& a, const Tensor& b_in, GemmEpilogue epilogue,
                              const Tensor& bias, const Tensor& aux) {
   Tensor b = b_in;
-  bool trans_b = false;
-  int64_t ldb = 0;
-  if (!gemm_layout(b, trans_b, ldb)) b = dense(b), gemm_layout(b, trans_b, ldb);
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  MatrixLayout lb = layout_of(k, n, b.strides()[0], b.strides()[1]);
+  if (!lb.ok) b = dense(b), lb = layout_of(k, n, b.strides()[0], b.strides()[1]);
   Tensor c = Tensor::empty({m, n}, a.dtype(), a.device());
   GemmArgs g;
   g.dtype = a.dtype();
   g.m = m, g.n = n, g.k = k;
   g.a = a.raw_data(), g.lda = k;
-  g.b = b.raw_data(), g.ldb = ldb, g.trans_b = trans_b;
+  g.b = b.raw_data(), g.ldb = lb.ld, g.trans_b = lb.transposed;
   g.c = c.raw_data(), g.ldc = n;
   backend_of(a).gemm_epilogue(g, epilogue, view_or_none(bias, a.dtype()),
                               view_or_none(aux, a.dtype()));

@@ -11,24 +11,6 @@ using namespace ops_detail;
 
 namespace {
 
-// How a [rows, cols] matrix with the given strides can be read by gemm without a copy.
-struct MatrixLayout {
-  bool ok = false, transposed = false;
-  int64_t ld = 0;
-};
-
-MatrixLayout layout_of(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  MatrixLayout l;
-  if ((col_stride == 1 || cols == 1) && (row_stride >= cols || rows == 1)) {
-    l.ok = true;
-    l.ld = rows == 1 ? std::max<int64_t>(cols, 1) : std::max<int64_t>(row_stride, 1);
-  } else if ((row_stride == 1 || rows == 1) && (col_stride >= rows || cols == 1)) {
-    l.ok = l.transposed = true;
-    l.ld = cols == 1 ? std::max<int64_t>(rows, 1) : std::max<int64_t>(col_stride, 1);
-  }
-  return l;
-}
-
 // Whether strides lay a 4-D [outer, inner, rows, cols] tensor out densely (no gaps, no
 // overlaps) in some axis order, with unit stride on its rows or on its columns: a layout gemm
 // can write a product into.

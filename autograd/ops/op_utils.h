@@ -1,6 +1,9 @@
 // Helpers shared by the op files: argument checks with the messages the project promises,
-// broadcast views for kernels, and dense (contiguous) inputs computed off the record.
+// broadcast views for kernels, dense (contiguous) inputs computed off the record, and how gemm
+// reads a matrix in place.
 #pragma once
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -61,6 +64,24 @@ inline Tensor dense(const Tensor& t) {
   if (t.is_contiguous()) return t;
   NoGradGuard no_grad;
   return contiguous(t);
+}
+
+// How a [rows, cols] matrix with the given strides can be read by gemm without a copy.
+struct MatrixLayout {
+  bool ok = false, transposed = false;
+  int64_t ld = 0;
+};
+
+inline MatrixLayout layout_of(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  MatrixLayout l;
+  if ((col_stride == 1 || cols == 1) && (row_stride >= cols || rows == 1)) {
+    l.ok = true;
+    l.ld = rows == 1 ? std::max<int64_t>(cols, 1) : std::max<int64_t>(row_stride, 1);
+  } else if ((row_stride == 1 || rows == 1) && (col_stride >= rows || cols == 1)) {
+    l.ok = l.transposed = true;
+    l.ld = cols == 1 ? std::max<int64_t>(rows, 1) : std::max<int64_t>(col_stride, 1);
+  }
+  return l;
 }
 
 inline std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int ndim,
