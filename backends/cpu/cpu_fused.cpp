@@ -9,27 +9,20 @@
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/epilogue_row.h"
 #include "backends/cpu/layer_norm_row.h"
+#include "backends/cpu/row_grain.h"
 #include "backends/cpu/row_partials.h"
 #include "backends/fused_ops.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
 
 namespace mixlab {
-namespace {
-
-// Rows per task: about 16k elements, as the row kernels of cpu_rows.cpp take.
-int64_t rows_per_task(int64_t cols) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols));
-}
-
-}  // namespace
 
 void CpuBackend::bias_act(const View& x, const View& bias, const View& pre, const View& y,
                           int64_t rows, int64_t cols) {
   dispatch_floating(x.dtype, "bias_act", [&](auto tag) {
     using T = decltype(tag);
     const T* b = bias.as<T>();
-    parallel_for(rows, rows_per_task(cols), [&](int64_t rb, int64_t re) {
+    parallel_for(rows, cpu::rows_per_task(cols), [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r) {
         T* p = pre.as<T>() + r * cols;  // may be x's row itself
         cpu::bias_row(x.as<T>() + r * cols, b, p, cols);
@@ -66,7 +59,7 @@ void CpuBackend::scale_shift(const View& x, const View& scale, const View& shift
     using T = decltype(tag);
     const T* __restrict s = scale.as<T>();
     const T* __restrict t = shift.as<T>();
-    parallel_for(rows, rows_per_task(cols), [&](int64_t rb, int64_t re) {
+    parallel_for(rows, cpu::rows_per_task(cols), [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r) {
         const T* __restrict in = x.as<T>() + r * cols;
         T* __restrict out = y.as<T>() + r * cols;
@@ -118,7 +111,7 @@ void CpuBackend::add_dropout_layer_norm(const View& x, const View& h, const View
     using T = decltype(tag);
     const uint64_t mixed = mix64(seed);
     const T keep = fused::dropout_keep<T>(p);
-    parallel_for(rows, rows_per_task(cols), [&](int64_t rb, int64_t re) {
+    parallel_for(rows, cpu::rows_per_task(cols), [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r) {
         const T* px = x.as<T>() + r * cols;
         const T* ph = h.as<T>() + r * cols;

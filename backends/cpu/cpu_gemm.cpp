@@ -25,6 +25,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/epilogue_row.h"
+#include "backends/cpu/row_grain.h"
 #include "backends/cpu/row_partials.h"
 #include "backends/cpu/tall_gemm.h"
 #include "core/dtype_dispatch.h"
@@ -176,12 +177,11 @@ void CpuBackend::gemm_epilogue(const GemmArgs& g, GemmEpilogue epilogue, const V
     using T = decltype(tag);
     T* c = static_cast<T*>(g.c);
     const int64_t n = g.n;
-    parallel_for(g.m, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)),
-                 [&](int64_t r0, int64_t r1) {
-                   for (int64_t r = r0; r < r1; ++r)
-                     cpu::epilogue_row(epilogue, c + r * n, bias.as<T>(),
-                                       aux.data ? aux.as<T>() + r * n : nullptr, n);
-                 });
+    parallel_for(g.m, cpu::rows_per_task(n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        cpu::epilogue_row(epilogue, c + r * n, bias.as<T>(),
+                          aux.data ? aux.as<T>() + r * n : nullptr, n);
+    });
   });
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/row_grain.h"
 #include "backends/cpu/row_max.h"
 #include "backends/cpu/row_partials.h"
 #include "backends/cpu/strided.h"
@@ -64,20 +65,19 @@ void CpuBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, in
         o[0] = static_cast<T>(total);
         return;
       }
-      parallel_for(outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)),
-                   [&](int64_t b, int64_t e) {
-                     for (int64_t r = b; r < e; ++r) {
-                       const T* row = in + r * n;
-                       T acc = init;
-                       if (op == ReduceOp::Sum)
-                         for (int64_t i = 0; i < n; ++i) acc += row[i];
-                       else if (op == ReduceOp::Max)
-                         acc = cpu::row_max(row, n);  // in lanes: the chain would stay scalar
-                       else
-                         for (int64_t i = 0; i < n; ++i) acc = row[i] < acc ? row[i] : acc;
-                       o[r] = acc;
-                     }
-                   });
+      parallel_for(outer, cpu::rows_per_task(n), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          const T* row = in + r * n;
+          T acc = init;
+          if (op == ReduceOp::Sum)
+            for (int64_t i = 0; i < n; ++i) acc += row[i];
+          else if (op == ReduceOp::Max)
+            acc = cpu::row_max(row, n);  // in lanes: the chain would stay scalar
+          else
+            for (int64_t i = 0; i < n; ++i) acc = row[i] < acc ? row[i] : acc;
+          o[r] = acc;
+        }
+      });
       return;
     }
     if (op == ReduceOp::Sum && outer == 1 && n >= kMinRowsForBlocks && inner <= kMaxBlockedWidth) {

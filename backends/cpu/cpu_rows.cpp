@@ -8,21 +8,19 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/layer_norm_row.h"
+#include "backends/cpu/row_grain.h"
 #include "backends/cpu/row_max.h"
 #include "backends/cpu/row_partials.h"
 #include "backends/cpu/strided.h"
 #include "core/dtype_dispatch.h"
 
 namespace mixlab {
-namespace {
-int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)); }
-}  // namespace
 
 // ---- softmax ----
 void CpuBackend::softmax(const View& x, const View& y, int64_t rows, int64_t cols, bool log) {
   dispatch_floating(x.dtype, "softmax", [&](auto tag) {
     using T = decltype(tag);
-    parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
+    parallel_for(rows, cpu::rows_per_task(cols), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* in = x.as<T>() + r * cols;
         T* out = y.as<T>() + r * cols;
@@ -53,7 +51,7 @@ void CpuBackend::softmax_backward(const View& y, const View& dy, const View& dx,
                                   int64_t cols, bool log) {
   dispatch_floating(y.dtype, "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
-    parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
+    parallel_for(rows, cpu::rows_per_task(cols), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* py = y.as<T>() + r * cols;
         const T* pg = dy.as<T>() + r * cols;
@@ -79,7 +77,7 @@ void CpuBackend::layer_norm(const View& x, const View& gamma, const View& beta, 
     using T = decltype(tag);
     const T* g = gamma.as<T>();
     const T* bt = beta.as<T>();
-    parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
+    parallel_for(rows, cpu::rows_per_task(cols), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r)
         cpu::layer_norm_row(x.as<T>() + r * cols, g, bt, y.as<T>() + r * cols, cols, T(eps),
                             mean.as<T>()[r], rstd.as<T>()[r]);
@@ -146,7 +144,7 @@ void CpuBackend::cross_entropy(const View& logits, const View& targets, const Vi
   dispatch_floating(logits.dtype, "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     const int32_t* tg = targets.as<int32_t>();
-    parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
+    parallel_for(rows, cpu::rows_per_task(cols), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* z = logits.as<T>() + r * cols;
         T hi = cpu::row_max(z, cols);
@@ -174,7 +172,7 @@ void CpuBackend::cross_entropy_backward(const View& logits, const View& targets,
   dispatch_floating(logits.dtype, "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     const int32_t* tg = targets.as<int32_t>();
-    parallel_for(rows, row_grain(cols), [&](int64_t b, int64_t e) {
+    parallel_for(rows, cpu::rows_per_task(cols), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* z = logits.as<T>() + r * cols;
         T* d = dlogits.as<T>() + r * cols;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/row_grain.h"
 #include "backends/cpu/row_partials.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
@@ -37,9 +38,7 @@ struct ConvShape {
 };
 
 // Rows per task: about 16k multiply-adds, as the other row kernels take.
-int64_t rows_per_task(const ConvShape& s) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.d * s.k));
-}
+int64_t rows_per_task(const ConvShape& s) { return cpu::rows_per_task(s.d * s.k); }
 
 // Shared taps [H, K] as one coefficient per (tap, channel): coef[m·d + c] = taps[h(c)·K + m].
 template <typename T>

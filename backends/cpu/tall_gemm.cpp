@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/cpu/epilogue_row.h"
+#include "backends/cpu/row_grain.h"
 #include "core/parallel.h"
 
 #if defined(__AVX512F__)
@@ -52,22 +53,21 @@ bool enabled() {
 // stored transposed (a weight W for X Wᵀ), those 16 columns are 16 rows of b read side by side.
 void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, float* out) {
   const int64_t groups = (n + 15) / 16;
-  parallel_for(groups, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, 16 * k)),
-               [&](int64_t g0, int64_t g1) {
-                 for (int64_t grp = g0; grp < g1; ++grp) {
-                   const int64_t col0 = grp * 16, cols = std::min<int64_t>(16, n - col0);
-                   float* dst = out + (col0 / kPanel) * k * kPanel + col0 % kPanel;
-                   for (int64_t p = 0; p < k; ++p) {
-                     float* row = dst + p * kPanel;
-                     int64_t c = 0;
-                     if (trans_b)
-                       for (; c < cols; ++c) row[c] = b[(col0 + c) * ldb + p];
-                     else
-                       for (; c < cols; ++c) row[c] = b[p * ldb + col0 + c];
-                     for (; c < 16; ++c) row[c] = 0.0f;
-                   }
-                 }
-               });
+  parallel_for(groups, rows_per_task(16 * k), [&](int64_t g0, int64_t g1) {
+    for (int64_t grp = g0; grp < g1; ++grp) {
+      const int64_t col0 = grp * 16, cols = std::min<int64_t>(16, n - col0);
+      float* dst = out + (col0 / kPanel) * k * kPanel + col0 % kPanel;
+      for (int64_t p = 0; p < k; ++p) {
+        float* row = dst + p * kPanel;
+        int64_t c = 0;
+        if (trans_b)
+          for (; c < cols; ++c) row[c] = b[(col0 + c) * ldb + p];
+        else
+          for (; c < cols; ++c) row[c] = b[p * ldb + col0 + c];
+        for (; c < 16; ++c) row[c] = 0.0f;
+      }
+    }
+  });
   // The last panel's registers past n's last group of 16 are never loaded (tile<R, W> with
   // W = the groups that hold columns), so they need no zeros.
 }
