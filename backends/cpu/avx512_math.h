@@ -97,6 +97,15 @@ inline __mmask16 first_lanes(int64_t left) {
   return left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
 }
 
+// The lanes of keys [i, i + 16) of a row of m that exist and are allowed (`allowed`: a row of
+// m floats, nonzero = allowed; null: every key).
+inline __mmask16 allowed_lanes(const float* allowed, int64_t i, int64_t m) {
+  const __mmask16 k = first_lanes(m - i);
+  return allowed ? _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, allowed + i),
+                                           _mm512_setzero_ps(), _CMP_NEQ_UQ)
+                 : k;
+}
+
 // y = gelu(pre) over cols floats.
 inline void gelu_row(const float* pre, float* y, int64_t cols) {
   for (int64_t i = 0; i < cols; i += 16) {
@@ -120,15 +129,9 @@ inline void gelu_grad_row(const float* dy, const float* pre, float* dx, int64_t 
 // skips NaN as row_max.h's does (vmaxps returns its second operand when one is NaN).
 inline float softmax_row(const float* x, float* s, int64_t m, const float* allowed = nullptr) {
   const __m512 none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  auto keys = [&](int64_t i) {  // the lanes of keys i.. that exist and are allowed
-    const __mmask16 k = first_lanes(m - i);
-    return allowed ? _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, allowed + i),
-                                             _mm512_setzero_ps(), _CMP_NEQ_UQ)
-                   : k;
-  };
   __m512 hi = none;
   for (int64_t i = 0; i < m; i += 16)
-    hi = _mm512_max_ps(_mm512_mask_loadu_ps(none, keys(i), x + i), hi);
+    hi = _mm512_max_ps(_mm512_mask_loadu_ps(none, allowed_lanes(allowed, i, m), x + i), hi);
   const float top = _mm512_reduce_max_ps(hi);
   if (allowed && top == -std::numeric_limits<float>::infinity()) {  // no key allowed
     for (int64_t i = 0; i < m; i += 16)
@@ -139,7 +142,8 @@ inline float softmax_row(const float* x, float* s, int64_t m, const float* allow
   __m512 total_v = _mm512_setzero_ps();
   for (int64_t i = 0; i < m; i += 16) {
     const __m512 e = _mm512_maskz_mov_ps(
-        keys(i), exp_of(_mm512_sub_ps(_mm512_maskz_loadu_ps(first_lanes(m - i), x + i), top_v)));
+        allowed_lanes(allowed, i, m),
+        exp_of(_mm512_sub_ps(_mm512_maskz_loadu_ps(first_lanes(m - i), x + i), top_v)));
     _mm512_mask_storeu_ps(s + i, first_lanes(m - i), e);
     total_v = _mm512_add_ps(total_v, e);
   }
@@ -158,12 +162,8 @@ inline void exp_shifted_row(float* s, int64_t m, float shift, const float* allow
   const __m512 shift_v = _mm512_set1_ps(shift);
   for (int64_t i = 0; i < m; i += 16) {
     const __mmask16 k = first_lanes(m - i);
-    const __mmask16 keys = allowed
-                               ? _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, allowed + i),
-                                                         _mm512_setzero_ps(), _CMP_NEQ_UQ)
-                               : k;
     const __m512 e = exp_of(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), shift_v));
-    _mm512_mask_storeu_ps(s + i, k, _mm512_maskz_mov_ps(keys, e));
+    _mm512_mask_storeu_ps(s + i, k, _mm512_maskz_mov_ps(allowed_lanes(allowed, i, m), e));
   }
 }
 

@@ -269,12 +269,11 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
         Mat<T> dkm = mat<T>(dk, it.b, it.h), dvm = mat<T>(dv, it.b, it.h);
         if (item + 1 < end) {
           Item<T> next = item_of<T>(item + 1, q, k, v, mask, out, lse);
-          const int64_t nb = (item + 1) / q.shape[1], nh = (item + 1) % q.shape[1];
           prefetch_rows(next.q, n, d);
           prefetch_rows(next.k, m, d);
           prefetch_rows(next.v, m, e);
           prefetch_rows(next.out, n, e);
-          prefetch_rows(mat<T>(dout, nb, nh), n, e);
+          prefetch_rows(mat<T>(dout, next.b, next.h), n, e);
         }
         if (n == 0 || m == 0) {  // no pairs: every gradient is 0
           zero_rows(dqm, n, d);
