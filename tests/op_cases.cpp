@@ -29,6 +29,13 @@ const Tol kF32{1e-5, 1e-6};
 const Tol kF32Loose{2e-4, 2e-5};
 const Tol kF64Loose{1e-9, 1e-10};
 
+// GELU (erf form) and its derivative in double: the formulas the fused kernels' rows must give.
+double gelu_exact(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_exact_grad(double x) {
+  return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
+         x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+}
+
 const char* unary_name(UnaryOp op) {
   switch (op) {
 #define MIXLAB_NAME(n) \
@@ -444,11 +451,6 @@ void add_gemm_epilogue_cases(std::vector<OpCase>& t) {
     for (Size s : {Size{17, 5, 13}, Size{259, 70, 33}, Size{300, 17, 1}, Size{1000, 130, 128}})
       for (bool tb : {false, true}) {
         const GemmEpilogue e = kinds[kind];
-        auto gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
-        auto gelu_grad = [](double x) {
-          return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
-                 x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
-        };
         t.push_back(
             {"gemm_epilogue",
              std::string(kind_names[kind]) + " m=" + std::to_string(s.m) +
@@ -485,8 +487,8 @@ void add_gemm_epilogue_cases(std::vector<OpCase>& t) {
                      acc += v[0][r * s.k + p] * (tb ? v[1][j * s.k + p] : v[1][p * s.n + j]);
                    double pre = v[3][r * s.n + j];
                    y[r * s.n + j] = e == GemmEpilogue::Bias       ? acc + v[2][j]
-                                    : e == GemmEpilogue::BiasGelu ? gelu(acc + v[2][j])
-                                                                  : acc * gelu_grad(pre);
+                                    : e == GemmEpilogue::BiasGelu ? gelu_exact(acc + v[2][j])
+                                                                  : acc * gelu_exact_grad(pre);
                  }
                return y;
              }});
@@ -823,7 +825,7 @@ void add_fused_cases(std::vector<OpCase>& t) {
                      std::vector<double> y(v[0].size());
                      for (size_t i = 0; i < y.size(); ++i) {
                        double x = v[0][i] + v[1][i % cols];
-                       y[i] = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+                       y[i] = gelu_exact(x);
                      }
                      return y;
                    }});
