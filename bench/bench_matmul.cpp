@@ -44,10 +44,13 @@ double best_seconds(F&& fn, double budget) {
   return best;
 }
 
-// Times C = A B (m x k times k x n) both ways and prints one row.
-void compare(int64_t m, int64_t n, int64_t k, bool subnormal_rows, const std::string& label) {
+// Times C = A B (m x k times k x n) both ways and prints one row. trans_a: A is stored [k, m]
+// and reaches the product as a transposed view (a weight's gradient, dYᵀ X).
+void compare(int64_t m, int64_t n, int64_t k, bool subnormal_rows, const std::string& label,
+             bool trans_a = false) {
   Generator gen(1);
-  Tensor a = Tensor::uniform({m, k}, -1, 1, gen), b = Tensor::uniform({k, n}, -1, 1, gen);
+  Tensor a = Tensor::uniform(trans_a ? Shape{k, m} : Shape{m, k}, -1, 1, gen),
+         b = Tensor::uniform({k, n}, -1, 1, gen);
   if (subnormal_rows)
     for (int64_t r = 0; r < m; r += 16) std::fill_n(a.data<float>() + r * k, k, 1e-41f);
   Tensor c = Tensor::empty({m, n});
@@ -55,12 +58,13 @@ void compare(int64_t m, int64_t n, int64_t k, bool subnormal_rows, const std::st
   openblas_set_num_threads(num_threads());
   double raw = best_seconds(
       [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data<float>(), k,
-                    b.data<float>(), n, 0.0f, c.data<float>(), n);
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
+                    a.data<float>(), trans_a ? m : k, b.data<float>(), n, 0.0f, c.data<float>(), n);
       },
       budget);
   openblas_set_num_threads(1);  // the engine's setting (core/parallel.cpp)
-  double engine = best_seconds([&] { Tensor out = matmul(a, b); }, budget);
+  Tensor op_a = trans_a ? transpose(a, 0, 1) : a;
+  double engine = best_seconds([&] { Tensor out = matmul(op_a, b); }, budget);
   std::printf("%18s %12.1f %12.1f %8.3f\n", label.c_str(), raw * 1e6, engine * 1e6, raw / engine);
 }
 
@@ -90,5 +94,13 @@ int main(int argc, char** argv) {
     compare(s.m, s.n, s.k, false,
             std::to_string(s.m) + "x" + std::to_string(s.k) + "@" + std::to_string(s.k) + "x" +
                 std::to_string(s.n));
+  // The weights' gradients dYᵀ X: dY [tokens, d'] transposed (the classifier's 6272 tokens, the
+  // d=128 translator's 1536).
+  for (Shape3 s : {Shape3{128, 6272, 128}, Shape3{128, 6272, 512}, Shape3{512, 6272, 128},
+                   Shape3{128, 1536, 128}, Shape3{512, 1536, 128}, Shape3{256, 1536, 1024}})
+    compare(s.m, s.n, s.k, false,
+            std::to_string(s.k) + "x" + std::to_string(s.m) + "^T@" + std::to_string(s.k) + "x" +
+                std::to_string(s.n),
+            true);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/tall_gemm.h"
 #include "core/parallel.h"
+#include "tests/gemm_operands.h"
 #include "tests/skip.h"
 
 using namespace mixlab;
@@ -27,21 +28,9 @@ struct Case {
   int64_t batch = 1;
 };
 
-std::vector<float> fill(size_t count, double phase) {
-  std::vector<float> v(count);
-  for (size_t i = 0; i < count; ++i)
-    v[i] = static_cast<float>(std::sin(phase + 0.731 * static_cast<double>(i)));
-  return v;
-}
-
-struct Operands {
-  std::vector<float> a, b, c;
+// The product of a case (its operands filled by gemm_operands).
+testing::GemmOperands make(const Case& t) {
   GemmArgs g;
-};
-
-Operands make(const Case& t) {
-  Operands o;
-  GemmArgs& g = o.g;
   g.dtype = DType::F32;
   g.m = t.m, g.n = t.n, g.k = t.k;
   g.trans_b = t.trans_b;
@@ -53,52 +42,18 @@ Operands make(const Case& t) {
   g.stride_c = t.m * g.ldc;
   g.batch = t.batch;
   g.alpha = t.alpha, g.beta = t.beta;
-  o.a = fill(static_cast<size_t>(g.stride_a * t.batch), 0.1);
-  o.b = fill(static_cast<size_t>(g.stride_b * t.batch), 0.2);
-  o.c = fill(static_cast<size_t>(g.stride_c * t.batch), 0.3);
-  return o;
+  return testing::gemm_operands(g);
 }
 
-// C after the product, computed by the backend on `threads` threads.
 std::vector<float> run(const Case& t, int threads) {
-  Operands o = make(t);
-  o.g.a = o.a.data(), o.g.b = o.b.data(), o.g.c = o.c.data();
-  int saved = num_threads();
-  set_num_threads(threads);
-  backend_for(Device::cpu()).gemm(o.g);
-  set_num_threads(saved);
-  return o.c;
+  return testing::backend_product(make(t), threads);
 }
 
 void check_against_float64(const Case& t, const std::vector<float>& got) {
-  Operands o = make(t);
-  const GemmArgs& g = o.g;
-  double worst = 0;
-  for (int64_t i = 0; i < t.batch; ++i)
-    for (int64_t r = 0; r < t.m; ++r)
-      for (int64_t col = 0; col < g.ldc; ++col) {
-        const size_t at = static_cast<size_t>(i * g.stride_c + r * g.ldc + col);
-        if (col >= t.n) {  // the padding past n: untouched
-          REQUIRE(got[at] == o.c[at]);
-          continue;
-        }
-        double sum = 0;
-        for (int64_t p = 0; p < t.k; ++p) {
-          const double av = o.a[static_cast<size_t>(i * g.stride_a + r * g.lda + p)];
-          const double bv = o.b[static_cast<size_t>(
-              i * g.stride_b + (t.trans_b ? col * g.ldb + p : p * g.ldb + col))];
-          sum += av * bv;
-        }
-        const double expected = t.alpha * sum + t.beta * o.c[at];
-        worst = std::max(worst, std::fabs(got[at] - expected) / (1.0 + std::fabs(expected)));
-      }
-  CHECK(worst < 2e-5 * std::sqrt(static_cast<double>(t.k)));
+  testing::check_product_against_float64(make(t), got);
 }
 
-bool tall_path_taken(const Case& t) {
-  Operands o = make(t);
-  return cpu::tall_gemm_fits(o.g);
-}
+bool tall_path_taken(const Case& t) { return cpu::tall_gemm_fits(make(t).g); }
 
 }  // namespace
 
@@ -129,11 +84,9 @@ TEST_CASE("tall gemm: every shape family against float64, the same bits on 1, 2 
 TEST_CASE("tall gemm: beta 0 writes C without reading it, NaN and all") {
   if (!tall_path_taken({512, 64, 64, false, 1, 0})) MIXLAB_SKIP_TEST("no AVX-512 in this build");
   const Case t{300, 70, 40, true, 1.0, 0.0};
-  Operands o = make(t);
+  testing::GemmOperands o = make(t);
   std::fill(o.c.begin(), o.c.end(), std::numeric_limits<float>::quiet_NaN());
-  o.g.a = o.a.data(), o.g.b = o.b.data(), o.g.c = o.c.data();
-  backend_for(Device::cpu()).gemm(o.g);
-  for (float v : o.c) REQUIRE(std::isfinite(v));
+  for (float v : testing::backend_product(o, 1)) REQUIRE(std::isfinite(v));
 }
 
 TEST_CASE("tall gemm: products outside its shapes stay with OpenBLAS") {

@@ -14,7 +14,9 @@
 // and a split k sums in another order).
 //
 // A tall float32 product with a short inner axis (a linear layer's forward or input gradient)
-// goes to tall_gemm.h instead, which beats OpenBLAS there by not packing A.
+// goes to tall_gemm.h instead, which beats OpenBLAS there by not packing A; a block of a weight's
+// gradient (A transposed, a long k, a small C) goes to long_gemm.h, which beats it by packing
+// a chunk of k at a time in memory order.
 //
 // gemm_epilogue (a linear layer's bias, bias + GELU or GELU's gradient on the product's output):
 // on the tall kernel the pass runs on each 6-row block of C as soon as it is computed, while it
@@ -25,6 +27,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/epilogue_row.h"
+#include "backends/cpu/long_gemm.h"
 #include "backends/cpu/row_grain.h"
 #include "backends/cpu/row_partials.h"
 #include "backends/cpu/tall_gemm.h"
@@ -74,6 +77,12 @@ void gemm_block(const GemmArgs& g, int64_t i, const Block& blk) {
   double beta = blk.out ? blk.beta : g.beta;
   if (g.dtype == DType::F32) {
     float* out = blk.out ? static_cast<float*>(blk.out) : static_cast<float*>(g.c) + c_off;
+    if (g.trans_a && !g.trans_b && cpu::long_gemm_fits(m, n, k)) {  // a weight's gradient
+      cpu::long_gemm(m, n, k, static_cast<float>(g.alpha), static_cast<const float*>(g.a) + a_off,
+                     g.lda, static_cast<const float*>(g.b) + b_off, g.ldb, static_cast<float>(beta),
+                     out, ldo);
+      return;
+    }
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(g.alpha),
                 static_cast<const float*>(g.a) + a_off, g.lda,
                 static_cast<const float*>(g.b) + b_off, g.ldb, static_cast<float>(beta), out, ldo);

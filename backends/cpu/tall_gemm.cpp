@@ -20,18 +20,15 @@
 #include "backends/cpu/row_grain.h"
 #include "core/parallel.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "backends/cpu/register_tile.h"
 
 namespace mixlab::cpu {
 
 #if defined(__AVX512F__)
 namespace {
 
-constexpr int kRows = 6;                   // rows of C per tile
-constexpr int kVectors = 4;                // 16-float registers across a panel
-constexpr int64_t kPanel = 16 * kVectors;  // columns per panel
+constexpr int kRows = kTileRows;
+constexpr int64_t kPanel = kTilePanel;
 constexpr int64_t kMinRows = 256;
 constexpr int64_t kMinCols = 16;
 constexpr int64_t kMaxInner = 1024;
@@ -68,69 +65,19 @@ void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, flo
       }
     }
   });
-  // The last panel's registers past n's last group of 16 are never loaded (tile<R, W> with
+  // The last panel's registers past n's last group of 16 are never loaded (TallTile<R, W> with
   // W = the groups that hold columns), so they need no zeros.
 }
 
-// C[0..R, 0..16·W) (masked by `masks` on the right) = alpha·A·panel + beta·C.
+// C[0..R, 0..16·W) = alpha·A·panel + beta·C, A's rows read where they are.
 template <int R, int W>
-void tile(const float* a, int64_t lda, const float* panel, int64_t k, float* c, int64_t ldc,
-          const __mmask16* masks, float alpha, float beta) {
-  __m512 acc[R][W];
-  for (int r = 0; r < R; ++r)
-    for (int w = 0; w < W; ++w) acc[r][w] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < k; ++p) {
-    __m512 bv[W];
-    for (int w = 0; w < W; ++w) bv[w] = _mm512_load_ps(panel + p * kPanel + 16 * w);
-    for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r * lda + p]);
-      for (int w = 0; w < W; ++w) acc[r][w] = _mm512_fmadd_ps(av, bv[w], acc[r][w]);
-    }
+struct TallTile {
+  static void run(const float* a, int64_t lda, const float* panel, int64_t k, float* c, int64_t ldc,
+                  const __mmask16* masks, float alpha, float beta) {
+    const auto element = [a, lda](int r, int64_t p) { return a[r * lda + p]; };
+    multiply_tile<R, W>(element, panel, k, c, ldc, masks, alpha, beta, false);
   }
-  const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
-  for (int r = 0; r < R; ++r)
-    for (int w = 0; w < W; ++w) {
-      float* dst = c + r * ldc + 16 * w;
-      __m512 v = _mm512_mul_ps(acc[r][w], alpha_v);
-      if (beta != 0.0f)  // beta 0: C is not read (it may hold anything, NaN included)
-        v = _mm512_fmadd_ps(beta_v, _mm512_maskz_loadu_ps(masks[w], dst), v);
-      _mm512_mask_storeu_ps(dst, masks[w], v);
-    }
-}
-
-using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t,
-                        const __mmask16*, float, float);
-
-template <int R>
-TileFn tile_for_width(int vectors) {
-  switch (vectors) {
-    case 1:
-      return tile<R, 1>;
-    case 2:
-      return tile<R, 2>;
-    case 3:
-      return tile<R, 3>;
-    default:
-      return tile<R, 4>;
-  }
-}
-
-TileFn tile_for(int rows, int vectors) {
-  switch (rows) {
-    case 1:
-      return tile_for_width<1>(vectors);
-    case 2:
-      return tile_for_width<2>(vectors);
-    case 3:
-      return tile_for_width<3>(vectors);
-    case 4:
-      return tile_for_width<4>(vectors);
-    case 5:
-      return tile_for_width<5>(vectors);
-    default:
-      return tile_for_width<kRows>(vectors);
-  }
-}
+};
 
 }  // namespace
 
@@ -156,15 +103,7 @@ void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {
   const float* bp = packed;  // (the workers must read this thread's buffer)
   pack_b(b, g.ldb, g.trans_b, k, n, packed);
 
-  // The last panel's registers: how many hold columns, and the mask of the last one.
-  const int64_t tail = n - (panels - 1) * kPanel;  // 1..64 columns
-  const int tail_vectors = static_cast<int>((tail + 15) / 16);
-  __mmask16 full[kVectors], last[kVectors];
-  for (int w = 0; w < kVectors; ++w) {
-    full[w] = 0xffff;
-    const int64_t cols = std::clamp<int64_t>(tail - 16 * w, 0, 16);
-    last[w] = static_cast<__mmask16>((1u << cols) - 1u);
-  }
+  const PanelMasks masks(n);
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   const int64_t blocks = (m + kRows - 1) / kRows;
   const int64_t grain = std::max<int64_t>(1, kMinChunkMacs / (kRows * n * k));
@@ -172,12 +111,13 @@ void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t r0 = blk * kRows;
       const int rows = static_cast<int>(std::min<int64_t>(kRows, m - r0));
-      const TileFn body = tile_for(rows, kVectors), end = tile_for(rows, tail_vectors);
+      const auto body = tile_of<TallTile>(rows, kTileVectors),
+                 end = tile_of<TallTile>(rows, masks.tail_vectors);
       for (int64_t j = 0; j < panels; ++j) {
         const bool is_last = j == panels - 1;
         (is_last ? end : body)(a + r0 * g.lda, g.lda, bp + j * k * kPanel, k,
-                               c + r0 * g.ldc + j * kPanel, g.ldc, is_last ? last : full, alpha,
-                               beta);
+                               c + r0 * g.ldc + j * kPanel, g.ldc,
+                               is_last ? masks.last : masks.full, alpha, beta);
       }
       if (epilogue)  // the block's rows of C (6·n floats) are still in L1
         for (int r = 0; r < rows; ++r)
