@@ -36,13 +36,24 @@ struct PanelMasks {
 // + beta·C. The panel holds k rows of 64 floats (aligned); a(r, p) is A's element in row r of the
 // tile at step p, wherever the caller keeps it. Per step: W loads of the panel's row and R
 // broadcasts feed R·W fused multiply-adds into accumulators that stay in registers.
+//
+// Lines to prefetch (optional): one per step, from `ahead`, so the caller's data for later tiles
+// arrives into L2 while this one computes, a line at a time (a burst of prefetches would wait
+// for free fill buffers).
+struct LinesAhead {
+  const char* next = nullptr;
+  int64_t count = 0;
+};
+
 template <int R, int W, class ElementOfA>
 inline void multiply_tile(const ElementOfA& a, const float* panel, int64_t k, float* c, int64_t ldc,
-                          const __mmask16* masks, float alpha, float beta, bool add_to_c) {
+                          const __mmask16* masks, float alpha, float beta, bool add_to_c,
+                          LinesAhead ahead = {}) {
   __m512 acc[R][W];
   for (int r = 0; r < R; ++r)
     for (int w = 0; w < W; ++w) acc[r][w] = _mm512_setzero_ps();
   for (int64_t p = 0; p < k; ++p) {
+    if (p < ahead.count) _mm_prefetch(ahead.next + 64 * p, _MM_HINT_T1);
     __m512 bv[W];
     for (int w = 0; w < W; ++w) bv[w] = _mm512_load_ps(panel + p * kTilePanel + 16 * w);
     for (int r = 0; r < R; ++r) {
