@@ -135,6 +135,11 @@ Tensor length_mask(const std::vector<int32_t>& lengths, int64_t n, DType dtype =
 // [B, N, H, E] buffer, so merging the heads after it is free.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed,
                        double scale);
+// Self-attention from one projection: qkv [B, N, 3·H·D] holds Q, K and V side by side (X W_qkvᵀ
+// with W_qkv the three weights stacked), each split into H heads of D; equals fused_attention of
+// its three [B, H, N, D] parts, read in place. Its gradient is one [B, N, 3·H·D] buffer, the three
+// parts' gradients written side by side, so the projection's backward is one product each way.
+Tensor fused_self_attention(const Tensor& qkv, int64_t heads, const Tensor& allowed, double scale);
 // ---- the depthwise token convolution of lightconv/dynconv (autograd/ops/token_conv.cpp) ----
 // out[b, t, c] = Σ_{m<K} taps[b|0, t|0, ⌊c / (d/H)⌋, m] · g[b, t + m − left, c], g read as 0
 // outside the sequence: g [B, N, d], taps [B or 1, N or 1, H, K] (per item and position, or

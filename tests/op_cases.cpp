@@ -1033,6 +1033,22 @@ void add_attention_cases(std::vector<OpCase>& t) {
                  true});
   }
 
+  // Self-attention from one packed projection [B, N, 3·H·D] (fused_self_attention: Q, K, V read
+  // in place, one gradient buffer), causal with padded keys.
+  {
+    std::vector<double> keys = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+    t.push_back({"attention_backward",
+                 "self-attention from packed qkv [2, 5, 3·2·4], causal and padded keys",
+                 {Input::leaf({2, 5, 24}, 208, -2, 2), Input::given({2, 1, 1, 5}, keys)},
+                 [](const Ctx& c, const In& x) {
+                   Tensor mask = mul(x[1], tril_mask(5, 5, 0, c.dtype, c.device));
+                   return Out{fused_self_attention(x[0], 2, mask, 0.5)};
+                 },
+                 kF32Loose,
+                 kF64Loose,
+                 true});
+  }
+
   // Sizes past one tile of scores (16,384 per tile: 300 keys make tiles of 54 query rows), with
   // a causal mask; and the classifier's 49 tokens. Forward and gradients against float64.
   for (AttnDims s : {AttnDims{1, 2, 130, 300, 16, 8}, AttnDims{3, 4, 49, 49, 32, 32}}) {

@@ -134,3 +134,39 @@ TEST_CASE("fused_attention: wrong shapes name the op and the shapes") {
   CHECK_THROWS_WITH_AS(fused_attention(q, k, cast(v, DType::F64), Tensor(), 1.0),
                        doctest::Contains("fused_attention: dtypes differ"), Error);
 }
+
+TEST_CASE("fused_self_attention: equals fused_attention on the three parts of qkv, and its grads") {
+  // qkv [B, N, 3·H·D] as the attention mixer makes it (X times the three weights stacked), and
+  // the same tensor cut into Q, K, V and split into heads by hand; gradients of sum(out ∘ w).
+  const int64_t b = 3, n = 7, h = 2, d = 8, width = 3 * h * d;
+  Tensor mask = mul(reshape(length_mask({7, 4, 2}, n), {b, 1, 1, n}), tril_mask(n, n));
+  Tensor w = rand32({b, h, n, d}, 4);
+  Tensor packed = leaf32({b, n, width}, 5);
+  Tensor fused = fused_self_attention(packed, h, mask, 0.3);
+  sum(mul(fused, w)).backward();
+  Tensor parts = leaf32({b, n, width}, 5);  // the same values
+  auto part = [&](int p) { return mixers::split_heads(narrow(parts, 2, p * h * d, h * d), h); };
+  Tensor reference = fused_attention(part(0), part(1), part(2), mask, 0.3);
+  sum(mul(reference, w)).backward();
+  CHECK(fused.shape() == Shape{b, h, n, d});
+  CHECK(contiguous(fused).to_double_vector() == contiguous(reference).to_double_vector());
+  CHECK(packed.grad().to_double_vector() == parts.grad().to_double_vector());
+  // A qkv that is not contiguous (a transposed view) is read through a copy, with the same result.
+  Tensor transposed = leaf32({b, width, n}, 6);
+  Tensor strided = fused_self_attention(transpose(transposed, 1, 2), h, mask, 0.3);
+  Tensor copied = fused_self_attention(contiguous(transpose(transposed, 1, 2)), h, mask, 0.3);
+  CHECK(contiguous(strided).to_double_vector() == contiguous(copied).to_double_vector());
+}
+
+TEST_CASE("fused_self_attention: wrong shapes name the op and the shapes") {
+  CHECK_THROWS_WITH_AS(fused_self_attention(rand32({2, 3, 20}, 1), 3, Tensor(), 1.0),
+                       doctest::Contains("fused_self_attention: needs qkv [B, N, 3·H·D] and H > 0 "
+                                         "heads, got qkv [2,3,20] and 3 heads"),
+                       Error);
+  CHECK_THROWS_WITH_AS(fused_self_attention(rand32({2, 3, 4, 6}, 1), 1, Tensor(), 1.0),
+                       doctest::Contains("fused_self_attention: needs qkv [B, N, 3·H·D]"), Error);
+  CHECK_THROWS_WITH_AS(fused_self_attention(rand32({2, 3, 12}, 1), 2, tril_mask(3, 4), 1.0),
+                       doctest::Contains("fused_self_attention: the mask [3,4] does not broadcast "
+                                         "to the scores [B, H, N, M] = [2,2,3,3]"),
+                       Error);
+}

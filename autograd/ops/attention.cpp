@@ -31,8 +31,8 @@ Tensor heads_major(int64_t b, int64_t h, int64_t n, int64_t c, const Tensor& lik
   return transpose(Tensor::empty({b, n, h, c}, like.dtype(), like.device()), 1, 2);
 }
 
-void check_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) {
-  const char* op = "fused_attention";
+void check_shapes(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const Tensor& allowed) {
   check_same(op, {&q, &k, &v});
   check(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op,
         ": needs q [B, H, N, D], k [B, H, M, D], v [B, H, M, E], got q ", shape_str(q.shape()),
@@ -55,40 +55,86 @@ void check_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
         " does not broadcast to the scores [B, H, N, M] = ", shape_str(scores));
 }
 
+// What the backward needs of a forward: the operands as the kernel read them, the mask, the
+// output and each row's log-sum-exp.
+struct Saved {
+  Tensor q, k, v, mask;
+  View mask_view;
+  double scale;
+  Tensor out, lse;
+};
+
+// The forward kernel on readable q, k, v: out [B, H, N, E] (a view of a [B, N, H, E] buffer).
+Saved attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed,
+                        double scale) {
+  const int64_t b = q.size(0), h = q.size(1), n = q.size(2), m = k.size(2), e = v.size(3);
+  Saved s{q.detach(), k.detach(), v.detach(), Tensor(), View(), scale, Tensor(), Tensor()};
+  if (allowed.defined()) {
+    NoGradGuard no_grad;
+    s.mask = allowed.dtype() == q.dtype() ? allowed.detach() : cast(allowed, q.dtype());
+  }
+  s.mask_view.dtype = q.dtype();
+  if (s.mask.defined()) s.mask_view = broadcast_view(s.mask, {b, h, n, m});
+  s.out = heads_major(b, h, n, e, q);
+  s.lse = Tensor::empty({b, h, n}, q.dtype(), q.device());
+  if (s.out.numel() > 0 || s.lse.numel() > 0)
+    backend_of(q).attention(q.view(), k.view(), v.view(), s.mask_view, scale, s.out.view(),
+                            s.lse.view());
+  s.out = s.out.detach();
+  return s;
+}
+
+// The backward kernel: writes every element of dq, dk and dv (shaped and strided like q, k, v).
+void attention_backward(const Saved& s, const Tensor& grad, const Tensor& dq, const Tensor& dk,
+                        const Tensor& dv) {
+  Tensor g = readable(grad);
+  if (s.q.size(0) * s.q.size(1) > 0)
+    backend_of(s.q).attention_backward(s.q.view(), s.k.view(), s.v.view(), s.mask_view, s.scale,
+                                       s.out.view(), s.lse.view(), g.view(), dq.view(), dk.view(),
+                                       dv.view());
+}
+
 }  // namespace
 
 Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                        const Tensor& allowed, double scale) {
-  check_shapes(q_in, k_in, v_in, allowed);
-  Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
-  const int64_t b = q.size(0), h = q.size(1), n = q.size(2), d = q.size(3);
-  const int64_t m = k.size(2), e = v.size(3);
-  Tensor mask;
-  if (allowed.defined()) {
+  check_shapes("fused_attention", q_in, k_in, v_in, allowed);
+  Saved s = attention_forward(readable(q_in), readable(k_in), readable(v_in), allowed, scale);
+  Tensor out = s.out;
+  return record("fused_attention", out, {q_in, k_in, v_in}, [s = std::move(s)](const Tensor& grad) {
+    const int64_t b = s.q.size(0), h = s.q.size(1), n = s.q.size(2), m = s.k.size(2);
+    Tensor dq = heads_major(b, h, n, s.q.size(3), s.q);
+    Tensor dk = heads_major(b, h, m, s.k.size(3), s.q);
+    Tensor dv = heads_major(b, h, m, s.v.size(3), s.q);
+    attention_backward(s, grad, dq, dk, dv);
+    return std::vector<Tensor>{dq, dk, dv};
+  });
+}
+
+Tensor fused_self_attention(const Tensor& qkv_in, int64_t heads, const Tensor& allowed,
+                            double scale) {
+  const char* op = "fused_self_attention";
+  check(qkv_in.dim() == 3 && heads > 0 && qkv_in.size(2) % (3 * heads) == 0, op,
+        ": needs qkv [B, N, 3·H·D] and H > 0 heads, got qkv ", shape_str(qkv_in.shape()), " and ",
+        heads, " heads");
+  Tensor qkv = qkv_in.is_contiguous() ? qkv_in : [&] {
     NoGradGuard no_grad;
-    mask = allowed.dtype() == q.dtype() ? allowed.detach() : cast(allowed, q.dtype());
-  }
-  View mask_view;
-  mask_view.dtype = q.dtype();
-  if (mask.defined()) mask_view = broadcast_view(mask, {b, h, n, m});
-  Tensor out = heads_major(b, h, n, e, q);
-  Tensor lse = Tensor::empty({b, h, n}, q.dtype(), q.device());
-  if (out.numel() > 0 || lse.numel() > 0)
-    backend_of(q).attention(q.view(), k.view(), v.view(), mask_view, scale, out.view(), lse.view());
-  return record("fused_attention", out, {q_in, k_in, v_in},
-                [q = q.detach(), k = k.detach(), v = v.detach(), mask, mask_view, scale,
-                 out = out.detach(), lse, d, e](const Tensor& grad) {
-                  Tensor g = readable(grad);
-                  int64_t b = q.size(0), h = q.size(1), n = q.size(2), m = k.size(2);
-                  Tensor dq = heads_major(b, h, n, d, q);
-                  Tensor dk = heads_major(b, h, m, d, q);
-                  Tensor dv = heads_major(b, h, m, e, q);
-                  if (b * h > 0)
-                    backend_of(q).attention_backward(q.view(), k.view(), v.view(), mask_view, scale,
-                                                     out.view(), lse.view(), g.view(), dq.view(),
-                                                     dk.view(), dv.view());
-                  return std::vector<Tensor>{dq, dk, dv};
-                });
+    return contiguous(qkv_in);
+  }();
+  const int64_t b = qkv.size(0), n = qkv.size(1), width = qkv.size(2), d = width / 3;
+  // Head j of part p (q, k, v) of row t is qkv[., t, p·d + j·D, .]: [B, H, N, D] views.
+  const Shape shape{b, heads, n, d / heads}, strides{n * width, d / heads, width, 1};
+  auto part = [shape, strides, d](const Tensor& t, int p) {
+    return make_view(t, shape, strides, t.offset() + p * d);
+  };
+  check_shapes(op, part(qkv, 0), part(qkv, 1), part(qkv, 2), allowed);
+  Saved s = attention_forward(part(qkv, 0), part(qkv, 1), part(qkv, 2), allowed, scale);
+  Tensor out = s.out;
+  return record(op, out, {qkv_in}, [s = std::move(s), part, b, n, width](const Tensor& grad) {
+    Tensor dqkv = Tensor::empty({b, n, width}, s.q.dtype(), s.q.device());
+    attention_backward(s, grad, part(dqkv, 0), part(dqkv, 1), part(dqkv, 2));
+    return std::vector<Tensor>{dqkv};
+  });
 }
 
 }  // namespace mixlab

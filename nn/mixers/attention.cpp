@@ -8,7 +8,10 @@
 // memory positions. M masks padded keys and, when causal, keys j > i. Params 4d² + 4d.
 // Any length; padding and causality exact; incremental decoding caches K and V.
 // The core, from the scores to the weighted sum, runs fused per (batch, head) (mixers::attend,
-// fused_attention); under `mixlab inspect` it takes the unfused path to record A_k.
+// fused_attention); under `mixlab inspect` it takes the unfused path to record A_k. Self-attention
+// projects Q, K and V in one product, X [W_Q; W_K; W_V]ᵀ, read in place by the core
+// (fused_self_attention): one product each way in the backward instead of three, and no sum of
+// three input gradients. The parameters stay the four Linear layers.
 #include <cmath>
 
 #include "core/random.h"
@@ -36,11 +39,19 @@ class Attention : public Mixer {
     const Tensor& kv = config_.cross ? ctx.memory : x;
     const Tensor& kv_valid = config_.cross ? ctx.memory_valid : ctx.valid;
     int64_t h = config_.heads;
+    Tensor mask = mixers::attention_mask(kv_valid, config_.causal, x.size(1), kv.size(1), x.dtype(),
+                                         x.device());
+    if (!config_.cross && !mixing_capture_active()) {
+      // One product for Q, K and V (the three weights stacked), read in place by the core; its
+      // gradient comes back as one buffer, so the backward is one product for dX and one for
+      // the stacked weights' gradient.
+      Tensor qkv = linear(x, concat({w_q->weight, w_k->weight, w_v->weight}, 0),
+                          concat({w_q->bias, w_k->bias, w_v->bias}, 0));
+      return w_o->forward(mixers::merge_heads(fused_self_attention(qkv, h, mask, scale())));
+    }
     Tensor q = mixers::split_heads(w_q->forward(x), h);
     Tensor k = mixers::split_heads(w_k->forward(kv), h);
     Tensor v = mixers::split_heads(w_v->forward(kv), h);
-    Tensor mask = mixers::attention_mask(kv_valid, config_.causal, x.size(1), kv.size(1), x.dtype(),
-                                         x.device());
     return attend(q, k, v, mask);
   }
 
@@ -75,13 +86,14 @@ class Attention : public Mixer {
 
  private:
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) const {
-    double scale = 1.0 / std::sqrt(static_cast<double>(config_.dim / config_.heads));
-    Tensor y = mixers::attend(q, k, v, mask, scale, [&](const Tensor& a) {
+    Tensor y = mixers::attend(q, k, v, mask, scale(), [&](const Tensor& a) {
       capture_mixing(*this, config_.cross ? "cross-attention" : "attention", RowRule::SumToOne,
                      [&] { return a; });
     });
     return w_o->forward(mixers::merge_heads(y));
   }
+
+  double scale() const { return 1.0 / std::sqrt(static_cast<double>(config_.dim / config_.heads)); }
 
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
 };
