@@ -42,8 +42,13 @@ MIXLAB_HOST_DEVICE void adam_element(T* p, const T* g, T* m, T* v, int64_t i, co
   double vi = a.beta2 * v[i] + (1 - a.beta2) * gi * gi;
   m[i] = static_cast<T>(mi);
   v[i] = static_cast<T>(vi);
-  double denom = sqrt(vi / a.bias_correction2) + a.eps;
-  p[i] = static_cast<T>(pi - a.lr * (mi / a.bias_correction1) / denom);
+  // PyTorch's order: denom = √v / √(1 − β₂ᵗ) + ε, p −= (lr / (1 − β₁ᵗ)) · m / denom. The
+  // per-step constants are the loop's invariants (hoisted): one square root and one division
+  // per element, the two slowest instructions here (in double, they bound the whole pass).
+  const double step_size = a.lr / a.bias_correction1;
+  const double inv_sqrt_bc2 = 1.0 / sqrt(a.bias_correction2);
+  double denom = sqrt(vi) * inv_sqrt_bc2 + a.eps;
+  p[i] = static_cast<T>(pi - step_size * (mi / denom));
 }
 
 // Element i of parameter p with gradient g; the momentum buffer is read and written only when
