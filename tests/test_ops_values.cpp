@@ -311,6 +311,47 @@ TEST_CASE("values: fused GELU and its gradient in float32 agree with libm; NaN a
   MESSAGE("worst |error|: gelu " << worst_gelu << ", gelu' " << worst_grad);
 }
 
+TEST_CASE("values: unary kernels in float32 (GELU, elu + 1 and their gradients) agree with libm") {
+  // The unary kernel, whose float32 rows run in AVX-512 registers where built with it, on a
+  // sweep and the edges (odd counts leave a partial last register), against double libm.
+  std::vector<float> xs;
+  for (float x = -110.0f; x <= 12.0f; x += 0.0031f) xs.push_back(x);
+  const std::vector<float> edges{NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-30f, -1e-30f, 1e30f};
+  xs.insert(xs.end(), edges.begin(), edges.end());
+  Tensor x = Tensor::from_data(xs, {static_cast<int64_t>(xs.size())});
+  Backend& cpu = backend_for(Device::cpu());
+  auto run = [&](UnaryOp op) {
+    Tensor y = Tensor::empty(x.shape(), DType::F32, Device::cpu());
+    cpu.unary(op, x.view(), y.view(), 0.0);
+    return y.to_float_vector();
+  };
+  const auto gelu = run(UnaryOp::GeluErf), gelu_grad = run(UnaryOp::GeluErfGrad);
+  const auto elu = run(UnaryOp::EluPlusOne), elu_grad = run(UnaryOp::EluPlusOneGrad);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i];
+    INFO("x = " << v << ": gelu " << gelu[i] << ", gelu' " << gelu_grad[i] << ", elu+1 " << elu[i]
+                << ", its gradient " << elu_grad[i]);
+    if (std::isnan(v)) {  // the formulas' selects: NaN is neither above nor below 0
+      CHECK(std::isnan(gelu[i]));
+      CHECK(std::isnan(gelu_grad[i]));
+      CHECK(elu[i] == 1.0f);
+      CHECK(elu_grad[i] == 1.0f);
+      continue;
+    }
+    const double elu_want = v > 0 ? v + 1 : std::exp(v), grad_want = v > 0 ? 1.0 : std::exp(v);
+    if (std::isinf(elu_want))
+      CHECK(elu[i] == elu_want);
+    else
+      CHECK(std::abs(elu[i] - elu_want) <= 1e-6 * std::max(1.0, std::abs(elu_want)));
+    CHECK(std::abs(elu_grad[i] - grad_want) <= 1e-6);
+    if (v < -104) CHECK(elu[i] == 0.0f);  // exp underflows to exactly 0, -inf included
+    const double cdf = 0.5 * std::erfc(-v / std::sqrt(2.0));
+    const double pdf_term = std::isinf(v) ? 0.0 : v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    CHECK(std::abs(gelu_grad[i] - (cdf + pdf_term)) < 1e-6);
+    if (!std::isinf(v)) CHECK(std::abs(gelu[i] - v * cdf) <= 2e-6 + 1e-6 * std::abs(v * cdf));
+  }
+}
+
 TEST_CASE("values: dtype dispatch picks the C++ type and names the kernel it refuses") {
   size_t sizes = 0;
   for (DType dtype : {DType::F32, DType::F64, DType::I32})

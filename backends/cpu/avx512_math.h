@@ -1,6 +1,7 @@
 // Float32 math in AVX-512 registers for the CPU kernels' hottest row loops: GELU (erf form)
-// and its gradient (epilogue_row.h), and the softmax rows of the attention core
-// (cpu_attention.cpp) and of the softmax kernel (cpu_rows.cpp).
+// and its gradient (epilogue_row.h and the unary kernel), the softmax rows of the attention core
+// (cpu_attention.cpp) and of the softmax kernel (cpu_rows.cpp), and linear attention's elu + 1
+// (the unary kernel, cpu_elementwise.cpp).
 //
 // The generic loops compile (GCC 12, -march=native) to 256-bit vectors in which fast_expf's
 // clamps and rounding become ~75 instructions per 8 elements: GELU's gradient cost 0.89 ns per
@@ -120,6 +121,23 @@ inline void gelu_grad_row(const float* dy, const float* pre, float* dx, int64_t 
     const __mmask16 m = first_lanes(cols - i);
     const __m512 g = gelu_grad(_mm512_maskz_loadu_ps(m, pre + i));
     _mm512_mask_storeu_ps(dx + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i), g));
+  }
+}
+
+// elu(x) + 1 = (x > 0 ? x : 0) + exp(x < 0 ? x : 0), and its gradient exp(x < 0 ? x : 0) (1 above
+// 0), over n floats: linear attention's feature map. The selects are the scalar formula's
+// (elementwise_ops.h), NaN included (it gives 1 there, on both).
+inline void elu_plus_one_row(const float* x, float* y, int64_t n, bool gradient) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = first_lanes(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+    const __m512 e = exp_of(_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v));
+    const __m512 out =
+        gradient
+            ? e
+            : _mm512_add_ps(_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), v), e);
+    _mm512_mask_storeu_ps(y + i, k, out);
   }
 }
 

@@ -2,6 +2,7 @@
 // kernels (backends/elementwise_ops.h) and each op gets its own loop, generated from the op lists.
 #include <cmath>
 
+#include "backends/cpu/avx512_math.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/fast_math.h"
@@ -19,9 +20,46 @@ void unary_loop(const T* x, T* y, int64_t n, const F& f) {
   });
 }
 
+#if defined(__AVX512F__)
+// Float ops with a 512-bit row in avx512_math.h (exp and erf there take 16 lanes per instruction;
+// the generic loop compiles to 256-bit code several times slower). False: not one of them.
+bool avx512_unary(UnaryOp op, const float* x, float* y, int64_t n) {
+  auto rows = [&](auto row) {
+    parallel_for(n, 1 << 15, [&](int64_t b, int64_t e) { row(x + b, y + b, e - b); });
+    return true;
+  };
+  switch (op) {
+    case UnaryOp::GeluErf:
+      return rows([](const float* in, float* out, int64_t count) {
+        cpu::avx512::gelu_row(in, out, count);
+      });
+    case UnaryOp::GeluErfGrad:
+      return rows([](const float* in, float* out, int64_t count) {
+        for (int64_t i = 0; i < count; i += 16) {
+          const __mmask16 k = cpu::avx512::first_lanes(count - i);
+          _mm512_mask_storeu_ps(out + i, k,
+                                cpu::avx512::gelu_grad(_mm512_maskz_loadu_ps(k, in + i)));
+        }
+      });
+    case UnaryOp::EluPlusOne:
+    case UnaryOp::EluPlusOneGrad: {
+      const bool gradient = op == UnaryOp::EluPlusOneGrad;
+      return rows([gradient](const float* in, float* out, int64_t count) {
+        cpu::avx512::elu_plus_one_row(in, out, count, gradient);
+      });
+    }
+    default:
+      return false;
+  }
+}
+#endif
+
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, const View& x, const View& y, double alpha) {
+#if defined(__AVX512F__)
+  if (x.dtype == DType::F32 && avx512_unary(op, x.as<float>(), y.as<float>(), x.numel())) return;
+#endif
   dispatch_floating(x.dtype, "unary", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.as<T>();
