@@ -74,6 +74,8 @@ enum class GemmEpilogue : uint8_t {
   Bias,      // C += bias
   BiasGelu,  // C += bias, then aux = gelu_erf(C); C keeps the pre-activation for the backward
   GeluGrad,  // C *= gelu_erf'(aux), aux holding the pre-activation
+  RowSums,   // C untouched; aux [m] = Σ_k op(A)[i, k]: with a weight's gradient dYᵀX, its
+             // bias's gradient Σ_t dY[t], taken while the product reads dY
 };
 
 // Where batch item i of an operand starts, in elements (see GemmArgs).

@@ -55,7 +55,8 @@ std::string gemm_label(const GemmArgs& g) {
 std::string epilogue_label(const GemmArgs& g, GemmEpilogue e) {
   const char* what = e == GemmEpilogue::Bias       ? " +bias"
                      : e == GemmEpilogue::BiasGelu ? " +bias gelu"
-                                                   : " *gelu'";
+                     : e == GemmEpilogue::GeluGrad ? " *gelu'"
+                                                   : " +row sums of A";
   return gemm_label(g) + what;
 }
 

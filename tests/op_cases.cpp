@@ -493,6 +493,48 @@ void add_gemm_epilogue_cases(std::vector<OpCase>& t) {
                return y;
              }});
       }
+  // RowSums: C as gemm makes it and the sums of op(A)'s rows (a weight's and its bias's gradients
+  // from one read of dY). A stored transposed on the CPU's long kernel (k ≥ 256 and ≥ C's sides;
+  // split along k on 2 threads), on OpenBLAS with rows or columns split and a separate sum, and
+  // as is on the tall kernel. Output 0, the sums, against the formula.
+  struct Sums {
+    int64_t m, n, k;
+    bool ta;
+  };
+  for (Sums s : {Sums{40, 48, 700, true}, Sums{127, 65, 300, true}, Sums{70, 30, 20, true},
+                 Sums{300, 200, 100, true}, Sums{90, 400, 150, true}, Sums{259, 70, 33, false}}) {
+    t.push_back({"gemm_epilogue",
+                 "row sums of A m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                     " k=" + std::to_string(s.k) + (s.ta ? " A^T" : ""),
+                 {Input::uniform({s.m * s.k}, 154), Input::uniform({s.k, s.n}, 155)},
+                 [=](const Ctx& c, const In& in) {
+                   Tensor C = Tensor::full({s.m, s.n}, NAN, c.dtype, c.device);  // beta 0: not read
+                   Tensor sums = Tensor::full({s.m}, NAN, c.dtype, c.device);
+                   GemmArgs g;
+                   g.dtype = c.dtype;
+                   g.trans_a = s.ta;
+                   g.m = s.m, g.n = s.n, g.k = s.k;
+                   g.a = in[0].raw_data(), g.lda = s.ta ? s.m : s.k;
+                   g.b = in[1].raw_data(), g.ldb = s.n;
+                   g.c = C.raw_data(), g.ldc = s.n;
+                   View unused;  // RowSums takes no bias
+                   unused.dtype = c.dtype;
+                   c.kernels().gemm_epilogue(g, GemmEpilogue::RowSums, unused, sums.view());
+                   return Out{sums, C};
+                 },
+                 Tol{1e-4, 1e-5 * static_cast<double>(s.k)},
+                 Tol{1e-10, 1e-13 * static_cast<double>(s.k)},
+                 false,
+                 {DType::F32, DType::F64},
+                 [=](const std::vector<std::vector<double>>& v) {
+                   std::vector<double> sums(s.m, 0.0);
+                   for (int64_t r = 0; r < s.m; ++r)
+                     for (int64_t p = 0; p < s.k; ++p)
+                       sums[r] += v[0][s.ta ? p * s.m + r : r * s.k + p];
+                   return sums;
+                 }});
+  }
+
   // The layers that call it, through autograd: gradients by finite differences on small shapes
   // (float64 takes the separate pass), and the float32 tall kernel's forward and gradients
   // against the CPU in float64. The input is a transposed view (the token-mixing MLPs' case).

@@ -106,3 +106,36 @@ TEST_CASE("long gemm: products outside its shapes stay with OpenBLAS") {
   CHECK_FALSE(cpu::long_gemm_fits(64, 15, 1024));      // too few columns
   CHECK_FALSE(cpu::long_gemm_fits(1024, 1024, 4096));  // C past 2 MB
 }
+
+TEST_CASE("long gemm: RowSums gives a weight's gradient and its bias's, on 1, 2 and 3 threads") {
+  // gemm_epilogue(RowSums) on dYᵀ X shapes: the long kernel whole, split along k (2 and 3
+  // threads), and OpenBLAS with C's rows or columns split over threads (the sums then taken by
+  // one pass per block of rows, or by the first block of columns alone). C against float64 as
+  // gemm's; the sums against Σ_k A[k, i] in double.
+  for (const Case& t : std::vector<Case>{{40, 48, 3000, 1.0, 0.0},
+                                         {127, 65, 300, 1.0, 0.0},
+                                         {300, 200, 100, 1.0, 0.0},
+                                         {90, 400, 150, 1.0, 0.0}})
+    for (int threads : {1, 2, 3}) {
+      INFO("m " << t.m << " n " << t.n << " k " << t.k << ", " << threads << " threads");
+      testing::GemmOperands o = make(t);
+      std::vector<float> sums(static_cast<size_t>(t.m), std::numeric_limits<float>::quiet_NaN());
+      o.g.a = o.a.data(), o.g.b = o.b.data(), o.g.c = o.c.data();
+      View sums_view;
+      sums_view.data = sums.data();
+      sums_view.ndim = 1;
+      sums_view.shape[0] = t.m;
+      sums_view.strides[0] = 1;
+      const View unused;  // RowSums takes no bias
+      const int saved = num_threads();
+      set_num_threads(threads);
+      backend_for(Device::cpu()).gemm_epilogue(o.g, GemmEpilogue::RowSums, unused, sums_view);
+      set_num_threads(saved);
+      check_against_float64(t, o.c);
+      for (int64_t i = 0; i < t.m; ++i) {
+        double want = 0;
+        for (int64_t p = 0; p < t.k; ++p) want += o.a[static_cast<size_t>(p * o.g.lda + i)];
+        REQUIRE(std::abs(sums[static_cast<size_t>(i)] - want) < 1e-4 * std::sqrt(double(t.k)));
+      }
+    }
+}

@@ -113,9 +113,30 @@ Needs needs_of(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 // The gradients of y = x Wᵀ + b that are needed, from dy [rows, out] and x as [rows, in]
 // (x_shape: the caller's shape of x): {dx, dW, db}.
+// dW = dyᵀ x2 and db = Σ_rows dy from one product that sums dy's rows as it reads them
+// (gemm_epilogue RowSums): dy is read once for both, not once more by a reduction.
+std::pair<Tensor, Tensor> weight_and_bias_gradients(const Tensor& dy_in, const Tensor& x2) {
+  Tensor dy = dy_in.is_contiguous() ? dy_in : dense(dy_in);
+  const int64_t rows = dy.size(0), out = dy.size(1), in = x2.size(1);
+  Tensor gw = Tensor::empty({out, in}, dy.dtype(), dy.device());
+  Tensor gb = Tensor::empty({out}, dy.dtype(), dy.device());
+  GemmArgs g;
+  g.dtype = dy.dtype();
+  g.m = out, g.n = in, g.k = rows;
+  g.a = dy.raw_data(), g.lda = out, g.trans_a = true;  // dyᵀ: dy stored [rows, out]
+  g.b = x2.raw_data(), g.ldb = in;
+  g.c = gw.raw_data(), g.ldc = in;
+  backend_of(dy).gemm_epilogue(g, GemmEpilogue::RowSums, no_view(dy.dtype()), gb.view());
+  return {gw, gb};
+}
+
 std::vector<Tensor> linear_gradients(const Tensor& dy, const Tensor& x2, const Shape& x_shape,
                                      const Tensor& weight, Needs needs) {
   Tensor gx = needs.x ? reshape(matmul(dy, weight), x_shape) : Tensor();
+  if (needs.weight && needs.bias && x2.is_contiguous()) {
+    auto [gw, gb] = weight_and_bias_gradients(dy, x2);
+    return {gx, gw, gb};
+  }
   Tensor gw = needs.weight ? matmul(transpose(dy, 0, 1), x2) : Tensor();
   Tensor gb = needs.bias ? sum(dy, {0}) : Tensor();
   return {gx, gw, gb};

@@ -60,7 +60,24 @@ struct Block {
   void* out = nullptr;
   int64_t ldo = 0;
   double beta = 0.0;
+  void* row_sums = nullptr;  // set: written with op(A)'s rows [r0, r1) summed over [k0, k1)
 };
+
+// sums[r - r0] = Σ_{k0 ≤ k < k1} op(A)[r, k] for the block's rows, k in order (the pass for
+// products whose kernel does not take the sums on the way).
+template <typename T>
+void row_sums_of_a(const GemmArgs& g, int64_t i, const Block& blk, T* sums) {
+  const T* a = static_cast<const T*>(g.a) + gemm_item_offset(g, i, g.stride_a, g.outer_stride_a);
+  const int64_t rows = blk.r1 - blk.r0;
+  std::fill_n(sums, rows, T(0));
+  if (g.trans_a) {  // A stored [k, m]: add its rows
+    for (int64_t k = blk.k0; k < blk.k1; ++k)
+      for (int64_t r = 0; r < rows; ++r) sums[r] += a[k * g.lda + blk.r0 + r];
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = blk.k0; k < blk.k1; ++k) sums[r] += a[(blk.r0 + r) * g.lda + k];
+  }
+}
 
 void gemm_block(const GemmArgs& g, int64_t i, const Block& blk) {
   auto ta = g.trans_a ? CblasTrans : CblasNoTrans;
@@ -77,19 +94,22 @@ void gemm_block(const GemmArgs& g, int64_t i, const Block& blk) {
   double beta = blk.out ? blk.beta : g.beta;
   if (g.dtype == DType::F32) {
     float* out = blk.out ? static_cast<float*>(blk.out) : static_cast<float*>(g.c) + c_off;
+    float* sums = static_cast<float*>(blk.row_sums);
     if (g.trans_a && !g.trans_b && cpu::long_gemm_fits(m, n, k)) {  // a weight's gradient
       cpu::long_gemm(m, n, k, static_cast<float>(g.alpha), static_cast<const float*>(g.a) + a_off,
                      g.lda, static_cast<const float*>(g.b) + b_off, g.ldb, static_cast<float>(beta),
-                     out, ldo);
+                     out, ldo, sums);
       return;
     }
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(g.alpha),
                 static_cast<const float*>(g.a) + a_off, g.lda,
                 static_cast<const float*>(g.b) + b_off, g.ldb, static_cast<float>(beta), out, ldo);
+    if (sums) row_sums_of_a(g, i, blk, sums);
   } else if (g.dtype == DType::F64) {
     double* out = blk.out ? static_cast<double*>(blk.out) : static_cast<double*>(g.c) + c_off;
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, g.alpha, static_cast<const double*>(g.a) + a_off,
                 g.lda, static_cast<const double*>(g.b) + b_off, g.ldb, beta, out, ldo);
+    if (blk.row_sums) row_sums_of_a(g, i, blk, static_cast<double*>(blk.row_sums));
   } else {
     throw Error("gemm: unsupported dtype " + std::string(dtype_name(g.dtype)));
   }
@@ -103,16 +123,21 @@ bool split_along_k(const GemmArgs& g, int threads) {
 }
 
 // Batch item i split along k: one slice of k per thread, each multiplied into its own partial C
-// (row_partials.h: the calling thread's buffer, one row of m·n per chunk), then C = beta·C + the
-// partials, added in chunk order.
+// (row_partials.h: the calling thread's buffer, one row of m·n per chunk, and m more for the
+// slice's row sums of op(A) when row_sums is set), then C = beta·C + the partials (and the row
+// sums), added in chunk order.
 template <typename T>
-void gemm_split_k(const GemmArgs& g, int64_t i) {
-  auto sums = cpu::accumulate_row_chunks<T>(g.k, g.m * g.n, [&](int64_t k0, int64_t k1, T* part) {
+void gemm_split_k(const GemmArgs& g, int64_t i, T* row_sums) {
+  const int64_t width = g.m * g.n + (row_sums ? g.m : 0);
+  auto sums = cpu::accumulate_row_chunks<T>(g.k, width, [&](int64_t k0, int64_t k1, T* part) {
     Block blk = whole(g);
     blk.k0 = k0, blk.k1 = k1;
     blk.out = part, blk.ldo = g.n;  // beta 0: the slice's product alone
+    if (row_sums) blk.row_sums = part + g.m * g.n;
     gemm_block(g, i, blk);
   });
+  if (row_sums)
+    for (int64_t r = 0; r < g.m; ++r) row_sums[r] = sums.column(g.m * g.n + r);
   T* c = static_cast<T*>(g.c) + gemm_item_offset(g, i, g.stride_c, g.outer_stride_c);
   const T beta = static_cast<T>(g.beta);
   parallel_for(g.m, kMinBlock, [&](int64_t r0, int64_t r1) {
@@ -134,10 +159,18 @@ void gemm_split_k(const GemmArgs& g, int64_t i) {
 // through this backend, so setting it here, before the first one, is enough.
 CpuBackend::CpuBackend() { openblas_set_num_threads(1); }
 
-void CpuBackend::gemm(const GemmArgs& g) {
+namespace {
+
+// The product, split over the pool. row_sums (batch 1 only; may be null): written with the sums
+// of op(A)'s rows, each taken by the block that reads those rows where its kernel can.
+void run_gemm(const GemmArgs& g, void* row_sums) {
   ScopedFlushDenormals flush;   // for the products that run on this thread
   int threads = num_threads();  // first use also pins OpenBLAS to one thread (core/parallel.cpp)
   bool small = g.m * g.n * g.k < kSplitMacs;
+  const size_t elem = g.dtype == DType::F64 ? sizeof(double) : sizeof(float);
+  auto sums_from = [&](int64_t r0) {
+    return row_sums ? static_cast<char*>(row_sums) + r0 * elem : nullptr;
+  };
   if (small && g.batch > 1) {
     parallel_for(g.batch, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) gemm_block(g, i, whole(g));
@@ -148,33 +181,53 @@ void CpuBackend::gemm(const GemmArgs& g) {
   for (int64_t i = 0; i < g.batch; ++i) {
     if (tall) {
       cpu::tall_gemm(g, i);
+      if (row_sums) {  // the tall kernel reads A's rows in place; sum them after
+        Block blk = whole(g);
+        blk.row_sums = row_sums;
+        if (g.dtype == DType::F64)
+          row_sums_of_a(g, i, blk, static_cast<double*>(row_sums));
+        else
+          row_sums_of_a(g, i, blk, static_cast<float*>(row_sums));
+      }
     } else if (small || threads == 1) {
-      gemm_block(g, i, whole(g));
+      Block blk = whole(g);
+      blk.row_sums = row_sums;
+      gemm_block(g, i, blk);
     } else if (split_along_k(g, threads)) {
       if (g.dtype == DType::F64)
-        gemm_split_k<double>(g, i);
+        gemm_split_k<double>(g, i, static_cast<double*>(row_sums));
       else
-        gemm_split_k<float>(g, i);
+        gemm_split_k<float>(g, i, static_cast<float*>(row_sums));
     } else if (g.m >= g.n) {
       parallel_for(g.m, kMinBlock, [&](int64_t r0, int64_t r1) {
         Block blk = whole(g);
         blk.r0 = r0, blk.r1 = r1;
+        blk.row_sums = sums_from(r0);
         gemm_block(g, i, blk);
       });
     } else {
       parallel_for(g.n, kMinBlock, [&](int64_t c0, int64_t c1) {
         Block blk = whole(g);
         blk.c0 = c0, blk.c1 = c1;
+        if (c0 == 0) blk.row_sums = row_sums;  // every block reads all rows: one sums them
         gemm_block(g, i, blk);
       });
     }
   }
 }
 
+}  // namespace
+
+void CpuBackend::gemm(const GemmArgs& g) { run_gemm(g, nullptr); }
+
 void CpuBackend::gemm_epilogue(const GemmArgs& g, GemmEpilogue epilogue, const View& bias,
                                const View& aux) {
   check(g.batch == 1 && (g.m <= 1 || g.ldc == g.n), "gemm_epilogue: C must be one contiguous [",
         g.m, ", ", g.n, "] matrix (batch ", g.batch, ", ldc ", g.ldc, ")");
+  if (epilogue == GemmEpilogue::RowSums) {  // the sums come with the product's read of A
+    run_gemm(g, aux.data);
+    return;
+  }
   if (cpu::tall_gemm_fits(g)) {  // the pass runs on each block of rows as it is computed
     ScopedFlushDenormals flush;
     const cpu::TallEpilogue e{epilogue, bias.as<float>(), aux.as<float>()};

@@ -67,10 +67,13 @@ struct LongTile {
 // The chunk's rows [0, steps) of A, as tiles of 6 of its columns: tile t holds, per step, A's
 // elements [6t, 6t + 6) of that row, zero past m. Read row by row, in memory order, so that the
 // hardware prefetcher streams A in (by tiles, every row's line is a miss).
-void pack_a(const float* a, int64_t lda, int64_t m, int64_t steps, float* out) {
+// sums (may be null): each row of the chunk added to it, in order.
+void pack_a(const float* a, int64_t lda, int64_t m, int64_t steps, float* out, float* sums) {
   const int64_t full_tiles = m / kRows, rest = m - full_tiles * kRows;
   for (int64_t p = 0; p < steps; ++p) {
     const float* src = a + p * lda;
+    if (sums)
+      for (int64_t i = 0; i < m; ++i) sums[i] += src[i];
     float* dst = out + p * kRows;
     for (int64_t t = 0; t < full_tiles; ++t)  // one 24-byte copy per tile
       std::memcpy(dst + t * kTileFloats, src + t * kRows, kRows * sizeof(float));
@@ -113,7 +116,8 @@ bool long_gemm_fits(int64_t m, int64_t n, int64_t k) {
 }
 
 void long_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc, float* a_sums) {
+  if (a_sums) std::fill_n(a_sums, m, 0.0f);
   const PanelMasks masks(n);
   const int64_t panels = masks.panels;
   const int64_t tiles = (m + kRows - 1) / kRows;
@@ -123,7 +127,7 @@ void long_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int
   for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
     const int64_t steps = std::min(kChunk, k - k0);
     const bool first = k0 == 0;
-    pack_a(a + k0 * lda, lda, m, steps, a_pack);
+    pack_a(a + k0 * lda, lda, m, steps, a_pack, a_sums);
     pack_b(b + k0 * ldb, ldb, n, steps, b_pack);
     // The next chunk's rows of A and B (their bytes from the first row's start to the last
     // row's end), shared out over this chunk's tiles for them to prefetch.
@@ -159,7 +163,7 @@ void long_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int
 
 bool long_gemm_fits(int64_t, int64_t, int64_t) { return false; }
 void long_gemm(int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
-               float, float*, int64_t) {}
+               float, float*, int64_t, float*) {}
 
 #endif
 

@@ -15,8 +15,11 @@ namespace mixlab::cpu {
 bool long_gemm_fits(int64_t m, int64_t n, int64_t k);
 
 // C[m, n] (row stride ldc) = alpha · Aᵀ B + beta · C, A [k, m] (row stride lda), B [k, n] (row
-// stride ldb), on the calling thread. beta 0 never reads C. Only when long_gemm_fits(m, n, k).
+// stride ldb), on the calling thread. beta 0 never reads C. a_sums (may be null): set to the
+// sums of A's columns over k, a_sums[i] = Σ_p A[p, i] (a bias's gradient, taken while A is
+// packed). Only when long_gemm_fits(m, n, k).
 void long_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+               float* a_sums = nullptr);
 
 }  // namespace mixlab::cpu

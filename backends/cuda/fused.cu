@@ -33,6 +33,19 @@ __global__ void bias_gelu_dx_kernel(const T* dy, const T* pre, T* dx, int64_t n)
     dx[i] = fused::bias_gelu_grad<CudaMath>(dy[i], pre[i]);
 }
 
+// sums[i] = Σ_k op(A)[i, k] (element (i, k) at k·lda + i when A is stored transposed, else at
+// i·lda + k), one thread per row of op(A), k in order: deterministic.
+template <typename T>
+__global__ void row_sums_kernel(const T* a, int64_t lda, bool trans_a, int64_t m, int64_t k,
+                                T* sums) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    T total = 0;
+    for (int64_t p = 0; p < k; ++p) total += trans_a ? a[p * lda + i] : a[i * lda + p];
+    sums[i] = total;
+  }
+}
+
 // dbias[c] = sum over rows of dx[r, c], one thread per column, rows in order: deterministic.
 template <typename T>
 __global__ void column_sum_kernel(const T* dx, T* out, int64_t rows, int64_t cols) {
@@ -164,6 +177,17 @@ void CudaBackend::gemm_epilogue(const GemmArgs& g, GemmEpilogue epilogue, const 
   check(g.batch == 1 && (g.m <= 1 || g.ldc == g.n), "gemm_epilogue: C must be one contiguous [",
         g.m, ", ", g.n, "] matrix (batch ", g.batch, ", ldc ", g.ldc, ")");
   gemm(g);
+  if (epilogue == GemmEpilogue::RowSums) {  // C stays as cuBLAS made it
+    if (g.m == 0) return;
+    activate();
+    dispatch_floating(g.dtype, "gemm_epilogue", [&](auto tag) {
+      using T = decltype(tag);
+      row_sums_kernel<T><<<grid_for(g.m), kBlock, 0, stream_>>>(static_cast<const T*>(g.a), g.lda,
+                                                                g.trans_a, g.m, g.k, aux.as<T>());
+    });
+    check_launch("gemm_epilogue");
+    return;
+  }
   int64_t n = g.m * g.n;
   if (n == 0) return;
   activate();
