@@ -1103,6 +1103,46 @@ void add_attention_cases(std::vector<OpCase>& t) {
   }
 }
 
+// ---- sum_normalize (External attention's double normalisation) ----
+// x / (eps + Σ_axis x) on positive inputs (as External's softmax outputs are) along the first,
+// a middle and the last axis; each row runs both kernels (the gradients by finite differences).
+void add_sum_normalize_cases(std::vector<OpCase>& t) {
+  struct Case {
+    Shape shape;
+    int64_t axis;
+  };
+  for (Case c :
+       {Case{{2, 3, 5, 4}, -2}, Case{{4, 6}, 0}, Case{{3, 7}, -1}, Case{{16, 64, 49}, 1}}) {
+    const bool small = c.shape[0] * c.shape[1] <= 24;
+    for (const char* kernel : {"sum_normalize", "sum_normalize_backward"})
+      t.push_back(
+          {kernel,
+           std::string("sum_normalize ") + shape_str(c.shape) + " axis " + std::to_string(c.axis),
+           {Input::leaf(c.shape, 260, 0.05, 2)},
+           [c](const Ctx&, const In& in) { return Out{sum_normalize(in[0], c.axis, 1e-3)}; },
+           kF32Loose,
+           kF64Loose,
+           small,
+           {DType::F32, DType::F64},
+           [c](const std::vector<std::vector<double>>& v) {
+             const int64_t a = c.axis < 0 ? c.axis + static_cast<int64_t>(c.shape.size()) : c.axis;
+             int64_t outer = 1, inner = 1;
+             for (int64_t i = 0; i < a; ++i) outer *= c.shape[i];
+             for (size_t i = a + 1; i < c.shape.size(); ++i) inner *= c.shape[i];
+             const int64_t length = c.shape[a];
+             std::vector<double> y(v[0].size());
+             for (int64_t o = 0; o < outer; ++o)
+               for (int64_t i = 0; i < inner; ++i) {
+                 double total = 1e-3;
+                 for (int64_t l = 0; l < length; ++l) total += v[0][(o * length + l) * inner + i];
+                 for (int64_t l = 0; l < length; ++l)
+                   y[(o * length + l) * inner + i] = v[0][(o * length + l) * inner + i] / total;
+               }
+             return y;
+           }});
+  }
+}
+
 // ---- the depthwise token convolution (token_conv) ----
 struct ConvDims {
   int64_t b, n, d, h, k, left;
@@ -1177,6 +1217,7 @@ std::vector<OpCase> build_table() {
   add_attention_cases(t);
   add_fused_cases(t);
   add_token_conv_cases(t);
+  add_sum_normalize_cases(t);
   return t;
 }
 

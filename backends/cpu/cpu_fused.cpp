@@ -4,6 +4,7 @@
 // on the fly. Rows split over threads; the bias gradient's column sums are per-thread partials over
 // a fixed split of rows, combined in order, so results are reproducible for a given thread count.
 #include <algorithm>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
@@ -142,6 +143,59 @@ void CpuBackend::dropout_apply(const View& x, const View& y, double p, uint64_t 
       for (int64_t i = b; i < e; ++i)
         out[i] = in[i] * fused::dropout_factor<T>(mixed, static_cast<uint64_t>(i), p, keep);
     });
+  });
+}
+
+// Each [length, inner] slab of one `outer` index is small (External attention's 64 slots × the
+// tokens) and stays in L1 between the pass that sums it and the pass that divides it. Divided,
+// not multiplied by a reciprocal: the unfused div's numbers, and no slower (the passes are bound
+// by reading x and writing y).
+void CpuBackend::sum_normalize(const View& x, const View& y, const View& denom, int64_t outer,
+                               int64_t length, int64_t inner, double eps) {
+  dispatch_floating(x.dtype, "sum_normalize", [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(outer, std::max<int64_t>(1, cpu::rows_per_task(length * inner)),
+                 [&](int64_t ob, int64_t oe) {
+                   for (int64_t o = ob; o < oe; ++o) {
+                     const T* __restrict in = x.as<T>() + o * length * inner;
+                     T* __restrict out = y.as<T>() + o * length * inner;
+                     T* __restrict d = denom.as<T>() + o * inner;
+                     for (int64_t i = 0; i < inner; ++i) d[i] = T(0);
+                     for (int64_t l = 0; l < length; ++l)
+                       for (int64_t i = 0; i < inner; ++i) d[i] += in[l * inner + i];
+                     for (int64_t i = 0; i < inner; ++i) d[i] += static_cast<T>(eps);
+                     for (int64_t l = 0; l < length; ++l)
+                       for (int64_t i = 0; i < inner; ++i)
+                         out[l * inner + i] = in[l * inner + i] / d[i];
+                   }
+                 });
+  });
+}
+
+void CpuBackend::sum_normalize_backward(const View& dy, const View& y, const View& denom,
+                                        const View& dx, int64_t outer, int64_t length,
+                                        int64_t inner) {
+  dispatch_floating(dy.dtype, "sum_normalize_backward", [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(outer, std::max<int64_t>(1, cpu::rows_per_task(length * inner)),
+                 [&](int64_t ob, int64_t oe) {
+                   thread_local std::vector<T> dots;
+                   dots.assign(static_cast<size_t>(inner), T(0));
+                   T* __restrict dot = dots.data();
+                   for (int64_t o = ob; o < oe; ++o) {
+                     const T* __restrict g = dy.as<T>() + o * length * inner;
+                     const T* __restrict out = y.as<T>() + o * length * inner;
+                     const T* __restrict d = denom.as<T>() + o * inner;
+                     T* __restrict grad = dx.as<T>() + o * length * inner;
+                     for (int64_t i = 0; i < inner; ++i) dot[i] = T(0);
+                     for (int64_t l = 0; l < length; ++l)
+                       for (int64_t i = 0; i < inner; ++i)
+                         dot[i] += g[l * inner + i] * out[l * inner + i];
+                     for (int64_t l = 0; l < length; ++l)
+                       for (int64_t i = 0; i < inner; ++i)
+                         grad[l * inner + i] = (g[l * inner + i] - dot[i]) / d[i];
+                   }
+                 });
   });
 }
 

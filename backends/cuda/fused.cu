@@ -263,4 +263,57 @@ void CudaBackend::dropout_apply(const View& x, const View& y, double p, uint64_t
   check_launch("dropout_apply");
 }
 
+// One thread per (outer, inner) column of the slab, along the normalised axis in order.
+template <typename T>
+__global__ void sum_normalize_kernel(const T* x, T* y, T* denom, int64_t outer, int64_t length,
+                                     int64_t inner, T eps) {
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < outer * inner;
+       c += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t o = c / inner, i = c % inner, base = o * length * inner + i;
+    T total = 0;
+    for (int64_t l = 0; l < length; ++l) total += x[base + l * inner];
+    total += eps;
+    denom[c] = total;
+    for (int64_t l = 0; l < length; ++l) y[base + l * inner] = x[base + l * inner] / total;
+  }
+}
+
+template <typename T>
+__global__ void sum_normalize_backward_kernel(const T* dy, const T* y, const T* denom, T* dx,
+                                              int64_t outer, int64_t length, int64_t inner) {
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < outer * inner;
+       c += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t o = c / inner, i = c % inner, base = o * length * inner + i;
+    T dot = 0;
+    for (int64_t l = 0; l < length; ++l) dot += dy[base + l * inner] * y[base + l * inner];
+    for (int64_t l = 0; l < length; ++l)
+      dx[base + l * inner] = (dy[base + l * inner] - dot) / denom[c];
+  }
+}
+
+void CudaBackend::sum_normalize(const View& x, const View& y, const View& denom, int64_t outer,
+                                int64_t length, int64_t inner, double eps) {
+  if (outer * inner == 0) return;
+  activate();
+  dispatch_floating(x.dtype, "sum_normalize", [&](auto tag) {
+    using T = decltype(tag);
+    sum_normalize_kernel<T><<<grid_for(outer * inner), kBlock, 0, stream_>>>(
+        x.as<T>(), y.as<T>(), denom.as<T>(), outer, length, inner, static_cast<T>(eps));
+  });
+  check_launch("sum_normalize");
+}
+
+void CudaBackend::sum_normalize_backward(const View& dy, const View& y, const View& denom,
+                                         const View& dx, int64_t outer, int64_t length,
+                                         int64_t inner) {
+  if (outer * inner == 0) return;
+  activate();
+  dispatch_floating(dy.dtype, "sum_normalize_backward", [&](auto tag) {
+    using T = decltype(tag);
+    sum_normalize_backward_kernel<T><<<grid_for(outer * inner), kBlock, 0, stream_>>>(
+        dy.as<T>(), y.as<T>(), denom.as<T>(), dx.as<T>(), outer, length, inner);
+  });
+  check_launch("sum_normalize_backward");
+}
+
 }  // namespace mixlab

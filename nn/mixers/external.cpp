@@ -113,7 +113,7 @@ class ExternalAttention : public Mixer {
   // as a [1, 1, S, d_h] batch so the product reads A (a transposed view) in place; a 2-D right
   // operand would fold the batch into rows and need A contiguous.
   Tensor read_memory(const Tensor& a_hat_t) const {
-    Tensor a = transpose(div(a_hat_t, add(sum(a_hat_t, {-2}, true), 1e-9)), -1, -2);
+    Tensor a = transpose(sum_normalize(a_hat_t, -2, 1e-9), -1, -2);
     capture_mixing(
         *this, "token-to-memory weights", RowRule::SumToOne, [&] { return a; }, "token",
         "memory slot");
