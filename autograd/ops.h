@@ -152,6 +152,9 @@ Tensor token_conv(const Tensor& g, const Tensor& taps, int64_t left);
 // in one pass, its backward (dx and the column sums for scale and shift) in one pass too.
 // ResMLP's affine map and LayerScale.
 Tensor scale_shift(const Tensor& x, const Tensor& scale, const Tensor& shift);
+// GLU(a‖b) = a ⊙ σ(b) with x = a‖b split in half along its last axis (autograd/ops/glu.cpp): one
+// kernel each way, the numbers of mul(a, sigmoid(b)).
+Tensor glu(const Tensor& x);
 // x / (eps + sum(x, {axis}, true)): x normalised to sum 1 along `axis` (autograd/ops/
 // sum_normalize.cpp), one kernel each way. External attention's double normalisation.
 Tensor sum_normalize(const Tensor& x, int64_t axis, double eps);

@@ -38,4 +38,18 @@ MIXLAB_HOST_DEVICE T bias_gelu_grad(T dy, T pre) {
   return dy * apply_unary<UnaryOp::GeluErfGrad, M>(pre, T(0));
 }
 
+// GLU's gate a · σ(b), as mul(a, sigmoid(b)) computed it.
+template <typename M, typename T>
+MIXLAB_HOST_DEVICE T glu(T a, T b) {
+  return a * apply_unary<UnaryOp::Sigmoid, M>(b, T(0));
+}
+
+// Its gradients for a and b, as mul's and sigmoid's rules (g · σ(1 − σ)) computed them.
+template <typename M, typename T>
+MIXLAB_HOST_DEVICE void glu_grad(T dy, T a, T b, T& da, T& db) {
+  const T s = apply_unary<UnaryOp::Sigmoid, M>(b, T(0));
+  da = dy * s;
+  db = (dy * a) * (s * (-s + T(1)));
+}
+
 }  // namespace mixlab::fused

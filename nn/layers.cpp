@@ -55,13 +55,6 @@ Tensor Dropout::forward(const Tensor& x) const {
   return dropout(x, p, true, default_generator().next_u64());
 }
 
-Tensor glu(const Tensor& x) {
-  int64_t d = x.size(-1);
-  check(d % 2 == 0, "glu: last dimension of ", shape_str(x.shape()), " must be even");
-  auto halves = split(x, {d / 2, d / 2}, -1);
-  return mul(halves[0], sigmoid(halves[1]));
-}
-
 // ---- FeedForward ----
 FeedForward::FeedForward(int64_t dim, int64_t hidden, Generator& gen) {
   fc1 = register_module("fc1", std::make_shared<Linear>(dim, hidden, true, gen));

@@ -69,9 +69,6 @@ class Dropout : public Module {
   double p;
 };
 
-// GLU(a‖b) = a ⊙ σ(b), split in half along the last axis.
-Tensor glu(const Tensor& x);
-
 // The position-wise FFN: Linear(d→f) · GELU · Linear(f→d), f = 4d by default.
 class FeedForward : public Module {
  public:

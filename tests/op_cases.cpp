@@ -1103,6 +1103,33 @@ void add_attention_cases(std::vector<OpCase>& t) {
   }
 }
 
+// ---- glu (lightconv's and dynconv's input gate) ----
+// a ⊙ σ(b) with x = a‖b, gates over ±8 (σ near 0 and 1); both kernels in every row.
+void add_glu_cases(std::vector<OpCase>& t) {
+  for (Shape shape : {Shape{3, 10}, Shape{2, 3, 34}, Shape{100, 256}}) {
+    const bool small = shape.size() < 3 && shape[0] * shape[1] <= 30;
+    for (const char* kernel : {"glu", "glu_backward"})
+      t.push_back({kernel,
+                   std::string("glu ") + shape_str(shape),
+                   {Input::leaf(shape, 270, -8, 8)},
+                   [](const Ctx&, const In& in) { return Out{glu(in[0])}; },
+                   kF32Loose,
+                   kF64Loose,
+                   small || shape.size() == 3,
+                   {DType::F32, DType::F64},
+                   [shape](const std::vector<std::vector<double>>& v) {
+                     const int64_t cols = shape.back() / 2;
+                     const int64_t rows = static_cast<int64_t>(v[0].size()) / (2 * cols);
+                     std::vector<double> y(static_cast<size_t>(rows * cols));
+                     for (int64_t r = 0; r < rows; ++r)
+                       for (int64_t c = 0; c < cols; ++c)
+                         y[r * cols + c] = v[0][r * 2 * cols + c] /
+                                           (1.0 + std::exp(-v[0][r * 2 * cols + cols + c]));
+                     return y;
+                   }});
+  }
+}
+
 // ---- sum_normalize (External attention's double normalisation) ----
 // x / (eps + Σ_axis x) on positive inputs (as External's softmax outputs are) along the first,
 // a middle and the last axis; each row runs both kernels (the gradients by finite differences).
@@ -1218,6 +1245,7 @@ std::vector<OpCase> build_table() {
   add_fused_cases(t);
   add_token_conv_cases(t);
   add_sum_normalize_cases(t);
+  add_glu_cases(t);
   return t;
 }
 

@@ -352,6 +352,44 @@ TEST_CASE("values: unary kernels in float32 (GELU, elu + 1 and their gradients) 
   }
 }
 
+TEST_CASE("values: the GLU kernels in float32 agree with a · σ(b) in double, edges included") {
+  // Rows of 2 · 37 (a partial last register); b sweeps ±110 and the edges, a = 1.5.
+  std::vector<float> gates;
+  for (float b = -110.0f; b <= 110.0f; b += 0.037f) gates.push_back(b);
+  for (float b : {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 88.5f, -88.5f}) gates.push_back(b);
+  const int64_t cols = 37, rows = (static_cast<int64_t>(gates.size()) + cols - 1) / cols;
+  gates.resize(static_cast<size_t>(rows * cols), 0.25f);
+  std::vector<float> x(static_cast<size_t>(rows * 2 * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      x[r * 2 * cols + c] = 1.5f;
+      x[r * 2 * cols + cols + c] = gates[r * cols + c];
+    }
+  Tensor in = Tensor::from_data(x, {rows, 2 * cols});
+  Tensor y = Tensor::empty({rows, cols}, DType::F32, Device::cpu());
+  Tensor dy = Tensor::ones({rows, cols}, DType::F32, Device::cpu());
+  Tensor dx = Tensor::empty({rows, 2 * cols}, DType::F32, Device::cpu());
+  Backend& cpu = backend_for(Device::cpu());
+  cpu.glu(in.view(), y.view(), rows, cols);
+  cpu.glu_backward(dy.view(), in.view(), dx.view(), rows, cols);
+  const auto out = y.to_float_vector(), grad = dx.to_float_vector();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const double b = gates[r * cols + c];
+      const float got = out[r * cols + c], da = grad[r * 2 * cols + c],
+                  db = grad[r * 2 * cols + cols + c];
+      INFO("b = " << b << ": glu " << got << ", da " << da << ", db " << db);
+      if (std::isnan(b)) {
+        CHECK(std::isnan(got));
+        continue;
+      }
+      const double s = 1.0 / (1.0 + std::exp(-b));
+      CHECK(std::abs(got - 1.5 * s) <= 1e-6 * (1 + 1.5 * s));
+      CHECK(std::abs(da - s) <= 1e-6);
+      CHECK(std::abs(db - 1.5 * s * (1 - s)) <= 1e-6);
+    }
+}
+
 TEST_CASE("values: dtype dispatch picks the C++ type and names the kernel it refuses") {
   size_t sizes = 0;
   for (DType dtype : {DType::F32, DType::F64, DType::I32})

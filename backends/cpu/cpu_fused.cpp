@@ -4,8 +4,10 @@
 // on the fly. Rows split over threads; the bias gradient's column sums are per-thread partials over
 // a fixed split of rows, combined in order, so results are reproducible for a given thread count.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
+#include "backends/cpu/avx512_math.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/epilogue_row.h"
@@ -196,6 +198,49 @@ void CpuBackend::sum_normalize_backward(const View& dy, const View& y, const Vie
                          grad[l * inner + i] = (g[l * inner + i] - dot[i]) / d[i];
                    }
                  });
+  });
+}
+
+void CpuBackend::glu(const View& x, const View& y, int64_t rows, int64_t cols) {
+  dispatch_floating(x.dtype, "glu", [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(rows, cpu::rows_per_task(2 * cols), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        const T* __restrict a = x.as<T>() + r * 2 * cols;
+        const T* __restrict b = a + cols;
+        T* __restrict out = y.as<T>() + r * cols;
+#if defined(__AVX512F__)
+        if constexpr (std::is_same_v<T, float>) {  // σ's exp in 16 lanes (avx512_math.h)
+          cpu::avx512::glu_row(a, b, out, cols);
+          continue;
+        }
+#endif
+        for (int64_t c = 0; c < cols; ++c) out[c] = fused::glu<CpuMath>(a[c], b[c]);
+      }
+    });
+  });
+}
+
+void CpuBackend::glu_backward(const View& dy, const View& x, const View& dx, int64_t rows,
+                              int64_t cols) {
+  dispatch_floating(x.dtype, "glu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(rows, cpu::rows_per_task(2 * cols), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        const T* __restrict g = dy.as<T>() + r * cols;
+        const T* __restrict a = x.as<T>() + r * 2 * cols;
+        const T* __restrict b = a + cols;
+        T* __restrict da = dx.as<T>() + r * 2 * cols;
+        T* __restrict db = da + cols;
+#if defined(__AVX512F__)
+        if constexpr (std::is_same_v<T, float>) {
+          cpu::avx512::glu_grad_row(g, a, b, da, db, cols);
+          continue;
+        }
+#endif
+        for (int64_t c = 0; c < cols; ++c) fused::glu_grad<CpuMath>(g[c], a[c], b[c], da[c], db[c]);
+      }
+    });
   });
 }
 

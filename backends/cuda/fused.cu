@@ -316,4 +316,44 @@ void CudaBackend::sum_normalize_backward(const View& dy, const View& y, const Vi
   check_launch("sum_normalize_backward");
 }
 
+template <typename T>
+__global__ void glu_kernel(const T* x, T* y, int64_t rows, int64_t cols) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    y[i] = fused::glu<CudaMath>(x[r * 2 * cols + c], x[r * 2 * cols + cols + c]);
+  }
+}
+
+template <typename T>
+__global__ void glu_backward_kernel(const T* dy, const T* x, T* dx, int64_t rows, int64_t cols) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t r = i / cols, c = i % cols, a = r * 2 * cols + c;
+    fused::glu_grad<CudaMath>(dy[i], x[a], x[a + cols], dx[a], dx[a + cols]);
+  }
+}
+
+void CudaBackend::glu(const View& x, const View& y, int64_t rows, int64_t cols) {
+  if (rows * cols == 0) return;
+  activate();
+  dispatch_floating(x.dtype, "glu", [&](auto tag) {
+    using T = decltype(tag);
+    glu_kernel<T><<<grid_for(rows * cols), kBlock, 0, stream_>>>(x.as<T>(), y.as<T>(), rows, cols);
+  });
+  check_launch("glu");
+}
+
+void CudaBackend::glu_backward(const View& dy, const View& x, const View& dx, int64_t rows,
+                               int64_t cols) {
+  if (rows * cols == 0) return;
+  activate();
+  dispatch_floating(x.dtype, "glu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    glu_backward_kernel<T><<<grid_for(rows * cols), kBlock, 0, stream_>>>(dy.as<T>(), x.as<T>(),
+                                                                          dx.as<T>(), rows, cols);
+  });
+  check_launch("glu_backward");
+}
+
 }  // namespace mixlab
