@@ -20,7 +20,9 @@
 //
 // gemm_epilogue (a linear layer's bias, bias + GELU or GELU's gradient on the product's output):
 // on the tall kernel the pass runs on each 6-row block of C as soon as it is computed, while it
-// is in L1; elsewhere OpenBLAS multiplies and the pass follows over C's rows.
+// is in L1; elsewhere OpenBLAS multiplies and the pass follows over C's rows. RowSums (a weight's
+// gradient with its bias's, the sums of op(A)'s rows): the long kernel adds A's rows up as it
+// packs them; the other paths sum each block's rows after its product.
 #include <cblas.h>
 
 #include <algorithm>
@@ -181,14 +183,8 @@ void run_gemm(const GemmArgs& g, void* row_sums) {
   for (int64_t i = 0; i < g.batch; ++i) {
     if (tall) {
       cpu::tall_gemm(g, i);
-      if (row_sums) {  // the tall kernel reads A's rows in place; sum them after
-        Block blk = whole(g);
-        blk.row_sums = row_sums;
-        if (g.dtype == DType::F64)
-          row_sums_of_a(g, i, blk, static_cast<double*>(row_sums));
-        else
-          row_sums_of_a(g, i, blk, static_cast<float*>(row_sums));
-      }
+      // The tall kernel (float32 only) reads A's rows in place; a pass of their own sums them.
+      if (row_sums) row_sums_of_a(g, i, whole(g), static_cast<float*>(row_sums));
     } else if (small || threads == 1) {
       Block blk = whole(g);
       blk.row_sums = row_sums;
