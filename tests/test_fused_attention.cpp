@@ -3,6 +3,7 @@
 // mixing recorder, its determinism for a given thread count, and its refusals. Float64 finite
 // differences and the comparison with a plain C++ formula are rows of the op harness
 // (tests/op_cases.cpp, kernels attention and attention_backward).
+#include "backends/cpu/caching_allocator.h"
 #include "core/parallel.h"
 #include "nn/mixers/common.h"
 #include "tests/mixer_harness.h"
@@ -169,4 +170,20 @@ TEST_CASE("fused_self_attention: wrong shapes name the op and the shapes") {
                        doctest::Contains("fused_self_attention: the mask [3,4] does not broadcast "
                                          "to the scores [B, H, N, M] = [2,2,3,3]"),
                        Error);
+}
+
+TEST_CASE("fused_attention: a step's graph frees everything it held once its tensors go") {
+  // The graph node of each op keeps what its backward needs; none may keep the op's own result
+  // (result -> node -> closure -> result would be a cycle, never freed: a leak every step).
+  auto in_use = [] { return cpu::host_memory_stats().bytes_in_use; };
+  Tensor mask = tril_mask(7, 7);
+  const size_t before = in_use();
+  {
+    Tensor q = leaf32({2, 2, 7, 8}, 1), k = leaf32({2, 2, 7, 8}, 2), v = leaf32({2, 2, 7, 8}, 3);
+    sum(fused_attention(q, k, v, mask, 0.3)).backward();
+    Tensor packed = leaf32({2, 7, 48}, 5);
+    sum(fused_self_attention(packed, 2, mask, 0.3)).backward();
+    Tensor kept = fused_self_attention(packed, 2, mask, 0.3);  // a graph never backpropagated
+  }
+  CHECK(in_use() == before);
 }

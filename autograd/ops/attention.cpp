@@ -80,7 +80,6 @@ Saved attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const
   if (s.out.numel() > 0 || s.lse.numel() > 0)
     backend_of(q).attention(q.view(), k.view(), v.view(), s.mask_view, scale, s.out.view(),
                             s.lse.view());
-  s.out = s.out.detach();
   return s;
 }
 
@@ -100,7 +99,10 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
                        const Tensor& allowed, double scale) {
   check_shapes("fused_attention", q_in, k_in, v_in, allowed);
   Saved s = attention_forward(readable(q_in), readable(k_in), readable(v_in), allowed, scale);
+  // The result carries the graph node; the node's closure keeps a detached handle of it (the
+  // same handle would be a cycle, node -> closure -> tensor -> node, never freed).
   Tensor out = s.out;
+  s.out = out.detach();
   return record("fused_attention", out, {q_in, k_in, v_in}, [s = std::move(s)](const Tensor& grad) {
     const int64_t b = s.q.size(0), h = s.q.size(1), n = s.q.size(2), m = s.k.size(2);
     Tensor dq = heads_major(b, h, n, s.q.size(3), s.q);
@@ -129,7 +131,10 @@ Tensor fused_self_attention(const Tensor& qkv_in, int64_t heads, const Tensor& a
   };
   check_shapes(op, part(qkv, 0), part(qkv, 1), part(qkv, 2), allowed);
   Saved s = attention_forward(part(qkv, 0), part(qkv, 1), part(qkv, 2), allowed, scale);
+  // The result carries the graph node; the node's closure keeps a detached handle of it (the
+  // same handle would be a cycle, node -> closure -> tensor -> node, never freed).
   Tensor out = s.out;
+  s.out = out.detach();
   return record(op, out, {qkv_in}, [s = std::move(s), part, b, n, width](const Tensor& grad) {
     Tensor dqkv = Tensor::empty({b, n, width}, s.q.dtype(), s.q.device());
     attention_backward(s, grad, part(dqkv, 0), part(dqkv, 1), part(dqkv, 2));
