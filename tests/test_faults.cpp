@@ -158,7 +158,10 @@ TEST_CASE("faults: kill -9 at random points, then --resume, ends bit-identical")
     const int remaining_epochs = kEpochs - stored_epoch(last);
     AppProcess p(train_args(data, out, resume), env,
                  dir.file("attempt" + std::to_string(attempt) + ".log"));
-    if (attempt < 8) {
+    // Eight attempts are killed, and more while the counts below fall short (a run that ends
+    // before its kill came does not count).
+    const bool kill = attempt < 8 || kills < 4 || kills_in_write < 1;
+    if (kill) {
       if (attempt % 2 == 1) {
         // Inside a checkpoint write: as soon as the temporary file of this process appears.
         const std::string temp = last + ".tmp." + std::to_string(p.pid());
@@ -183,6 +186,15 @@ TEST_CASE("faults: kill -9 at random points, then --resume, ends bit-identical")
       continue;
     }
     REQUIRE(e.code == 0);
+    if (kill) {
+      // It ended before its kill came (a machine less busy than during the reference run ran it
+      // faster than the window assumed): a finished run, which must match, and then a fresh one,
+      // so that the test still gets its kills (it counted fewer than it checks for, now and then,
+      // under the sanitizers' CI load).
+      CHECK(same(outcome(last), reference));
+      fs::remove_all(out);
+      continue;
+    }
     break;
   }
   CHECK(kills >= 4);
