@@ -64,9 +64,11 @@ struct Saved {
   Tensor out, lse;
 };
 
-// The forward kernel on readable q, k, v: out [B, H, N, E] (a view of a [B, N, H, E] buffer).
+// The forward kernel on readable q, k, v: result [B, H, N, E] (a view of a [B, N, H, E] buffer).
+// The result will carry the op's graph node; what is saved for its closure keeps a detached
+// handle of it (the same handle would be a cycle, node -> closure -> tensor -> node, never freed).
 Saved attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed,
-                        double scale) {
+                        double scale, Tensor& result) {
   const int64_t b = q.size(0), h = q.size(1), n = q.size(2), m = k.size(2), e = v.size(3);
   Saved s{q.detach(), k.detach(), v.detach(), Tensor(), View(), scale, Tensor(), Tensor()};
   if (allowed.defined()) {
@@ -80,6 +82,8 @@ Saved attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const
   if (s.out.numel() > 0 || s.lse.numel() > 0)
     backend_of(q).attention(q.view(), k.view(), v.view(), s.mask_view, scale, s.out.view(),
                             s.lse.view());
+  result = s.out;
+  s.out = result.detach();
   return s;
 }
 
@@ -98,11 +102,8 @@ void attention_backward(const Saved& s, const Tensor& grad, const Tensor& dq, co
 Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                        const Tensor& allowed, double scale) {
   check_shapes("fused_attention", q_in, k_in, v_in, allowed);
-  Saved s = attention_forward(readable(q_in), readable(k_in), readable(v_in), allowed, scale);
-  // The result carries the graph node; the node's closure keeps a detached handle of it (the
-  // same handle would be a cycle, node -> closure -> tensor -> node, never freed).
-  Tensor out = s.out;
-  s.out = out.detach();
+  Tensor out;
+  Saved s = attention_forward(readable(q_in), readable(k_in), readable(v_in), allowed, scale, out);
   return record("fused_attention", out, {q_in, k_in, v_in}, [s = std::move(s)](const Tensor& grad) {
     const int64_t b = s.q.size(0), h = s.q.size(1), n = s.q.size(2), m = s.k.size(2);
     Tensor dq = heads_major(b, h, n, s.q.size(3), s.q);
@@ -130,11 +131,8 @@ Tensor fused_self_attention(const Tensor& qkv_in, int64_t heads, const Tensor& a
     return make_view(t, shape, strides, t.offset() + p * d);
   };
   check_shapes(op, part(qkv, 0), part(qkv, 1), part(qkv, 2), allowed);
-  Saved s = attention_forward(part(qkv, 0), part(qkv, 1), part(qkv, 2), allowed, scale);
-  // The result carries the graph node; the node's closure keeps a detached handle of it (the
-  // same handle would be a cycle, node -> closure -> tensor -> node, never freed).
-  Tensor out = s.out;
-  s.out = out.detach();
+  Tensor out;
+  Saved s = attention_forward(part(qkv, 0), part(qkv, 1), part(qkv, 2), allowed, scale, out);
   return record(op, out, {qkv_in}, [s = std::move(s), part, b, n, width](const Tensor& grad) {
     Tensor dqkv = Tensor::empty({b, n, width}, s.q.dtype(), s.q.device());
     attention_backward(s, grad, part(dqkv, 0), part(dqkv, 1), part(dqkv, 2));

@@ -65,7 +65,7 @@ struct LongTile {
 };
 
 // The chunk's rows [0, steps) of A, as tiles of 6 of its columns: tile t holds, per step, A's
-// elements [6t, 6t + 6) of that row, zero past m. Read row by row, in memory order, so that the
+// elements [6t, 6t + 6) of that row. Read row by row, in memory order, so that the
 // hardware prefetcher streams A in (by tiles, every row's line is a miss).
 // sums (may be null): each row of the chunk added to it, in order.
 void pack_a(const float* a, int64_t lda, int64_t m, int64_t steps, float* out, float* sums) {
@@ -77,12 +77,8 @@ void pack_a(const float* a, int64_t lda, int64_t m, int64_t steps, float* out, f
     float* dst = out + p * kRows;
     for (int64_t t = 0; t < full_tiles; ++t)  // one 24-byte copy per tile
       std::memcpy(dst + t * kTileFloats, src + t * kRows, kRows * sizeof(float));
-    if (rest > 0) {
-      float* last = dst + full_tiles * kTileFloats;
-      int64_t c = 0;
-      for (; c < rest; ++c) last[c] = src[full_tiles * kRows + c];
-      for (; c < kRows; ++c) last[c] = 0.0f;
-    }
+    if (rest > 0)  // the last tile's kernel reads only its `rest` rows of C, so no zeros past m
+      std::memcpy(dst + full_tiles * kTileFloats, src + full_tiles * kRows, rest * sizeof(float));
   }
 }
 
@@ -102,12 +98,6 @@ void pack_b(const float* b, int64_t ldb, int64_t n, int64_t steps, float* out) {
   }
 }
 
-// A cache-line-aligned float buffer of the calling thread, reused (no malloc per product).
-float* scratch(std::vector<float>& buffer, int64_t floats) {
-  buffer.resize(static_cast<size_t>(floats + 16));
-  return buffer.data() + (16 - (reinterpret_cast<uintptr_t>(buffer.data()) / 4) % 16) % 16;
-}
-
 }  // namespace
 
 bool long_gemm_fits(int64_t m, int64_t n, int64_t k) {
@@ -122,8 +112,8 @@ void long_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int
   const int64_t panels = masks.panels;
   const int64_t tiles = (m + kRows - 1) / kRows;
   thread_local std::vector<float> a_buffer, b_buffer;
-  float* a_pack = scratch(a_buffer, tiles * kTileFloats);
-  float* b_pack = scratch(b_buffer, panels * kPanelFloats);
+  float* a_pack = aligned_scratch(a_buffer, tiles * kTileFloats);
+  float* b_pack = aligned_scratch(b_buffer, panels * kPanelFloats);
   for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
     const int64_t steps = std::min(kChunk, k - k0);
     const bool first = k0 == 0;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace mixlab::cpu {
 
@@ -72,6 +73,13 @@ inline void multiply_tile(const ElementOfA& a, const float* panel, int64_t k, fl
         v = _mm512_fmadd_ps(beta_v, _mm512_maskz_loadu_ps(masks[w], dst), v);
       _mm512_mask_storeu_ps(dst, masks[w], v);
     }
+}
+
+// `floats` floats of a buffer the caller keeps between calls (a thread_local one: no malloc per
+// product), starting on a cache line, so that a panel row's loads never straddle two lines.
+inline float* aligned_scratch(std::vector<float>& buffer, int64_t floats) {
+  buffer.resize(static_cast<size_t>(floats + 16));
+  return buffer.data() + (16 - (reinterpret_cast<uintptr_t>(buffer.data()) / 4) % 16) % 16;
 }
 
 // Kernel<R, W>::run for 1 ≤ rows ≤ 6 and 1 ≤ vectors ≤ 4 (the edges of C get smaller tiles,

@@ -98,8 +98,7 @@ void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {
   // row's loads must not straddle two lines (unaligned, the d=256 translator's shapes ran at
   // 0.88-0.94x of OpenBLAS).
   thread_local std::vector<float> buffer;
-  buffer.resize(static_cast<size_t>(panels * k * kPanel + 16));
-  float* packed = buffer.data() + (16 - (reinterpret_cast<uintptr_t>(buffer.data()) / 4) % 16) % 16;
+  float* packed = aligned_scratch(buffer, panels * k * kPanel);
   const float* bp = packed;  // (the workers must read this thread's buffer)
   pack_b(b, g.ldb, g.trans_b, k, n, packed);
 
