@@ -71,11 +71,15 @@ Node::~Node() {
   }
 }
 
+bool will_record(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
 Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, BackwardFn backward) {
-  if (!grad_enabled()) return output;
-  bool needed = false;
-  for (const Tensor& t : inputs) needed = needed || (t.defined() && t.requires_grad());
-  if (!needed) return output;
+  if (!will_record(inputs)) return output;
   auto node = std::make_shared<Node>();
   node->name = name;
   node->inputs = std::move(inputs);

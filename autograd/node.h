@@ -19,6 +19,10 @@ struct Node {
   ~Node();                     // releases long chains iteratively, never recursively
 };
 
+// Whether record() would record an op with these inputs: grad mode is on and one of them needs a
+// gradient. For ops whose forward keeps extra results only a backward reads.
+bool will_record(const std::vector<Tensor>& inputs);
+
 // Records `output` as produced by `name` from `inputs` when grad mode is on and some input
 // needs a gradient; the rule receives the output gradient. Returns output for chaining.
 Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, BackwardFn backward);

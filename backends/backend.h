@@ -71,11 +71,13 @@ struct GemmArgs {
 
 // What gemm_epilogue does to each row of C after the product (backends/kernels.def).
 enum class GemmEpilogue : uint8_t {
-  Bias,      // C += bias
-  BiasGelu,  // C += bias, then aux = gelu_erf(C); C keeps the pre-activation for the backward
-  GeluGrad,  // C *= gelu_erf'(aux), aux holding the pre-activation
-  RowSums,   // C untouched; aux [m] = Σ_k op(A)[i, k]: with a weight's gradient dYᵀX, its
-             // bias's gradient Σ_t dY[t], taken while the product reads dY
+  Bias,           // C += bias
+  BiasGelu,       // C += bias, then aux = gelu_erf(C); C keeps the pre-activation
+  BiasGeluSlope,  // C += bias, then aux = gelu_erf(C) and C = gelu_erf'(C): the slope the
+                  // backward multiplies by (the pre-activation itself is not kept)
+  Times,          // C *= aux (aux: BiasGeluSlope's slope, for GELU's gradient)
+  RowSums,        // C untouched; aux [m] = Σ_k op(A)[i, k]: with a weight's gradient dYᵀX, its
+                  // bias's gradient Σ_t dY[t], taken while the product reads dY
 };
 
 // Where batch item i of an operand starts, in elements (see GemmArgs).

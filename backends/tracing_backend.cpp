@@ -53,10 +53,11 @@ std::string gemm_label(const GemmArgs& g) {
 }
 
 std::string epilogue_label(const GemmArgs& g, GemmEpilogue e) {
-  const char* what = e == GemmEpilogue::Bias       ? " +bias"
-                     : e == GemmEpilogue::BiasGelu ? " +bias gelu"
-                     : e == GemmEpilogue::GeluGrad ? " *gelu'"
-                                                   : " +row sums of A";
+  const char* what = e == GemmEpilogue::Bias            ? " +bias"
+                     : e == GemmEpilogue::BiasGelu      ? " +bias gelu"
+                     : e == GemmEpilogue::BiasGeluSlope ? " +bias gelu gelu'"
+                     : e == GemmEpilogue::Times         ? " *aux"
+                                                        : " +row sums of A";
   return gemm_label(g) + what;
 }
 

@@ -445,21 +445,31 @@ void add_gemm_epilogue_cases(std::vector<OpCase>& t) {
   struct Size {
     int64_t m, n, k;
   };
-  const GemmEpilogue kinds[] = {GemmEpilogue::Bias, GemmEpilogue::BiasGelu, GemmEpilogue::GeluGrad};
-  const char* kind_names[] = {"bias", "bias+gelu", "gelu'"};
-  for (int kind = 0; kind < 3; ++kind)
+  // BiasGeluSlope twice: its slope (C) and its GELU (aux) each checked against the formula.
+  struct Kind {
+    GemmEpilogue e;
+    const char* name;
+    bool gelu_first;  // output 0 is aux, GELU's value
+  };
+  const Kind kinds[] = {{GemmEpilogue::Bias, "bias", false},
+                        {GemmEpilogue::BiasGelu, "bias+gelu", true},
+                        {GemmEpilogue::BiasGeluSlope, "bias+gelu+slope (slope)", false},
+                        {GemmEpilogue::BiasGeluSlope, "bias+gelu+slope (gelu)", true},
+                        {GemmEpilogue::Times, "times", false}};
+  for (const Kind kind : kinds)
     for (Size s : {Size{17, 5, 13}, Size{259, 70, 33}, Size{300, 17, 1}, Size{1000, 130, 128}})
       for (bool tb : {false, true}) {
-        const GemmEpilogue e = kinds[kind];
+        const GemmEpilogue e = kind.e;
+        const bool gelu_first = kind.gelu_first;
         t.push_back(
             {"gemm_epilogue",
-             std::string(kind_names[kind]) + " m=" + std::to_string(s.m) +
-                 " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + (tb ? " B^T" : ""),
+             std::string(kind.name) + " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                 " k=" + std::to_string(s.k) + (tb ? " B^T" : ""),
              {Input::uniform({s.m, s.k}, 150), Input::uniform({s.k * s.n}, 151),
               Input::uniform({s.n}, 152), Input::uniform({s.m, s.n}, 153, -3, 3)},
              [=](const Ctx& c, const In& in) {
                Tensor C = Tensor::full({s.m, s.n}, NAN, c.dtype, c.device);  // beta 0: not read
-               Tensor aux = e == GemmEpilogue::GeluGrad
+               Tensor aux = e == GemmEpilogue::Times
                                 ? in[3]
                                 : Tensor::full({s.m, s.n}, NAN, c.dtype, c.device);
                GemmArgs g;
@@ -470,9 +480,10 @@ void add_gemm_epilogue_cases(std::vector<OpCase>& t) {
                g.b = in[1].raw_data(), g.ldb = tb ? s.k : s.n;
                g.c = C.raw_data(), g.ldc = s.n;
                View bias = in[2].view();
-               if (e == GemmEpilogue::GeluGrad) bias.data = nullptr;  // unused
+               if (e == GemmEpilogue::Times) bias.data = nullptr;  // unused
                c.kernels().gemm_epilogue(g, e, bias, aux.view());
-               return e == GemmEpilogue::BiasGelu ? Out{aux, C} : Out{C};
+               if (e == GemmEpilogue::Bias || e == GemmEpilogue::Times) return Out{C};
+               return gelu_first ? Out{aux, C} : Out{C, aux};
              },
              Tol{1e-4, 1e-5 * static_cast<double>(s.k)},
              Tol{1e-10, 1e-13 * static_cast<double>(s.k)},
@@ -485,10 +496,11 @@ void add_gemm_epilogue_cases(std::vector<OpCase>& t) {
                    double acc = 0;
                    for (int64_t p = 0; p < s.k; ++p)
                      acc += v[0][r * s.k + p] * (tb ? v[1][j * s.k + p] : v[1][p * s.n + j]);
-                   double pre = v[3][r * s.n + j];
-                   y[r * s.n + j] = e == GemmEpilogue::Bias       ? acc + v[2][j]
-                                    : e == GemmEpilogue::BiasGelu ? gelu_exact(acc + v[2][j])
-                                                                  : acc * gelu_exact_grad(pre);
+                   const double pre = acc + v[2][j];
+                   y[r * s.n + j] = e == GemmEpilogue::Bias    ? pre
+                                    : e == GemmEpilogue::Times ? acc * v[3][r * s.n + j]
+                                    : gelu_first               ? gelu_exact(pre)
+                                                               : gelu_exact_grad(pre);
                  }
                return y;
              }});

@@ -162,6 +162,40 @@ TEST_CASE("fused: feed_forward and linear agree with matmul, add and gelu in flo
   }
 }
 
+TEST_CASE("fused: feed_forward's forward slope gives linear_gelu's gradients, bit for bit") {
+  // feed_forward keeps gelu'(pre) from its forward (BiasGeluSlope) and multiplies by it in the
+  // backward (Times); linear_gelu recomputes gelu'(pre) in its backward. The same formula on the
+  // same products: every value and gradient has the same bits, but b₁'s, which the two sum in
+  // different orders (row sums with dW₁, column sums of dpre). 300 rows: the tall kernel's
+  // epilogue; 40: OpenBLAS and a pass of its own.
+  for (int64_t rows : {40, 300}) {
+    INFO("rows = " << rows);
+    Inputs in{leaf32({rows, 48}, 75), leaf32({96, 48}, 76), leaf32({96}, 77), leaf32({40, 96}, 78),
+              leaf32({40}, 79)};
+    for (const Tensor& t : {in[0], in[1]}) {  // values of a few units: GELU's curved part
+      float* v = t.data<float>();
+      for (int64_t i = 0; i < t.numel(); ++i) v[i] *= 3.0f;
+    }
+    auto fused = run_with_grads(
+        [](const Inputs& x) {
+          return std::vector<Tensor>{feed_forward(x[0], x[1], x[2], x[3], x[4])};
+        },
+        in);
+    auto layered = run_with_grads(
+        [](const Inputs& x) {
+          return std::vector<Tensor>{linear(linear_gelu(x[0], x[1], x[2]), x[3], x[4])};
+        },
+        in);
+    REQUIRE(fused.size() == 6);
+    for (size_t k : {0, 1, 2, 4, 5}) {
+      INFO("value " << k << " (0: output, then the gradients of x, W1, b1, W2, b2)");
+      CHECK(fused[k] == layered[k]);
+    }
+    for (size_t i = 0; i < fused[3].size(); ++i)
+      CHECK(fused[3][i] == doctest::Approx(layered[3][i]).epsilon(1e-4));
+  }
+}
+
 TEST_CASE("fused: gradcheck scale_shift with and without the shift, and on a view") {
   Inputs in{rand64({2, 3, 5}, 30), rand64({5}, 31), rand64({5}, 32)};
   CHECK_GRADS([](const Inputs& x) { return scale_shift(x[0], x[1], x[2]); }, in);

@@ -55,9 +55,9 @@ Tensor bias_act_op(const char* op, const Tensor& y, const Tensor& bias, bool gel
   });
 }
 
-// C [m, n] = a [m, k] · b [k, n], then the epilogue on C's rows (bias [n] for Bias and BiasGelu;
-// aux [m, n]: gelu's output for BiasGelu, the pre-activation for GeluGrad). a is contiguous, b is
-// read through a transpose flag when it is a transposed view. Not recorded: the callers record
+// C [m, n] = a [m, k] · b [k, n], then the epilogue on C's rows (bias [n] for all but Times;
+// aux [m, n]: gelu's output for BiasGelu and BiasGeluSlope, the factor for Times). a is contiguous,
+// b is read through a transpose flag when it is a transposed view. Not recorded: the callers record
 // the layer. Needs m, n, k ≥ 1.
 Tensor product_with_epilogue(const Tensor& a, const Tensor& b_in, GemmEpilogue epilogue,
                              const Tensor& bias, const Tensor& aux) {
@@ -213,24 +213,30 @@ Tensor feed_forward(const Tensor& x, const Tensor& w1, const Tensor& b1, const T
   check_bias("feed_forward (second layer)", w2, b2);
   if (!fusable(x, w1, b1) || !fusable(x, w2, b2)) return linear(linear_gelu(x, w1, b1), w2, b2);
   check_same("feed_forward", {&x, &w1, &b1, &w2, &b2});
-  // Forward: pre = x W₁ᵀ + b₁ and h = gelu(pre) from one product; y = h W₂ᵀ + b₂ from another.
+  // Forward: pre = x W₁ᵀ + b₁, h = gelu(pre) and, when a backward will need it, GELU's slope
+  // gelu'(pre) from one product (erf taken once for both; the backward then only multiplies,
+  // where recomputing gelu' cost it a third of its product's time); y = h W₂ᵀ + b₂ from another.
   Tensor x2 = rows_of(x);
   const int64_t rows = x2.size(0), hidden = w1.size(0), out = w2.size(0);
+  const bool recorded = will_record({x, w1, b1, w2, b2});
   Tensor h = Tensor::empty({rows, hidden}, x.dtype(), x.device());
-  Tensor pre = product_with_epilogue(x2, transpose(w1, 0, 1), GemmEpilogue::BiasGelu, dense(b1), h);
+  Tensor slope = product_with_epilogue(
+      x2, transpose(w1, 0, 1), recorded ? GemmEpilogue::BiasGeluSlope : GemmEpilogue::BiasGelu,
+      dense(b1), h);
   Tensor y = product_with_epilogue(h, transpose(w2, 0, 1), GemmEpilogue::Bias, dense(b2), Tensor());
   Shape shape = with_features(x, out);
+  if (!recorded) return make_view(y, shape, contiguous_strides(shape), 0);
   return record(
       "feed_forward", make_view(y, shape, contiguous_strides(shape), 0), {x, w1, b1, w2, b2},
-      [x2, h, pre, x_shape = x.shape(), w1, w2, out, first = needs_of(x, w1, b1),
+      [x2, h, slope, x_shape = x.shape(), w1, w2, out, first = needs_of(x, w1, b1),
        second = needs_of(h, w2, b2)](const Tensor& g) {
         // The second layer: dW₂ = dyᵀ h, db₂ = Σ dy. Then dpre = (dy W₂) ⊙ gelu'(pre) from one
-        // product (GELU's gradient in its epilogue), and the first layer's rule on dpre.
+        // product (the slope multiplied in its epilogue), and the first layer's rule on dpre.
         Tensor dy = reshape(dense(g), {-1, out});
         auto outer = linear_gradients(dy, h, h.shape(), w2, {false, second.weight, second.bias});
         std::vector<Tensor> grads{Tensor(), Tensor(), Tensor(), outer[1], outer[2]};
         if (first.x || first.weight || first.bias) {
-          Tensor dpre = product_with_epilogue(dy, w2, GemmEpilogue::GeluGrad, Tensor(), pre);
+          Tensor dpre = product_with_epilogue(dy, w2, GemmEpilogue::Times, Tensor(), slope);
           auto inner = linear_gradients(dpre, x2, x_shape, w1, first);
           grads[0] = inner[0], grads[1] = inner[1], grads[2] = inner[2];
         }

@@ -76,22 +76,27 @@ inline __m512 exp_of(__m512 y) {
   return _mm512_scalef_ps(p, n);
 }
 
-// gelu(x) = x·Φ(x) = 0.5·x·(1 + erf(x/√2)).
-inline __m512 gelu(__m512 x) {
-  const __m512 e = erf_of(_mm512_mul_ps(x, _mm512_set1_ps(0.7071067811865476f)));
+// erf(x/√2), which GELU and its gradient share.
+inline __m512 erf_over_sqrt2(__m512 x) {
+  return erf_of(_mm512_mul_ps(x, _mm512_set1_ps(0.7071067811865476f)));
+}
+
+// gelu(x) = x·Φ(x) = 0.5·x·(1 + erf(x/√2)), e = erf_over_sqrt2(x).
+inline __m512 gelu_given_erf(__m512 x, __m512 e) {
   return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x),
                        _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
+inline __m512 gelu(__m512 x) { return gelu_given_erf(x, erf_over_sqrt2(x)); }
 
-// gelu'(x) = Φ(x) + x·φ(x). x·φ(x) is taken at x clamped to [-10, 10]: beyond, it is below
-// 1e-20 (and an infinite x would make it ∞·0).
-inline __m512 gelu_grad(__m512 x) {
-  const __m512 e = erf_of(_mm512_mul_ps(x, _mm512_set1_ps(0.7071067811865476f)));
+// gelu'(x) = Φ(x) + x·φ(x), e = erf_over_sqrt2(x). x·φ(x) is taken at x clamped to [-10, 10]:
+// beyond, it is below 1e-20 (and an infinite x would make it ∞·0).
+inline __m512 gelu_grad_given_erf(__m512 x, __m512 e) {
   const __m512 cdf = _mm512_fmadd_ps(_mm512_set1_ps(0.5f), e, _mm512_set1_ps(0.5f));
   const __m512 xc = _mm512_min_ps(_mm512_set1_ps(10.0f), _mm512_max_ps(_mm512_set1_ps(-10.0f), x));
   const __m512 pdf = exp_of(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(xc, xc)));
   return _mm512_fmadd_ps(_mm512_mul_ps(xc, _mm512_set1_ps(0.3989422804014327f)), pdf, cdf);
 }
+inline __m512 gelu_grad(__m512 x) { return gelu_grad_given_erf(x, erf_over_sqrt2(x)); }
 
 // Lanes [0, left) of a 16-lane register, for a row's last partial vector.
 inline __mmask16 first_lanes(int64_t left) {
@@ -112,6 +117,16 @@ inline void gelu_row(const float* pre, float* y, int64_t cols) {
   for (int64_t i = 0; i < cols; i += 16) {
     const __mmask16 m = first_lanes(cols - i);
     _mm512_mask_storeu_ps(y + i, m, gelu(_mm512_maskz_loadu_ps(m, pre + i)));
+  }
+}
+
+// y = gelu(x) and slope = gelu'(x) over cols floats, erf taken once for both (slope may be x).
+inline void gelu_and_slope_row(const float* x, float* y, float* slope, int64_t cols) {
+  for (int64_t i = 0; i < cols; i += 16) {
+    const __mmask16 m = first_lanes(cols - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i), e = erf_over_sqrt2(v);
+    _mm512_mask_storeu_ps(y + i, m, gelu_given_erf(v, e));
+    _mm512_mask_storeu_ps(slope + i, m, gelu_grad_given_erf(v, e));
   }
 }
 

@@ -38,8 +38,27 @@ inline void gelu_grad_row(const T* dy, const T* __restrict pre, T* dx, int64_t c
   for (int64_t i = 0; i < cols; ++i) dx[i] = fused::bias_gelu_grad<CpuMath>(dy[i], pre[i]);
 }
 
+// y = gelu_erf(x) and slope = gelu_erf'(x), slope overwriting x: BiasGeluSlope's pass, so the
+// backward multiplies by the slope instead of recomputing it (the same bits as gelu_grad_row).
+template <typename T>
+inline void gelu_and_slope_row(T* x, T* __restrict y, int64_t cols) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) return avx512::gelu_and_slope_row(x, y, x, cols);
+#endif
+  for (int64_t i = 0; i < cols; ++i) {
+    y[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(x[i], T(0));
+    x[i] = apply_unary<UnaryOp::GeluErfGrad, CpuMath>(x[i], T(0));
+  }
+}
+
+// c *= factor over cols elements.
+template <typename T>
+inline void times_row(T* c, const T* __restrict factor, int64_t cols) {
+  for (int64_t i = 0; i < cols; ++i) c[i] *= factor[i];
+}
+
 // gemm_epilogue's pass over cols elements of one row of C; bias and aux point at the same
-// columns (bias unused by GeluGrad).
+// columns (bias unused by Times).
 template <typename T>
 inline void epilogue_row(GemmEpilogue epilogue, T* c, const T* bias, T* aux, int64_t cols) {
   switch (epilogue) {
@@ -50,8 +69,12 @@ inline void epilogue_row(GemmEpilogue epilogue, T* c, const T* bias, T* aux, int
       bias_row(c, bias, c, cols);
       gelu_row(c, aux, cols);
       break;
-    case GemmEpilogue::GeluGrad:
-      gelu_grad_row(c, aux, c, cols);
+    case GemmEpilogue::BiasGeluSlope:
+      bias_row(c, bias, c, cols);
+      gelu_and_slope_row(c, aux, cols);
+      break;
+    case GemmEpilogue::Times:
+      times_row(c, aux, cols);
       break;
     case GemmEpilogue::RowSums:  // no pass over C (cpu_gemm.cpp takes the sums with A)
       break;

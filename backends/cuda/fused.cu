@@ -33,6 +33,25 @@ __global__ void bias_gelu_dx_kernel(const T* dy, const T* pre, T* dx, int64_t n)
     dx[i] = fused::bias_gelu_grad<CudaMath>(dy[i], pre[i]);
 }
 
+// gemm_epilogue's BiasGeluSlope: pre = c + bias, y = gelu(pre), c = gelu'(pre).
+template <typename T>
+__global__ void bias_gelu_slope_kernel(T* c, const T* bias, T* y, int64_t n, int64_t cols) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    T pre;
+    y[i] = fused::bias_gelu<CudaMath>(c[i], bias[i % cols], pre);
+    c[i] = apply_unary<UnaryOp::GeluErfGrad, CudaMath>(pre, T(0));
+  }
+}
+
+// gemm_epilogue's Times: c *= factor.
+template <typename T>
+__global__ void times_kernel(T* c, const T* factor, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+    c[i] *= factor[i];
+}
+
 // sums[i] = Σ_k op(A)[i, k] (element (i, k) at k·lda + i when A is stored transposed, else at
 // i·lda + k), one thread per row of op(A), k in order: deterministic.
 template <typename T>
@@ -194,8 +213,11 @@ void CudaBackend::gemm_epilogue(const GemmArgs& g, GemmEpilogue epilogue, const 
   dispatch_floating(g.dtype, "gemm_epilogue", [&](auto tag) {
     using T = decltype(tag);
     T* c = static_cast<T*>(g.c);
-    if (epilogue == GemmEpilogue::GeluGrad)
-      bias_gelu_dx_kernel<T><<<grid_for(n), kBlock, 0, stream_>>>(c, aux.as<T>(), c, n);
+    if (epilogue == GemmEpilogue::Times)
+      times_kernel<T><<<grid_for(n), kBlock, 0, stream_>>>(c, aux.as<T>(), n);
+    else if (epilogue == GemmEpilogue::BiasGeluSlope)
+      bias_gelu_slope_kernel<T>
+          <<<grid_for(n), kBlock, 0, stream_>>>(c, bias.as<T>(), aux.as<T>(), n, g.n);
     else
       bias_act_kernel<T><<<grid_for(n), kBlock, 0, stream_>>>(
           c, bias.as<T>(), c, epilogue == GemmEpilogue::BiasGelu ? aux.as<T>() : nullptr, n, g.n);
