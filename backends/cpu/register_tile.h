@@ -38,23 +38,58 @@ struct PanelMasks {
 // tile at step p, wherever the caller keeps it. Per step: W loads of the panel's row and R
 // broadcasts feed R·W fused multiply-adds into accumulators that stay in registers.
 //
-// Lines to prefetch (optional): one per step, from `ahead`, so the caller's data for later tiles
-// arrives into L2 while this one computes, a line at a time (a burst of prefetches would wait
-// for free fill buffers).
+// Lines to prefetch (optional): one per step, so the caller's data for later tiles arrives
+// while this one computes, a line at a time (a burst of prefetches would wait for free fill
+// buffers). The lines run on in memory from `next`, or in rows of lines_per_row lines,
+// row_stride bytes apart (a block of C's rows). for_write: they will be written (prefetchw: they
+// arrive owned, so the stores need not fetch them first).
 struct LinesAhead {
   const char* next = nullptr;
   int64_t count = 0;
+  int64_t lines_per_row = 0;  // 0: one run of lines
+  int64_t row_stride = 0;
+  bool for_write = false;
+};
+
+// Walks a LinesAhead one line per call, then a second one.
+class Prefetcher {
+ public:
+  Prefetcher(const LinesAhead& first, const LinesAhead& then) : now_(first), then_(then) {
+    start();
+  }
+  void step() {
+    if (left_ == 0) {
+      if (then_.count == 0) return;
+      now_ = then_, then_ = {};
+      start();
+    }
+    if (now_.for_write)
+      __builtin_prefetch(line_, 1, 2);
+    else
+      _mm_prefetch(line_, _MM_HINT_T1);
+    --left_;
+    line_ += 64;
+    if (++in_row_ == now_.lines_per_row) in_row_ = 0, row_ += now_.row_stride, line_ = row_;
+  }
+
+ private:
+  void start() { row_ = line_ = now_.next, in_row_ = 0, left_ = now_.count; }
+  LinesAhead now_, then_;
+  const char *row_ = nullptr, *line_ = nullptr;
+  int64_t in_row_ = 0, left_ = 0;
 };
 
 template <int R, int W, class ElementOfA>
 inline void multiply_tile(const ElementOfA& a, const float* panel, int64_t k, float* c, int64_t ldc,
                           const __mmask16* masks, float alpha, float beta, bool add_to_c,
-                          LinesAhead ahead = {}) {
+                          LinesAhead ahead = {}, LinesAhead then_ahead = {}) {
   __m512 acc[R][W];
   for (int r = 0; r < R; ++r)
     for (int w = 0; w < W; ++w) acc[r][w] = _mm512_setzero_ps();
+  Prefetcher prefetch(ahead, then_ahead);
+  const int64_t prefetches = ahead.count + then_ahead.count;
   for (int64_t p = 0; p < k; ++p) {
-    if (p < ahead.count) _mm_prefetch(ahead.next + 64 * p, _MM_HINT_T1);
+    if (p < prefetches) prefetch.step();
     __m512 bv[W];
     for (int w = 0; w < W; ++w) bv[w] = _mm512_load_ps(panel + p * kTilePanel + 16 * w);
     for (int r = 0; r < R; ++r) {
