@@ -53,6 +53,11 @@ enum class ReduceOp : uint8_t { Sum, Max, Min };
 // view [batch, heads, rows, cols] lays them out without a copy: item i is at
 // (i / inner) * outer_stride_* + (i % inner) * stride_* (gemm_item_offset). inner = 0 is one
 // level, item i at i * stride_*.
+//
+// On such a grid with more than one outer item, outer_stride_c = 0 sums: the items of each inner
+// index share one C, C = alpha * Σ_o op(A_o) @ op(B_o) + beta * C, added in outer order (the
+// gradient of an operand broadcast over the outer level, without a [batch, ...] buffer and a
+// reduction after it). gemm_sums_outer says when.
 struct GemmArgs {
   DType dtype = DType::F32;
   bool trans_a = false, trans_b = false;
@@ -79,6 +84,11 @@ enum class GemmEpilogue : uint8_t {
   RowSums,        // C untouched; aux [m] = Σ_k op(A)[i, k]: with a weight's gradient dYᵀX, its
                   // bias's gradient Σ_t dY[t], taken while the product reads dY
 };
+
+// Whether g sums its outer items into one C per inner index (see GemmArgs).
+inline bool gemm_sums_outer(const GemmArgs& g) {
+  return g.inner > 0 && g.batch > g.inner && g.outer_stride_c == 0;
+}
 
 // Where batch item i of an operand starts, in elements (see GemmArgs).
 inline int64_t gemm_item_offset(const GemmArgs& g, int64_t i, int64_t stride,

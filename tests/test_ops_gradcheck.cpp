@@ -1,5 +1,6 @@
 // Finite-difference gradient checks in float64 for every differentiable op, including
 // broadcasting and non-contiguous (transposed, sliced) inputs.
+#include "core/parallel.h"
 #include "tests/test_helpers.h"
 
 using namespace mixlab;
@@ -55,6 +56,41 @@ TEST_CASE("gradcheck: matmul batched and broadcast with transposed inputs") {
               (Inputs{rand64({2, 3, 2, 3, 4}, 22), rand64({3, 1, 4, 2}, 23)}));
   CHECK_GRADS([](const Inputs& x) { return linear(x[0], x[1], x[2]); },
               (Inputs{rand64({2, 3, 4}, 17), rand64({5, 4}, 18), rand64({5}, 19)}));
+  // One operand shared by every example (a synthesizer's weights [1, H, N, N] against head-split
+  // values): its gradient is summed by the products over the batch.
+  auto split = [](const Tensor& t) { return transpose(reshape(t, {2, 3, 2, 4}), 1, 2); };
+  CHECK_GRADS([&](const Inputs& x) { return matmul(x[0], split(x[1])); },
+              (Inputs{rand64({1, 2, 3, 3}, 24), rand64({2, 3, 8}, 25)}));
+  CHECK_GRADS([&](const Inputs& x) { return matmul(split(x[1]), x[0]); },
+              (Inputs{rand64({2, 4, 3}, 26), rand64({2, 3, 8}, 27)}));
+  CHECK_GRADS([](const Inputs& x) { return matmul(transpose(x[0], -1, -2), x[1]); },
+              (Inputs{rand64({3, 2, 4}, 28), rand64({2, 3, 2, 5}, 29)}));
+}
+
+TEST_CASE(
+    "matmul: a shared operand's gradient is the sum over the batch, the same bits on 1 "
+    "and 2 threads") {
+  // A [4, 49, 49] shared by 16 examples of head-split values [16, 4, 49, 32]: against the
+  // gradient of the same product with A expanded to every example and summed by the expand.
+  Tensor a = rand32({4, 49, 49}, 30), v = rand32({16, 49, 128}, 31),
+         w = rand32({16, 4, 49, 32}, 32);
+  auto grad_of_a = [&](bool expanded) {
+    Tensor leaf = a.detach().clone().set_requires_grad();
+    Tensor heads = transpose(reshape(v, {16, 49, 4, 32}), 1, 2);
+    Tensor op = expanded ? contiguous(expand(leaf, {16, 4, 49, 49})) : leaf;
+    sum(mul(matmul(op, heads), w)).backward();
+    return leaf.grad().to_float_vector();
+  };
+  const int threads = num_threads();
+  set_num_threads(1);
+  const auto one = grad_of_a(false), reference = grad_of_a(true);
+  set_num_threads(2);
+  const auto two = grad_of_a(false);
+  set_num_threads(threads);
+  CHECK(one == two);
+  REQUIRE(one.size() == reference.size());
+  for (size_t i = 0; i < one.size(); ++i)
+    CHECK(one[i] == doctest::Approx(reference[i]).epsilon(1e-4));
 }
 
 TEST_CASE("gradcheck: reductions") {

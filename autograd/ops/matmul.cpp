@@ -37,21 +37,26 @@ Shape strides_in_order_of(const Tensor& like, const Shape& shape) {
 
 // C[o, i] = A[o, i] @ B[o, i] for 4-D operands [outer, inner, rows, cols] on one batch grid. Each
 // batch axis has its own stride (0 broadcasts), so a head-split view [batch, heads, N, d_h] of
-// a [batch, N, heads·d_h] projection is read in place (GemmArgs::inner).
+// a [batch, N, heads·d_h] projection is read in place (GemmArgs::inner). An operand with one
+// outer item is shared by all of them (a synthesizer's weights, the same for every example).
 //
 // `c_strides`, when given, are the strides C is written with if gemm can write them
 // (gemm_writable), else C is contiguous. A product of head-split operands written in their
 // layout goes back through the split (merge_heads, or the split's backward) as views, where a
 // contiguous one would be copied.
-Tensor bmm(const Tensor& a_in, const Tensor& b_in, const Shape& c_strides = {}) {
+//
+// sum_outer: C [1, inner, m, n] = Σ_o A[o, i] @ B[o, i] (gemm_sums_outer), the gradient of a
+// shared operand, summed as the products are made.
+Tensor bmm(const Tensor& a_in, const Tensor& b_in, const Shape& c_strides = {},
+           bool sum_outer = false) {
   Tensor a = a_in, b = b_in;
-  int64_t outer = a.shape()[0], inner = a.shape()[1];
+  int64_t outer = std::max(a.shape()[0], b.shape()[0]), inner = a.shape()[1];
   int64_t m = a.shape()[2], k = a.shape()[3], n = b.shape()[3];
   MatrixLayout la = layout_of(m, k, a.strides()[2], a.strides()[3]);
   MatrixLayout lb = layout_of(k, n, b.strides()[2], b.strides()[3]);
   if (!la.ok) a = dense(a), la = layout_of(m, k, a.strides()[2], a.strides()[3]);
   if (!lb.ok) b = dense(b), lb = layout_of(k, n, b.strides()[2], b.strides()[3]);
-  Shape shape{outer, inner, m, n};
+  Shape shape{sum_outer ? 1 : outer, inner, m, n};
   Tensor c;
   if (!c_strides.empty() && c_strides != contiguous_strides(shape) &&
       gemm_writable(shape, c_strides))
@@ -89,11 +94,21 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in, const Shape& c_strides = {}) 
   return c;
 }
 
-// The backward writes each gradient in its operand's layout (see bmm).
-Tensor bmm_recorded(const Tensor& a, const Tensor& b, const Shape& c_strides = {}) {
-  return record("matmul", bmm(a, b, c_strides), {a, b}, [a, b](const Tensor& g) {
-    Tensor ga = a.requires_grad() ? bmm_recorded(g, transpose(b, 2, 3), a.strides()) : Tensor();
-    Tensor gb = b.requires_grad() ? bmm_recorded(transpose(a, 2, 3), g, b.strides()) : Tensor();
+Tensor bmm_recorded(const Tensor& a, const Tensor& b, const Shape& c_strides = {},
+                    bool sum_outer = false);
+
+// The gradient x @ y of an operand `like`: summed over the outer level when `like` is shared
+// (one outer item against more), else written in like's layout (see bmm).
+Tensor operand_gradient(const Tensor& x, const Tensor& y, const Tensor& like) {
+  const bool shared = like.shape()[0] == 1 && std::max(x.shape()[0], y.shape()[0]) > 1;
+  return shared ? bmm_recorded(x, y, {}, true) : bmm_recorded(x, y, like.strides());
+}
+
+Tensor bmm_recorded(const Tensor& a, const Tensor& b, const Shape& c_strides, bool sum_outer) {
+  // (A summed product's gradient g has one outer item: shared by every product it summed.)
+  return record("matmul", bmm(a, b, c_strides, sum_outer), {a, b}, [a, b](const Tensor& g) {
+    Tensor ga = a.requires_grad() ? operand_gradient(g, transpose(b, 2, 3), a) : Tensor();
+    Tensor gb = b.requires_grad() ? operand_gradient(transpose(a, 2, 3), g, b) : Tensor();
     return std::vector<Tensor>{ga, gb};
   });
 }
@@ -125,10 +140,18 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   int64_t inner = batch.back(), outer = count / std::max<int64_t>(inner, 1);
   // The operand as a [outer, inner, rows, cols] grid: the last batch axis is the inner level,
   // the ones before it collapse into the outer level when their strides allow (else a copy).
+  // An operand with size 1 on every outer axis stays [1, inner, rows, cols]: shared by every
+  // outer item, its gradient summed by the products (bmm's sum_outer) rather than expanded.
   auto to_grid = [&](const Tensor& t, int64_t rows, int64_t cols) {
     Shape full = batch;
     full.push_back(rows);
     full.push_back(cols);
+    const int skipped = nb - (t.dim() - 2);  // leading batch axes t does not have
+    bool shared = outer > 1;
+    for (int i = 0; i < nb - 1; ++i) shared = shared && (i < skipped || t.size(i - skipped) == 1);
+    const int64_t grid_outer = shared ? 1 : outer;
+    if (shared)
+      for (int i = 0; i < nb - 1; ++i) full[i] = 1;
     Tensor e = expand(t, full);
     // Outer axes of size 1 never step; the others must nest: each one's stride is the next
     // one's stride times its size.
@@ -138,10 +161,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       if (nested < 0)
         outer_stride = e.strides()[i];
       else if (e.strides()[i] != nested)
-        return reshape(e, {outer, inner, rows, cols});  // not one stride: a copy
+        return reshape(e, {grid_outer, inner, rows, cols});  // not one stride: a copy
       nested = e.strides()[i] * e.shape()[i];
     }
-    Tensor v = make_view(e, {outer, inner, rows, cols},
+    Tensor v = make_view(e, {grid_outer, inner, rows, cols},
                          {outer_stride, e.strides()[nb - 1], e.strides()[nb], e.strides()[nb + 1]},
                          e.offset());
     return record("reshape", v, {e}, [from = e.shape()](const Tensor& g) {

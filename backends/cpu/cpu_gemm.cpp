@@ -11,7 +11,9 @@
 // rows there, each thread would reread the whole of the other operand for a thin block of C. The
 // blocks depend only on the shape and the thread count, so results repeat bit for bit for a given
 // thread count; a different count can round differently (OpenBLAS picks its kernels by block shape,
-// and a split k sums in another order).
+// and a split k sums in another order). Products summed over a grid's outer level (a shared
+// operand's gradient, gemm_sums_outer) are shared out by inner index, each summed in order by
+// one thread.
 //
 // A tall float32 product with a short inner axis (a linear layer's forward or input gradient)
 // goes to tall_gemm.h instead, which beats OpenBLAS there by not packing A; a block of a weight's
@@ -173,6 +175,22 @@ void run_gemm(const GemmArgs& g, void* row_sums) {
   auto sums_from = [&](int64_t r0) {
     return row_sums ? static_cast<char*>(row_sums) + r0 * elem : nullptr;
   };
+  if (gemm_sums_outer(g)) {
+    // One C per inner index, its outer items added in order by one thread: the same bits for
+    // any thread count.
+    const int64_t outer = g.batch / g.inner;
+    parallel_for(g.inner, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t o = 0; o < outer; ++o) {
+          Block blk = whole(g);
+          blk.out = static_cast<char*>(g.c) + i * g.stride_c * static_cast<int64_t>(elem);
+          blk.ldo = g.ldc;
+          blk.beta = o == 0 ? g.beta : 1.0;
+          gemm_block(g, o * g.inner + i, blk);
+        }
+    });
+    return;
+  }
   if (small && g.batch > 1) {
     parallel_for(g.batch, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) gemm_block(g, i, whole(g));

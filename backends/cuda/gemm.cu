@@ -28,21 +28,25 @@ void CudaBackend::gemm(const GemmArgs& g) {
     lda = std::max(lda, g.trans_a ? m : 1);
     ldb = std::max(ldb, g.trans_b ? 1 : n);
   }
-  // A two-level grid (GemmArgs::inner) is one strided-batched call per outer item.
+  // A two-level grid (GemmArgs::inner) is one strided-batched call per outer item. Summed over
+  // the outer level (gemm_sums_outer), each call after the first adds to C: in outer order, on
+  // one stream.
   int64_t per_call = g.inner > 0 ? std::min(g.inner, g.batch) : g.batch;
+  const bool sums = gemm_sums_outer(g);
   for (int64_t first = 0; first < g.batch; first += per_call) {
     int batch = static_cast<int>(std::min(per_call, g.batch - first));
     int64_t a_off = gemm_item_offset(g, first, g.stride_a, g.outer_stride_a);
     int64_t b_off = gemm_item_offset(g, first, g.stride_b, g.outer_stride_b);
     int64_t c_off = gemm_item_offset(g, first, g.stride_c, g.outer_stride_c);
+    const double beta_now = sums && first > 0 ? 1.0 : g.beta;
     if (g.dtype == DType::F32) {
-      float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+      float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(beta_now);
       MIXLAB_CUBLAS_CHECK(cublasSgemmStridedBatched(
           handle, op_b, op_a, n, m, k, &alpha, static_cast<const float*>(g.b) + b_off, ldb,
           g.stride_b, static_cast<const float*>(g.a) + a_off, lda, g.stride_a, &beta,
           static_cast<float*>(g.c) + c_off, ldc, g.stride_c, batch));
     } else if (g.dtype == DType::F64) {
-      double alpha = g.alpha, beta = g.beta;
+      double alpha = g.alpha, beta = beta_now;
       MIXLAB_CUBLAS_CHECK(cublasDgemmStridedBatched(
           handle, op_b, op_a, n, m, k, &alpha, static_cast<const double*>(g.b) + b_off, ldb,
           g.stride_b, static_cast<const double*>(g.a) + a_off, lda, g.stride_a, &beta,

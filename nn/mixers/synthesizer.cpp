@@ -355,8 +355,12 @@ class Synthesizer : public Mixer {
     Tensor v = mixers::split_heads(w_v->forward(x), h);
     Tensor logits =
         combine([&](const Component& c, const Tensor& alpha) { return c.logits(x, alpha); });
-    if (logits.size(0) != batch) logits = expand(logits, {batch, h, n, n});
     Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
+    // Logits that depend on positions only (R, Fix, FR: [1, h, N, N]) under a mask that does too
+    // (none, or causal) give every example the same weights: one softmax, which the product
+    // broadcasts over the batch (and whose gradient the product sums over it), instead of B.
+    if (logits.size(0) != batch && mask.defined() && mask.size(0) != 1)
+      logits = expand(logits, {batch, h, n, n});
     if (theta.defined() && mixing_capture_active()) capture_mixture(x, mask);
     return attend(logits, mask, v);
   }
@@ -412,7 +416,9 @@ class Synthesizer : public Mixer {
 
   Tensor attend(const Tensor& logits, const Tensor& mask, const Tensor& v) const {
     Tensor a = mixers::masked_softmax(logits, mask);
-    capture_mixing(*this, "attention", RowRule::SumToOne, [&] { return a; });
+    capture_mixing(*this, "attention", RowRule::SumToOne, [&] {
+      return expand(a, {v.size(0), a.size(1), a.size(2), a.size(3)});
+    });
     return w_o->forward(mixers::merge_heads(matmul(a, v)));
   }
 
