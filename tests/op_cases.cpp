@@ -403,56 +403,59 @@ void add_gemm_cases(std::vector<OpCase>& t) {
   }
   // Items on a two-level grid [outer, inner] summed over the outer level into one C per inner
   // index (outer_stride_c = 0, gemm_sums_outer): C = alpha Σ_o A B + beta C, beta applied once.
-  // Shapes that take the CPU's small products and OpenBLAS; A as is or transposed.
+  // A as is or transposed. One inner index takes the CPU's split of the outer items into
+  // chunks; five, its split by inner index.
   for (Size s : {Size{7, 5, 3}, Size{49, 49, 32}, Size{300, 17, 70}})
-    for (bool ta : {false, true}) {
-      const int64_t outer = 5, inner = 3;
-      const double kk = static_cast<double>(s.k * outer);
-      t.push_back({"gemm",
-                   "summed over the outer level: m=" + std::to_string(s.m) +
-                       " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) +
-                       (ta ? " A^T" : "") + " outer=5 inner=3 beta=0.25",
-                   {Input::uniform({outer * inner * s.m * s.k}, 123),
-                    Input::uniform({outer * inner * s.k * s.n}, 124),
-                    Input::uniform({inner * s.m * s.n}, 125)},
-                   [=](const Ctx& c, const In& in) {
-                     Tensor C = in[2].clone();
-                     GemmArgs g;
-                     g.dtype = c.dtype;
-                     g.trans_a = ta;
-                     g.m = s.m, g.n = s.n, g.k = s.k;
-                     g.a = in[0].raw_data(), g.lda = ta ? s.m : s.k;
-                     g.stride_a = s.m * s.k, g.outer_stride_a = inner * s.m * s.k;
-                     g.b = in[1].raw_data(), g.ldb = s.n;
-                     g.stride_b = s.k * s.n, g.outer_stride_b = inner * s.k * s.n;
-                     g.c = C.raw_data(), g.ldc = s.n, g.stride_c = s.m * s.n, g.outer_stride_c = 0;
-                     g.batch = outer * inner, g.inner = inner;
-                     g.alpha = 0.5, g.beta = 0.25;
-                     c.kernels().gemm(g);
-                     return Out{C};
-                   },
-                   Tol{1e-4, 1e-6 * kk},
-                   Tol{1e-10, 1e-13 * kk},
-                   false,
-                   {DType::F32, DType::F64},
-                   [=](const std::vector<std::vector<double>>& v) {
-                     std::vector<double> y(inner * s.m * s.n);
-                     for (int64_t i = 0; i < inner; ++i)
-                       for (int64_t r = 0; r < s.m; ++r)
-                         for (int64_t j = 0; j < s.n; ++j) {
-                           double acc = 0;
-                           for (int64_t o = 0; o < outer; ++o) {
-                             const double* a = v[0].data() + (o * inner + i) * s.m * s.k;
-                             const double* b = v[1].data() + (o * inner + i) * s.k * s.n;
-                             for (int64_t p = 0; p < s.k; ++p)
-                               acc += (ta ? a[p * s.m + r] : a[r * s.k + p]) * b[p * s.n + j];
+    for (bool ta : {false, true})
+      for (int64_t inner : {1, 5}) {
+        const int64_t outer = 6;
+        const double kk = static_cast<double>(s.k * outer);
+        t.push_back({"gemm",
+                     "summed over the outer level: m=" + std::to_string(s.m) + " n=" +
+                         std::to_string(s.n) + " k=" + std::to_string(s.k) + (ta ? " A^T" : "") +
+                         " outer=6 inner=" + std::to_string(inner) + " beta=0.25",
+                     {Input::uniform({outer * inner * s.m * s.k}, 123),
+                      Input::uniform({outer * inner * s.k * s.n}, 124),
+                      Input::uniform({inner * s.m * s.n}, 125)},
+                     [=](const Ctx& c, const In& in) {
+                       Tensor C = in[2].clone();
+                       GemmArgs g;
+                       g.dtype = c.dtype;
+                       g.trans_a = ta;
+                       g.m = s.m, g.n = s.n, g.k = s.k;
+                       g.a = in[0].raw_data(), g.lda = ta ? s.m : s.k;
+                       g.stride_a = s.m * s.k, g.outer_stride_a = inner * s.m * s.k;
+                       g.b = in[1].raw_data(), g.ldb = s.n;
+                       g.stride_b = s.k * s.n, g.outer_stride_b = inner * s.k * s.n;
+                       g.c = C.raw_data(), g.ldc = s.n, g.stride_c = s.m * s.n,
+                       g.outer_stride_c = 0;
+                       g.batch = outer * inner, g.inner = inner;
+                       g.alpha = 0.5, g.beta = 0.25;
+                       c.kernels().gemm(g);
+                       return Out{C};
+                     },
+                     Tol{1e-4, 1e-6 * kk},
+                     Tol{1e-10, 1e-13 * kk},
+                     false,
+                     {DType::F32, DType::F64},
+                     [=](const std::vector<std::vector<double>>& v) {
+                       std::vector<double> y(inner * s.m * s.n);
+                       for (int64_t i = 0; i < inner; ++i)
+                         for (int64_t r = 0; r < s.m; ++r)
+                           for (int64_t j = 0; j < s.n; ++j) {
+                             double acc = 0;
+                             for (int64_t o = 0; o < outer; ++o) {
+                               const double* a = v[0].data() + (o * inner + i) * s.m * s.k;
+                               const double* b = v[1].data() + (o * inner + i) * s.k * s.n;
+                               for (int64_t p = 0; p < s.k; ++p)
+                                 acc += (ta ? a[p * s.m + r] : a[r * s.k + p]) * b[p * s.n + j];
+                             }
+                             const int64_t at = (i * s.m + r) * s.n + j;
+                             y[at] = 0.5 * acc + 0.25 * v[2][at];
                            }
-                           const int64_t at = (i * s.m + r) * s.n + j;
-                           y[at] = 0.5 * acc + 0.25 * v[2][at];
-                         }
-                     return y;
-                   }});
-    }
+                       return y;
+                     }});
+      }
   auto products = [](const Ctx&, const In& in) {
     Tensor y = matmul(in[0], transpose(in[1], 1, 2));
     Tensor z = linear(y, in[2], in[3]);

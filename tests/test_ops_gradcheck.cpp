@@ -65,32 +65,42 @@ TEST_CASE("gradcheck: matmul batched and broadcast with transposed inputs") {
               (Inputs{rand64({2, 4, 3}, 26), rand64({2, 3, 8}, 27)}));
   CHECK_GRADS([](const Inputs& x) { return matmul(transpose(x[0], -1, -2), x[1]); },
               (Inputs{rand64({3, 2, 4}, 28), rand64({2, 3, 2, 5}, 29)}));
+  // One batch axis: a weight [3, 4] (or [1, 2, 3]) applied to each of 5 examples, either side.
+  CHECK_GRADS([](const Inputs& x) { return matmul(x[0], x[1]); },
+              (Inputs{rand64({3, 4}, 33), rand64({5, 4, 2}, 34)}));
+  CHECK_GRADS([](const Inputs& x) { return matmul(x[1], x[0]); },
+              (Inputs{rand64({1, 2, 3}, 35), rand64({5, 4, 2}, 36)}));
 }
 
 TEST_CASE(
     "matmul: a shared operand's gradient is the sum over the batch, the same bits on 1 "
     "and 2 threads") {
-  // A [4, 49, 49] shared by 16 examples of head-split values [16, 4, 49, 32]: against the
-  // gradient of the same product with A expanded to every example and summed by the expand.
-  Tensor a = rand32({4, 49, 49}, 30), v = rand32({16, 49, 128}, 31),
-         w = rand32({16, 4, 49, 32}, 32);
-  auto grad_of_a = [&](bool expanded) {
-    Tensor leaf = a.detach().clone().set_requires_grad();
-    Tensor heads = transpose(reshape(v, {16, 49, 4, 32}), 1, 2);
-    Tensor op = expanded ? contiguous(expand(leaf, {16, 4, 49, 49})) : leaf;
-    sum(mul(matmul(op, heads), w)).backward();
-    return leaf.grad().to_float_vector();
-  };
-  const int threads = num_threads();
-  set_num_threads(1);
-  const auto one = grad_of_a(false), reference = grad_of_a(true);
-  set_num_threads(2);
-  const auto two = grad_of_a(false);
-  set_num_threads(threads);
-  CHECK(one == two);
-  REQUIRE(one.size() == reference.size());
-  for (size_t i = 0; i < one.size(); ++i)
-    CHECK(one[i] == doctest::Approx(reference[i]).epsilon(1e-4));
+  // A shared by 16 examples of head-split values [16, 4, 49, 32]: per head ([4, 49, 49]: the CPU
+  // sums each head's examples on one thread) and one for all heads ([49, 49]: one inner index,
+  // the examples cut into chunks). Against the gradient of the same product with A expanded to
+  // every example and summed by the expand.
+  Tensor v = rand32({16, 49, 128}, 31), w = rand32({16, 4, 49, 32}, 32);
+  for (const Shape& shape : {Shape{4, 49, 49}, Shape{49, 49}}) {
+    INFO("A " << shape_str(shape));
+    Tensor a = rand32(shape, 30);
+    auto grad_of_a = [&](bool expanded) {
+      Tensor leaf = a.detach().clone().set_requires_grad();
+      Tensor heads = transpose(reshape(v, {16, 49, 4, 32}), 1, 2);
+      Tensor op = expanded ? contiguous(expand(leaf, {16, 4, 49, 49})) : leaf;
+      sum(mul(matmul(op, heads), w)).backward();
+      return leaf.grad().to_float_vector();
+    };
+    const int threads = num_threads();
+    set_num_threads(1);
+    const auto one = grad_of_a(false), reference = grad_of_a(true);
+    set_num_threads(2);
+    const auto two = grad_of_a(false);
+    set_num_threads(threads);
+    CHECK(one == two);
+    REQUIRE(one.size() == reference.size());
+    for (size_t i = 0; i < one.size(); ++i)
+      CHECK(one[i] == doctest::Approx(reference[i]).epsilon(1e-4));
+  }
 }
 
 TEST_CASE("gradcheck: reductions") {

@@ -135,6 +135,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Shape batch_a(a.shape().begin(), a.shape().end() - 2);
   Shape batch_b(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  if (batch.size() == 1 && batch[0] > 1 && (batch_a != batch || batch_b != batch)) {
+    // One batch axis, one operand the same for every item (a weight applied to each example):
+    // as [batch, 1] the batch is the outer level, where the shared operand's gradient is summed
+    // by the products (bmm's sum_outer) instead of written per item and reduced.
+    Tensor c = matmul(unsqueeze(a, -3), unsqueeze(b, -3));
+    return reshape(c, {batch[0], m, n});
+  }
   int64_t count = numel_of(batch);
   int nb = static_cast<int>(batch.size());
   int64_t inner = batch.back(), outer = count / std::max<int64_t>(inner, 1);

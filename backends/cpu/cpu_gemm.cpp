@@ -155,6 +155,51 @@ void gemm_split_k(const GemmArgs& g, int64_t i, T* row_sums) {
   });
 }
 
+// A grid summed over its outer level (gemm_sums_outer): C_i = alpha Σ_o A_(o,i) B_(o,i) + beta C_i.
+// With at least kSumChunks inner indices, each one's items are added in order by one thread.
+// With fewer (a weight shared by every example: one inner index), the outer items are cut into
+// kSumChunks chunks, each summed into a partial C of its own, and the partials are added in
+// chunk order (row_partials.h). Either way the order depends only on the shape: the same bits
+// for any thread count.
+constexpr int64_t kSumChunks = 4;
+
+template <typename T>
+void gemm_sum_outer(const GemmArgs& g) {
+  const int64_t outer = g.batch / g.inner, items = g.m * g.n;
+  // Item (o, i)'s product into `out` (row stride ldo), over what is there when `add`.
+  auto multiply = [&](int64_t o, int64_t i, T* out, int64_t ldo, double beta) {
+    Block blk = whole(g);
+    blk.out = out, blk.ldo = ldo, blk.beta = beta;
+    gemm_block(g, o * g.inner + i, blk);
+  };
+  T* c = static_cast<T*>(g.c);
+  if (g.inner >= kSumChunks || outer < 2) {
+    parallel_for(g.inner, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t o = 0; o < outer; ++o)
+          multiply(o, i, c + i * g.stride_c, g.ldc, o == 0 ? g.beta : 1.0);
+    });
+    return;
+  }
+  auto sums = cpu::accumulate_row_blocks<T>(
+      outer, g.inner * items, kSumChunks, [&](int64_t o0, int64_t o1, T* part) {
+        for (int64_t i = 0; i < g.inner; ++i)
+          for (int64_t o = o0; o < o1; ++o)
+            multiply(o, i, part + i * items, g.n, o == o0 ? 0.0 : 1.0);
+      });
+  const T beta = static_cast<T>(g.beta);
+  parallel_for(g.inner * g.m, kMinBlock, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i = r / g.m, row = r % g.m;
+      T* c_row = c + i * g.stride_c + row * g.ldc;
+      for (int64_t j = 0; j < g.n; ++j) {
+        const T total = sums.column(i * items + row * g.n + j);
+        c_row[j] = beta == T(0) ? total : beta * c_row[j] + total;  // beta 0: C is not read
+      }
+    }
+  });
+}
+
 }  // namespace
 
 // OpenBLAS's own threads are started when the library loads and keep the default float modes,
@@ -176,19 +221,10 @@ void run_gemm(const GemmArgs& g, void* row_sums) {
     return row_sums ? static_cast<char*>(row_sums) + r0 * elem : nullptr;
   };
   if (gemm_sums_outer(g)) {
-    // One C per inner index, its outer items added in order by one thread: the same bits for
-    // any thread count.
-    const int64_t outer = g.batch / g.inner;
-    parallel_for(g.inner, 1, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i)
-        for (int64_t o = 0; o < outer; ++o) {
-          Block blk = whole(g);
-          blk.out = static_cast<char*>(g.c) + i * g.stride_c * static_cast<int64_t>(elem);
-          blk.ldo = g.ldc;
-          blk.beta = o == 0 ? g.beta : 1.0;
-          gemm_block(g, o * g.inner + i, blk);
-        }
-    });
+    if (g.dtype == DType::F64)
+      gemm_sum_outer<double>(g);
+    else
+      gemm_sum_outer<float>(g);
     return;
   }
   if (small && g.batch > 1) {
