@@ -121,8 +121,19 @@ inline void gelu_row(const float* pre, float* y, int64_t cols) {
 }
 
 // y = gelu(x) and slope = gelu'(x) over cols floats, erf taken once for both (slope may be x).
-inline void gelu_and_slope_row(const float* x, float* y, float* slope, int64_t cols) {
-  for (int64_t i = 0; i < cols; i += 16) {
+// stream_slope (slope on a cache line, not x): the slope's whole registers go out as streaming
+// stores, which write memory without reading the lines first or keeping them in cache (for a
+// result read long after, by the backward).
+inline void gelu_and_slope_row(const float* x, float* y, float* slope, int64_t cols,
+                               bool stream_slope = false) {
+  int64_t i = 0;
+  if (stream_slope)
+    for (; i + 16 <= cols; i += 16) {
+      const __m512 v = _mm512_loadu_ps(x + i), e = erf_over_sqrt2(v);
+      _mm512_storeu_ps(y + i, gelu_given_erf(v, e));
+      _mm512_stream_ps(slope + i, gelu_grad_given_erf(v, e));
+    }
+  for (; i < cols; i += 16) {
     const __mmask16 m = first_lanes(cols - i);
     const __m512 v = _mm512_maskz_loadu_ps(m, x + i), e = erf_over_sqrt2(v);
     _mm512_mask_storeu_ps(y + i, m, gelu_given_erf(v, e));

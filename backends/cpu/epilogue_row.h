@@ -51,6 +51,20 @@ inline void gelu_and_slope_row(T* x, T* __restrict y, int64_t cols) {
   }
 }
 
+// BiasGeluSlope's pass from a row computed elsewhere (a buffer in L1): y = gelu_erf(pre) and
+// slope = gelu_erf'(pre), the slope streamed to memory (avx512_math.h); the same bits as
+// gelu_and_slope_row.
+inline void gelu_and_slope_streamed(const float* pre, float* y, float* slope, int64_t cols) {
+#if defined(__AVX512F__)
+  avx512::gelu_and_slope_row(pre, y, slope, cols, true);
+#else
+  for (int64_t i = 0; i < cols; ++i) {
+    y[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(pre[i], 0.0f);
+    slope[i] = apply_unary<UnaryOp::GeluErfGrad, CpuMath>(pre[i], 0.0f);
+  }
+#endif
+}
+
 // c *= factor over cols elements.
 template <typename T>
 inline void times_row(T* c, const T* __restrict factor, int64_t cols) {

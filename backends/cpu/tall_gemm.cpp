@@ -6,7 +6,8 @@
 // prefetches, a line per step, the lines of C (and of the epilogue's aux) that the next block
 // will write: a product's output (12.8 MB for the classifier's FFN) is rarely in cache, and a
 // store to a line that is not has to read it from memory first, with the FMAs waiting. In the
-// classifier's training step the FFN's products took 6-17% less time with it (session 14).
+// classifier's training step the FFN's products took 6-17% less time with it (session 14). GELU's
+// slope (BiasGeluSlope), read only by the backward, is streamed out from a block in L1 instead.
 //
 // Measured against OpenBLAS 0.3.21 (SkylakeX kernels) in the same binary (MIXLAB_TALL_GEMM=0),
 // one thread, best of 20, 2 vCPUs of a Xeon with AVX-512 (session 11): 1.11-1.38x as fast on the
@@ -111,7 +112,15 @@ void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   const int64_t blocks = (m + kRows - 1) / kRows;
   const int64_t grain = std::max<int64_t>(1, kMinChunkMacs / (kRows * n * k));
+  // GELU's slope (BiasGeluSlope) is read only by the backward, long after: the tiles write the
+  // block into a buffer that stays in L1, and the epilogue streams the slope out to C (no read
+  // of C's lines from memory before they are written, no cache filled with them).
+  const bool stream_c = epilogue && epilogue->kind == GemmEpilogue::BiasGeluSlope && beta == 0.0f &&
+                        reinterpret_cast<uintptr_t>(c) % 64 == 0 && g.ldc % 16 == 0;
   parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+    thread_local std::vector<float> block_buffer;
+    float* block = stream_c ? aligned_scratch(block_buffer, kRows * panels * kPanel) : nullptr;
+    const int64_t ld_block = panels * kPanel;
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t r0 = blk * kRows;
       const int rows = static_cast<int>(std::min<int64_t>(kRows, m - r0));
@@ -126,22 +135,31 @@ void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {
         if (blk + 1 < b1) {
           const int64_t next_rows = std::min<int64_t>(kRows, m - r0 - kRows);
           const int64_t lines = ((std::min(n - j * kPanel, kPanel)) * 4 + 63) / 64;
-          c_ahead = {reinterpret_cast<const char*>(c + (r0 + kRows) * g.ldc + j * kPanel),
-                     next_rows * lines, lines, g.ldc * 4, true};
+          if (!stream_c)
+            c_ahead = {reinterpret_cast<const char*>(c + (r0 + kRows) * g.ldc + j * kPanel),
+                       next_rows * lines, lines, g.ldc * 4, true};
           if (epilogue && epilogue->aux)
             aux_ahead = {
                 reinterpret_cast<const char*>(epilogue->aux + (r0 + kRows) * n + j * kPanel),
                 next_rows * lines, lines, n * 4, epilogue->kind != GemmEpilogue::Times};
         }
-        (is_last ? end : body)(a + r0 * g.lda, g.lda, bp + j * k * kPanel, k,
-                               c + r0 * g.ldc + j * kPanel, g.ldc,
-                               is_last ? masks.last : masks.full, alpha, beta, c_ahead, aux_ahead);
+        float* out = stream_c ? block + j * kPanel : c + r0 * g.ldc + j * kPanel;
+        (is_last ? end : body)(a + r0 * g.lda, g.lda, bp + j * k * kPanel, k, out,
+                               stream_c ? ld_block : g.ldc, is_last ? masks.last : masks.full,
+                               alpha, beta, c_ahead, aux_ahead);
       }
-      if (epilogue)  // the block's rows of C (6·n floats) are still in L1
+      if (stream_c)
+        for (int r = 0; r < rows; ++r) {
+          float* pre = block + r * ld_block;
+          bias_row(pre, epilogue->bias, pre, n);
+          gelu_and_slope_streamed(pre, epilogue->aux + (r0 + r) * n, c + (r0 + r) * g.ldc, n);
+        }
+      else if (epilogue)  // the block's rows of C (6·n floats) are still in L1
         for (int r = 0; r < rows; ++r)
           epilogue_row(epilogue->kind, c + (r0 + r) * g.ldc, epilogue->bias,
                        epilogue->aux ? epilogue->aux + (r0 + r) * n : nullptr, n);
     }
+    if (stream_c) _mm_sfence();  // the streamed stores are visible before the pool's join
   });
 }
 
