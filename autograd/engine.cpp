@@ -19,6 +19,25 @@ Tensor accumulate(const Tensor& current, const Tensor& incoming) {
   return add(current, incoming);
 }
 
+// The same sum for an entry of the engine's own table: when nothing else holds the entry's
+// memory (not a rule's saved tensor, not another input's gradient, not a view of either), the
+// incoming gradient is added where the entry is (the same float additions as add()'s), instead
+// of into a fresh tensor: no new buffer to write (a residual stream's gradient, once per block).
+void accumulate_into(Tensor& slot, const Tensor& incoming) {
+  if (!slot.defined()) {
+    slot = incoming;
+    return;
+  }
+  const bool sole_owner = slot.impl_ptr().use_count() == 1 &&
+                          slot.impl().storage.use_count() == 1 && !slot.requires_grad();
+  if (sole_owner && slot.is_contiguous() && slot.shape() == incoming.shape() &&
+      slot.dtype() == incoming.dtype() && slot.device() == incoming.device() && slot.numel() > 0) {
+    backend_for(slot.device()).binary(BinaryOp::Add, slot.view(), incoming.view(), slot.view());
+    return;
+  }
+  slot = add(slot, incoming);
+}
+
 // A leaf's gradient. With a grad slot (a view into an optimizer's flat gradient buffer) the first
 // gradient is copied into the slot and later ones are added there in place, so every gradient
 // stays in the one buffer the optimizer, clipping and zeroing sweep in single passes; the sums
@@ -142,8 +161,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
       check(gi.shape() == in.shape(), "backward of '", node->name, "': gradient ",
             shape_str(gi.shape()), " for input ", i, " of shape ", shape_str(in.shape()));
       if (in.grad_fn()) {
-        Tensor& slot = grads[in.grad_fn().get()];
-        slot = accumulate(slot, gi);
+        accumulate_into(grads[in.grad_fn().get()], gi);
       } else {
         accumulate_leaf(in, gi);
       }

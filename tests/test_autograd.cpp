@@ -50,6 +50,31 @@ TEST_CASE("autograd: shared subexpressions get summed gradients") {
   CHECK(x.grad().item() == doctest::Approx(39.0));
 }
 
+TEST_CASE("autograd: gradients summed in place never change a tensor someone else holds") {
+  // s has two consumers whose rules return a tensor they keep (`kept`) and a view of it: the
+  // engine must sum them into a fresh tensor, not into the first. Then a case where the engine
+  // holds the gradients alone and sums them in place.
+  Tensor x = Tensor::from_data(std::vector<double>{1, 2, 3}, {3}).set_requires_grad();
+  Tensor s = mul(x, 2.0);
+  Tensor kept = Tensor::from_data(std::vector<double>{10, 20, 30}, {3});
+  Tensor view_of_kept = reshape(kept, {3});
+  auto probe = [](const Tensor& in, const Tensor& grad) {
+    Tensor out = in.detach().clone();
+    return record("probe", out, {in}, [grad](const Tensor&) { return std::vector<Tensor>{grad}; });
+  };
+  sum(add(probe(s, kept), probe(s, view_of_kept))).backward();
+  CHECK(kept.to_double_vector() == std::vector<double>{10, 20, 30});
+  CHECK(x.grad().to_double_vector() == std::vector<double>{40, 80, 120});  // 2 (kept + kept)
+  // Gradients the engine alone holds are summed in place: the same values.
+  Tensor x2 = Tensor::from_data(std::vector<double>{1, 2, 3}, {3}).set_requires_grad();
+  Tensor s2 = mul(x2, 2.0);
+  sum(add(add(mul(s2, s2), mul(s2, 3.0)), exp(s2))).backward();
+  for (int i = 0; i < 3; ++i) {
+    const double v = 2.0 * (i + 1);
+    CHECK(x2.grad().to_double_vector()[i] == doctest::Approx(2 * (2 * v + 3 + std::exp(v))));
+  }
+}
+
 TEST_CASE("autograd: backward with an explicit upstream gradient") {
   Tensor x = Tensor::from_data(std::vector<double>{1, 2}, {2}).set_requires_grad();
   Tensor y = mul(x, 5.0);
