@@ -291,10 +291,10 @@ void add_reduction_cases(std::vector<OpCase>& t) {
     int64_t outer, n, inner;
   };
   // Rows (inner 1): tiny, warp and block rows, split long rows; columns: direct and split.
-  const Case cases[] = {{1, 1, 1},      {17, 1, 1},     {1, 17, 1},    {3, 1000, 1},
-                        {1000, 17, 1},  {1000, 2, 1},   {2, 5, 17},    {4, 1000, 17},
-                        {100, 3, 1000}, {1, 300000, 1}, {3, 70001, 1}, {1, 100000, 3},
-                        {5, 2000, 1025}};
+  const Case cases[] = {{1, 1, 1},      {17, 1, 1},     {1, 17, 1},     {3, 1000, 1},
+                        {1000, 17, 1},  {1000, 2, 1},   {2, 5, 17},     {4, 1000, 17},
+                        {100, 3, 1000}, {1, 300000, 1}, {1, 100003, 1}, {3, 70001, 1},
+                        {1, 100000, 3}, {5, 2000, 1025}};
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
     const char* name = op == ReduceOp::Sum ? "sum" : op == ReduceOp::Max ? "max" : "min";
     for (const Case& k : cases) {
@@ -311,7 +311,24 @@ void add_reduction_cases(std::vector<OpCase>& t) {
                      return Out{out};
                    },
                    f32,
-                   f64});
+                   f64,
+                   false,
+                   {DType::F32, DType::F64},
+                   [op, k](const std::vector<std::vector<double>>& v) {
+                     std::vector<double> y(k.outer * k.inner);
+                     for (int64_t r = 0; r < k.outer; ++r)
+                       for (int64_t i = 0; i < k.inner; ++i) {
+                         double acc = v[0][r * k.n * k.inner + i];
+                         for (int64_t j = 1; j < k.n; ++j) {
+                           const double x = v[0][(r * k.n + j) * k.inner + i];
+                           acc = op == ReduceOp::Sum   ? acc + x
+                                 : op == ReduceOp::Max ? std::max(acc, x)
+                                                       : std::min(acc, x);
+                         }
+                         y[r * k.inner + i] = acc;
+                       }
+                     return y;
+                   }});
     }
   }
   auto axes = [](const Ctx&, const In& in) {

@@ -35,6 +35,24 @@ void sum_columns_in_blocks(const T* in, int64_t rows, int64_t width, T* out) {
   for (int64_t i = 0; i < width; ++i) out[i] = sums.column(i);
 }
 
+// Σ x over n elements in double, in kLanes independent sums (element i into lane i % kLanes),
+// then the lanes in order: one running sum is a chain of dependent additions, 4 cycles each
+// (a 1.4 M-parameter gradient norm took 1.6 ms; in lanes the loop vectorises and runs at the
+// memory's speed).
+constexpr int kLanes = 16;
+
+template <typename T>
+double sum_in_lanes(const T* x, int64_t n) {
+  double lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(x[i + l]);
+  for (int l = 0; i < n; ++i, ++l) lanes[l] += static_cast<double>(x[i]);
+  double total = 0;
+  for (double v : lanes) total += v;
+  return total;
+}
+
 }  // namespace
 
 void CpuBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, int64_t inner,
@@ -54,11 +72,8 @@ void CpuBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, in
         std::vector<double> partial(chunks, 0.0);
         int64_t per = (n + chunks - 1) / chunks;
         parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
-          for (int64_t c = b; c < e; ++c) {
-            double acc = 0;
-            for (int64_t i = c * per; i < std::min(n, (c + 1) * per); ++i) acc += in[i];
-            partial[c] = acc;
-          }
+          for (int64_t c = b; c < e; ++c)
+            partial[c] = sum_in_lanes(in + c * per, std::min(n, (c + 1) * per) - c * per);
         });
         double total = 0;
         for (double p : partial) total += p;
