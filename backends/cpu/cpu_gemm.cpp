@@ -166,14 +166,14 @@ constexpr int64_t kSumChunks = 4;
 template <typename T>
 void gemm_sum_outer(const GemmArgs& g) {
   const int64_t outer = g.batch / g.inner, items = g.m * g.n;
-  // Item (o, i)'s product into `out` (row stride ldo), over what is there when `add`.
+  // Item (o, i)'s product into `out` (row stride ldo) with `beta` (1: added to what is there).
   auto multiply = [&](int64_t o, int64_t i, T* out, int64_t ldo, double beta) {
     Block blk = whole(g);
     blk.out = out, blk.ldo = ldo, blk.beta = beta;
     gemm_block(g, o * g.inner + i, blk);
   };
   T* c = static_cast<T*>(g.c);
-  if (g.inner >= kSumChunks || outer < 2) {
+  if (g.inner >= kSumChunks) {  // (gemm_sums_outer: at least two outer items)
     parallel_for(g.inner, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i)
         for (int64_t o = 0; o < outer; ++o)
