@@ -19,6 +19,13 @@ Tensor accumulate(const Tensor& current, const Tensor& incoming) {
   return add(current, incoming);
 }
 
+// sum += incoming where sum is (add()'s float additions, its memory reused). Same shape, dtype,
+// device; sum contiguous and held by the caller alone.
+void add_in_place(const Tensor& sum, const Tensor& incoming) {
+  if (sum.numel() > 0)
+    backend_for(sum.device()).binary(BinaryOp::Add, sum.view(), incoming.view(), sum.view());
+}
+
 // The same sum for an entry of the engine's own table: when nothing else holds the entry's
 // memory (not a rule's saved tensor, not another input's gradient, not a view of either), the
 // incoming gradient is added where the entry is (the same float additions as add()'s), instead
@@ -31,8 +38,8 @@ void accumulate_into(Tensor& slot, const Tensor& incoming) {
   const bool sole_owner = slot.impl_ptr().use_count() == 1 &&
                           slot.impl().storage.use_count() == 1 && !slot.requires_grad();
   if (sole_owner && slot.is_contiguous() && slot.shape() == incoming.shape() &&
-      slot.dtype() == incoming.dtype() && slot.device() == incoming.device() && slot.numel() > 0) {
-    backend_for(slot.device()).binary(BinaryOp::Add, slot.view(), incoming.view(), slot.view());
+      slot.dtype() == incoming.dtype() && slot.device() == incoming.device()) {
+    add_in_place(slot, incoming);
     return;
   }
   slot = add(slot, incoming);
@@ -53,8 +60,8 @@ void accumulate_leaf(const Tensor& leaf, const Tensor& incoming) {
       if (!impl.grad) {
         slot.copy_(incoming);
         impl.grad = impl.grad_slot;
-      } else if (slot.numel() > 0) {
-        backend_for(slot.device()).binary(BinaryOp::Add, slot.view(), incoming.view(), slot.view());
+      } else {
+        add_in_place(slot, incoming);
       }
       return;
     }

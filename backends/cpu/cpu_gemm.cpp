@@ -126,6 +126,23 @@ bool split_along_k(const GemmArgs& g, int threads) {
          g.k >= 2 * kMinBlock * threads;
 }
 
+// C = beta·C + the partials' sums, for `count` matrices of C (g.stride_c apart) whose [m, n]
+// elements lie in the partial rows one matrix after another: the last pass of a product split
+// into partial sums (along k, or over a grid's outer items).
+template <typename T>
+void store_partials(const GemmArgs& g, T* c, int64_t count, const cpu::RowPartials<T>& sums) {
+  const T beta = static_cast<T>(g.beta);
+  parallel_for(count * g.m, kMinBlock, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {  // row r % m of matrix r / m
+      T* c_row = c + (r / g.m) * g.stride_c + (r % g.m) * g.ldc;
+      for (int64_t j = 0; j < g.n; ++j) {
+        const T total = sums.column(r * g.n + j);
+        c_row[j] = beta == T(0) ? total : beta * c_row[j] + total;  // beta 0: C is not read
+      }
+    }
+  });
+}
+
 // Batch item i split along k: one slice of k per thread, each multiplied into its own partial C
 // (row_partials.h: the calling thread's buffer, one row of m·n per chunk, and m more for the
 // slice's row sums of op(A) when row_sums is set), then C = beta·C + the partials (and the row
@@ -142,17 +159,8 @@ void gemm_split_k(const GemmArgs& g, int64_t i, T* row_sums) {
   });
   if (row_sums)
     for (int64_t r = 0; r < g.m; ++r) row_sums[r] = sums.column(g.m * g.n + r);
-  T* c = static_cast<T*>(g.c) + gemm_item_offset(g, i, g.stride_c, g.outer_stride_c);
-  const T beta = static_cast<T>(g.beta);
-  parallel_for(g.m, kMinBlock, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      T* c_row = c + r * g.ldc;
-      for (int64_t j = 0; j < g.n; ++j) {
-        T total = sums.column(r * g.n + j);
-        c_row[j] = beta == T(0) ? total : beta * c_row[j] + total;  // beta 0: C is not read
-      }
-    }
-  });
+  store_partials(g, static_cast<T*>(g.c) + gemm_item_offset(g, i, g.stride_c, g.outer_stride_c), 1,
+                 sums);
 }
 
 // A grid summed over its outer level (gemm_sums_outer): C_i = alpha Σ_o A_(o,i) B_(o,i) + beta C_i.
@@ -187,17 +195,7 @@ void gemm_sum_outer(const GemmArgs& g) {
           for (int64_t o = o0; o < o1; ++o)
             multiply(o, i, part + i * items, g.n, o == o0 ? 0.0 : 1.0);
       });
-  const T beta = static_cast<T>(g.beta);
-  parallel_for(g.inner * g.m, kMinBlock, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t i = r / g.m, row = r % g.m;
-      T* c_row = c + i * g.stride_c + row * g.ldc;
-      for (int64_t j = 0; j < g.n; ++j) {
-        const T total = sums.column(i * items + row * g.n + j);
-        c_row[j] = beta == T(0) ? total : beta * c_row[j] + total;  // beta 0: C is not read
-      }
-    }
-  });
+  store_partials(g, c, g.inner, sums);
 }
 
 }  // namespace

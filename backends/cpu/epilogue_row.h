@@ -38,31 +38,23 @@ inline void gelu_grad_row(const T* dy, const T* __restrict pre, T* dx, int64_t c
   for (int64_t i = 0; i < cols; ++i) dx[i] = fused::bias_gelu_grad<CpuMath>(dy[i], pre[i]);
 }
 
-// y = gelu_erf(x) and slope = gelu_erf'(x), slope overwriting x: BiasGeluSlope's pass, so the
-// backward multiplies by the slope instead of recomputing it (the same bits as gelu_grad_row).
+// y = gelu_erf(pre) and slope = gelu_erf'(pre): BiasGeluSlope's pass, so the backward multiplies
+// by the slope instead of recomputing it (the same bits as gelu_grad_row). slope may be pre
+// itself. stream (float32 on AVX-512, slope on a cache line and not pre): the slope is streamed
+// to memory (avx512_math.h), for the tall kernel's rows computed in a buffer of their own.
 template <typename T>
-inline void gelu_and_slope_row(T* x, T* __restrict y, int64_t cols) {
+inline void gelu_and_slope_row(const T* pre, T* __restrict y, T* slope, int64_t cols,
+                               bool stream = false) {
 #if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>) return avx512::gelu_and_slope_row(x, y, x, cols);
+  if constexpr (std::is_same_v<T, float>)
+    return avx512::gelu_and_slope_row(pre, y, slope, cols, stream);
 #endif
+  (void)stream;
   for (int64_t i = 0; i < cols; ++i) {
-    y[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(x[i], T(0));
-    x[i] = apply_unary<UnaryOp::GeluErfGrad, CpuMath>(x[i], T(0));
+    const T x = pre[i];
+    y[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(x, T(0));
+    slope[i] = apply_unary<UnaryOp::GeluErfGrad, CpuMath>(x, T(0));
   }
-}
-
-// BiasGeluSlope's pass from a row computed elsewhere (a buffer in L1): y = gelu_erf(pre) and
-// slope = gelu_erf'(pre), the slope streamed to memory (avx512_math.h); the same bits as
-// gelu_and_slope_row.
-inline void gelu_and_slope_streamed(const float* pre, float* y, float* slope, int64_t cols) {
-#if defined(__AVX512F__)
-  avx512::gelu_and_slope_row(pre, y, slope, cols, true);
-#else
-  for (int64_t i = 0; i < cols; ++i) {
-    y[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(pre[i], 0.0f);
-    slope[i] = apply_unary<UnaryOp::GeluErfGrad, CpuMath>(pre[i], 0.0f);
-  }
-#endif
 }
 
 // c *= factor over cols elements.
@@ -85,7 +77,7 @@ inline void epilogue_row(GemmEpilogue epilogue, T* c, const T* bias, T* aux, int
       break;
     case GemmEpilogue::BiasGeluSlope:
       bias_row(c, bias, c, cols);
-      gelu_and_slope_row(c, aux, cols);
+      gelu_and_slope_row(c, aux, c, cols);
       break;
     case GemmEpilogue::Times:
       times_row(c, aux, cols);

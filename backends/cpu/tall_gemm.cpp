@@ -152,7 +152,7 @@ void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {
         for (int r = 0; r < rows; ++r) {
           float* pre = block + r * ld_block;
           bias_row(pre, epilogue->bias, pre, n);
-          gelu_and_slope_streamed(pre, epilogue->aux + (r0 + r) * n, c + (r0 + r) * g.ldc, n);
+          gelu_and_slope_row(pre, epilogue->aux + (r0 + r) * n, c + (r0 + r) * g.ldc, n, true);
         }
       else if (epilogue)  // the block's rows of C (6·n floats) are still in L1
         for (int r = 0; r < rows; ++r)
