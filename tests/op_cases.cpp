@@ -1178,6 +1178,25 @@ void add_attention_cases(std::vector<OpCase>& t) {
                  true});
   }
 
+  // Keys that fill one AVX-512 register (16: attention_short_keys.cpp, 8 query rows at a time
+  // and 5 more; widths 20 and 36 end in partial registers) and one key more (17: the tiles),
+  // causal over padded keys, with a query row that sees no key (item 0's keys 0-3 padded).
+  for (AttnDims s : {AttnDims{2, 2, 13, 16, 20, 36}, AttnDims{2, 2, 13, 17, 20, 36}}) {
+    std::vector<double> keys(static_cast<size_t>(2 * s.m), 1.0);
+    for (int64_t j = 0; j < 4; ++j) keys[static_cast<size_t>(j)] = 0;
+    std::vector<Input> in = inputs(s, 210);
+    in.push_back(Input::given({2, 1, 1, s.m}, keys));
+    const int64_t offset = s.m - s.n;  // query i sees keys j ≤ i + offset
+    against_formula(
+        "attention_backward", "keys in one register or just past it", s, in,
+        [s, offset](const Ctx& c, const In& x) {
+          return mul(x[3], tril_mask(s.n, s.m, offset, c.dtype, c.device));
+        },
+        [keys, s, offset](int64_t b, int64_t i, int64_t j) {
+          return keys[static_cast<size_t>(b * s.m + j)] != 0 && j <= i + offset;
+        });
+  }
+
   // Sizes past one tile of scores (16,384 per tile: 300 keys make tiles of 54 query rows), with
   // a causal mask; and the classifier's 49 tokens. Forward and gradients against float64.
   for (AttnDims s : {AttnDims{1, 2, 130, 300, 16, 8}, AttnDims{3, 4, 49, 49, 32, 32}}) {

@@ -106,18 +106,60 @@ TEST_CASE("fused_attention: the attention mixer gives the same output with inspe
 
 TEST_CASE("fused_attention: repeats bit for bit for a given thread count") {
   int saved = num_threads();
-  for (int threads : {1, 2}) {
-    INFO(threads << " threads");
-    set_num_threads(threads);
-    Tensor causal = tril_mask(40, 40);
-    Grads first = run(true, {4, 4, 40, 16}, {4, 4, 40, 16}, {4, 4, 40, 16}, causal);
-    Grads again = run(true, {4, 4, 40, 16}, {4, 4, 40, 16}, {4, 4, 40, 16}, causal);
-    CHECK(first.out == again.out);
-    CHECK(first.dq == again.dq);
-    CHECK(first.dk == again.dk);
-    CHECK(first.dv == again.dv);
-  }
+  for (int threads : {1, 2})
+    for (int64_t n : {12, 40}) {  // keys in one register (attention_short_keys.cpp), and tiles
+      INFO(threads << " threads, " << n << " tokens");
+      set_num_threads(threads);
+      Tensor causal = tril_mask(n, n);
+      Grads first = run(true, {4, 4, n, 16}, {4, 4, n, 16}, {4, 4, n, 16}, causal);
+      Grads again = run(true, {4, 4, n, 16}, {4, 4, n, 16}, {4, 4, n, 16}, causal);
+      CHECK(first.out == again.out);
+      CHECK(first.dq == again.dq);
+      CHECK(first.dk == again.dk);
+      CHECK(first.dv == again.dv);
+    }
   set_num_threads(saved);
+}
+
+// A diverging run's scores (about 1e11 here) make every row's weights one-hot: out is the
+// winning key's value row, dv sums the rows of dout that chose it, and dq, dk are finite: the
+// backward's recomputed probabilities must use the very scores the forward's log-sum-exp came from
+// (a product left unrounded by one ulp of 1e11 is exp(8192) = inf).
+TEST_CASE("fused_attention: scores of 1e11 give one-hot weights and finite gradients") {
+  for (int64_t n : {12, 20}) {  // keys in one register, and tiles
+    INFO(n << " tokens");
+    const int64_t d = 8;
+    auto big_leaf = [](const Shape& shape, uint64_t seed) {
+      Tensor t = mul(rand32(shape, seed), 2e5);
+      t.set_requires_grad(true);
+      return t;
+    };
+    Tensor q = big_leaf({1, 1, n, d}, 11), k = big_leaf({1, 1, n, d}, 12);
+    Tensor v = big_leaf({1, 1, n, d}, 13), w = rand32({1, 1, n, d}, 14);
+    Tensor out = fused_attention(q, k, v, Tensor(), 1.0 / std::sqrt(double(d)));
+    sum(mul(out, w)).backward();
+    std::vector<double> qv = q.to_double_vector(), kv = k.to_double_vector();
+    std::vector<double> vv = v.to_double_vector(), wv = w.to_double_vector();
+    std::vector<double> expect_out(static_cast<size_t>(n * d)), expect_dv(expect_out.size(), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t best = 0;
+      double best_score = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t c = 0; c < d; ++c) s += qv[i * d + c] * kv[j * d + c];
+        if (s > best_score) best_score = s, best = j;
+      }
+      for (int64_t c = 0; c < d; ++c) {
+        expect_out[i * d + c] = vv[best * d + c];
+        expect_dv[best * d + c] += wv[i * d + c];
+      }
+    }
+    check_close(contiguous(out).to_double_vector(), expect_out, 1e-6);
+    check_close(v.grad().to_double_vector(), expect_dv, 1e-5);
+    // dq and dk are 0 up to the rounding of dP − rowsum(dout ∘ out), scaled by keys of 1e5.
+    for (double g : q.grad().to_double_vector()) CHECK(std::isfinite(g));
+    for (double g : k.grad().to_double_vector()) CHECK(std::isfinite(g));
+  }
 }
 
 TEST_CASE("fused_attention: wrong shapes name the op and the shapes") {

@@ -34,6 +34,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/attention_item.h"
+#include "backends/cpu/attention_short_keys.h"
 #include "backends/cpu/avx512_math.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
@@ -59,34 +61,10 @@ void gemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// One (b, h) matrix of a [B, H, rows, cols] view: its first element and its row stride (a view
-// of one row may carry any stride there; cblas wants at least the row's length).
-template <typename T>
-struct Mat {
-  T* data;
-  int64_t ld;
-};
-template <typename T>
-Mat<T> mat(const View& view, int64_t b, int64_t h) {
-  T* p = view.as<T>() + b * view.strides[0] + h * view.strides[1];
-  int64_t ld = view.shape[2] > 1 ? view.strides[2] : std::max<int64_t>(1, view.shape[3]);
-  return {p, ld};
-}
-
-// The mask of one (b, h): element (i, j) at data[i * row + j * col]; data null: all allowed.
-template <typename T>
-struct MaskRows {
-  const T* data = nullptr;
-  int64_t row = 0, col = 0;
-  bool allowed(int64_t i, int64_t j) const { return !data || data[i * row + j * col] != T(0); }
-  const T* row_of(int64_t i) const { return data ? data + i * row : nullptr; }  // (when col == 1)
-};
-template <typename T>
-MaskRows<T> mask_rows(const View& mask, int64_t b, int64_t h) {
-  if (!mask.data) return {};
-  return {mask.as<T>() + b * mask.strides[0] + h * mask.strides[1], mask.strides[2],
-          mask.strides[3]};
-}
+using cpu::mask_rows;
+using cpu::MaskRows;
+using cpu::Mat;
+using cpu::mat;
 
 // This thread's score buffers (grown once, reused by every later call).
 template <typename T>
@@ -230,6 +208,12 @@ void CpuBackend::attention(const View& q, const View& k, const View& v, const Vi
           prefetch_rows(next.k, m, d);
           prefetch_rows(next.v, m, e);
         }
+        if constexpr (std::is_same_v<T, float>)
+          if (cpu::short_keys_fit(m, d, e, allowed)) {
+            cpu::short_keys_forward(n, m, d, e, static_cast<float>(scale), {qm.data, qm.ld},
+                                    {km.data, km.ld}, {vm.data, vm.ld}, allowed, om, row_lse);
+            continue;
+          }
         if (m == 0) {  // no keys: every row is empty
           zero_rows(om, n, e);
           std::fill(row_lse, row_lse + n, -std::numeric_limits<T>::infinity());
@@ -275,6 +259,13 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
           prefetch_rows(next.out, n, e);
           prefetch_rows(mat<T>(dout, next.b, next.h), n, e);
         }
+        if constexpr (std::is_same_v<T, float>)
+          if (n > 0 && cpu::short_keys_fit(m, d, e, allowed)) {
+            cpu::short_keys_backward(n, m, d, e, static_cast<float>(scale), {qm.data, qm.ld},
+                                     {km.data, km.ld}, {vm.data, vm.ld}, allowed, {om.data, om.ld},
+                                     row_lse, {gm.data, gm.ld}, dqm, dkm, dvm);
+            continue;
+          }
         if (n == 0 || m == 0) {  // no pairs: every gradient is 0
           zero_rows(dqm, n, d);
           zero_rows(dkm, m, d);

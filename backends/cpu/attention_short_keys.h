@@ -1,0 +1,28 @@
+// The attention core for items whose keys fit one AVX-512 register (m ≤ 16 keys, float32): the
+// translator's heads (11-12 tokens). Same results as cpu_attention.cpp's tiles up to float32
+// rounding (sums in another order); the (b, h) loop, the prefetching and the work split stay
+// there, these take one item.
+#pragma once
+#include <cstdint>
+
+#include "backends/cpu/attention_item.h"
+
+namespace mixlab::cpu {
+
+// Whether a float32 item of these sizes runs here: on an AVX-512 build, 1 ≤ m ≤ 16 keys, heads
+// of d ≥ 1 and e ≥ 1, and a mask (if any) contiguous along the keys (col == 1).
+bool short_keys_fit(int64_t m, int64_t d, int64_t e, const MaskRows<float>& mask);
+
+// One item's forward: out [n, e] = softmax(scale·q kᵀ over the allowed keys) v and each row's
+// log-sum-exp (-inf and a row of zeros where no key is allowed).
+void short_keys_forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const float> q,
+                        Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask,
+                        Mat<float> out, float* lse);
+
+// Its gradients, P recomputed from q, k and lse: dq, dk and dv overwritten.
+void short_keys_backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale,
+                         Mat<const float> q, Mat<const float> k, Mat<const float> v,
+                         const MaskRows<float>& mask, Mat<const float> out, const float* lse,
+                         Mat<const float> dout, Mat<float> dq, Mat<float> dk, Mat<float> dv);
+
+}  // namespace mixlab::cpu
