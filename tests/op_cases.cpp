@@ -1178,17 +1178,20 @@ void add_attention_cases(std::vector<OpCase>& t) {
                  true});
   }
 
-  // Keys that fill one AVX-512 register (16: attention_short_keys.cpp, 8 query rows at a time
-  // and 5 more; widths 20 and 36 end in partial registers) and one key more (17: the tiles),
-  // causal over padded keys, with a query row that sees no key (item 0's keys 0-3 padded).
-  for (AttnDims s : {AttnDims{2, 2, 13, 16, 20, 36}, AttnDims{2, 2, 13, 17, 20, 36}}) {
-    std::vector<double> keys(static_cast<size_t>(2 * s.m), 1.0);
-    for (int64_t j = 0; j < 4; ++j) keys[static_cast<size_t>(j)] = 0;
-    std::vector<Input> in = inputs(s, 210);
-    in.push_back(Input::given({2, 1, 1, s.m}, keys));
+  // Rows of scores in AVX-512 registers (attention_short_keys.cpp): 16 keys fill one register,
+  // 17 and 40 start a second and a third, 64 fill four; 65 keys take the tiles. 13 query rows
+  // are groups of 7 and 6 (or 5, 4 and 4); widths 20 and 36 end in partial registers. Causal over
+  // padded keys, with a query row that sees no key (item 0's keys up to query 0's last padded).
+  for (AttnDims s : {AttnDims{2, 2, 13, 16, 20, 36}, AttnDims{2, 2, 13, 17, 20, 36},
+                     AttnDims{1, 2, 13, 40, 20, 36}, AttnDims{1, 2, 13, 64, 20, 36},
+                     AttnDims{1, 2, 13, 65, 20, 36}}) {
     const int64_t offset = s.m - s.n;  // query i sees keys j ≤ i + offset
+    std::vector<double> keys(static_cast<size_t>(s.b * s.m), 1.0);
+    for (int64_t j = 0; j <= offset; ++j) keys[static_cast<size_t>(j)] = 0;  // item 0, query 0
+    std::vector<Input> in = inputs(s, 210);
+    in.push_back(Input::given({s.b, 1, 1, s.m}, keys));
     against_formula(
-        "attention_backward", "keys in one register or just past it", s, in,
+        "attention_backward", "rows of scores in registers, or tiles", s, in,
         [s, offset](const Ctx& c, const In& x) {
           return mul(x[3], tril_mask(s.n, s.m, offset, c.dtype, c.device));
         },

@@ -1,15 +1,16 @@
-// The attention core for items of at most 16 keys, in AVX-512 registers (attention_short_keys.h).
+// The attention core for items of at most 64 keys, in AVX-512 registers (attention_short_keys.h).
 //
-// Why: the translator's heads are 11-12 tokens of 32 features, and cblas on such a block costs
-// mostly its call: a [12, 32] x [32, 12] product is 4,608 multiply-adds, 288 register FMAs, and
-// OpenBLAS's small-matrix path took about 400 ns for it (the backward makes five per item). Here a
-// row of scores is one register: lane j holds key j. Keys' columns are transposed into registers
-// once per item (kᵀ and vᵀ as [cols, 16], zero beyond the m keys), so
-//   - a row of scores (q kᵀ, or dout vᵀ in the backward) is cols broadcast-FMAs into one
-//     register, for 8 rows at once (8 independent chains keep both FMA ports busy);
-//   - softmax, mask and log-sum-exp are lane operations on that register;
+// Why: per-head products are small: the translator's [12, 32] x [32, 12] is 4,608 multiply-adds,
+// 288 register FMAs, and OpenBLAS's small-matrix path took about 400 ns for it (the backward
+// makes five per item); at the classifier's 49 tokens the products ran near OpenBLAS's speed but
+// the softmax rows and the calls around them doubled the time. Here a row of scores is KV ≤ 4
+// registers: lane j of register kv holds key 16·kv + j. Keys' columns are transposed once per
+// item (kᵀ and vᵀ as [cols, 16·KV], zero beyond the m keys), so
+//   - rows of scores (q kᵀ, or dout vᵀ in the backward) are cols broadcast-FMAs into KV
+//     registers each, for 4 or 8 rows at once (16 independent chains);
+//   - softmax, mask and log-sum-exp are lane operations on those registers;
 //   - weighted sums of key rows (P v, dS k) and of query rows (Pᵀ dout, dSᵀ q) broadcast one
-//     weight at a time against rows of 16 features, again 8 output rows at once.
+//     weight at a time against rows of 16 features, 8 output rows at once.
 // Every sum runs in a fixed order whatever the thread count (one item on one thread).
 #include "backends/cpu/attention_short_keys.h"
 
@@ -30,7 +31,7 @@ namespace mixlab::cpu {
 
 bool short_keys_fit(int64_t m, int64_t d, int64_t e, const MaskRows<float>& mask) {
 #if defined(__AVX512F__)
-  return m >= 1 && m <= 16 && d >= 1 && e >= 1 && (!mask.data || mask.col == 1);
+  return m >= 1 && m <= kMaxKeys && d >= 1 && e >= 1 && (!mask.data || mask.col == 1);
 #else
   (void)m, (void)d, (void)e, (void)mask;
   return false;
@@ -50,33 +51,33 @@ namespace {
 using avx512::allowed_lanes;
 using avx512::first_lanes;
 
-// Rows (queries, or keys) handled together: 8 independent accumulator chains.
-constexpr int kGroup = 8;
-
-// Calls f(std::integral_constant<int, R>{}, first) over [0, count) in groups of R ≤ kGroup.
-template <typename F>
-void in_groups(int64_t count, F&& f) {
-  int64_t i = 0;
-  for (; i + kGroup <= count; i += kGroup) f(std::integral_constant<int, kGroup>{}, i);
-  switch (count - i) {
-    case 7:
-      return f(std::integral_constant<int, 7>{}, i);
-    case 6:
-      return f(std::integral_constant<int, 6>{}, i);
-    case 5:
-      return f(std::integral_constant<int, 5>{}, i);
-    case 4:
-      return f(std::integral_constant<int, 4>{}, i);
-    case 3:
-      return f(std::integral_constant<int, 3>{}, i);
-    case 2:
-      return f(std::integral_constant<int, 2>{}, i);
-    case 1:
-      return f(std::integral_constant<int, 1>{}, i);
-    default:
-      return;
+// f(std::integral_constant<int, R>{}) for the R = size, R ≤ G (a size the loops can unroll).
+template <int R, int G, typename F>
+void with_size(int64_t size, F&& f) {
+  if constexpr (R <= G) {
+    if (size == R) return f(std::integral_constant<int, R>{});
+    return with_size<R + 1, G>(size, f);
   }
 }
+
+// Calls f(std::integral_constant<int, R>{}, first) over [0, count) in groups of R ≤ G rows, the
+// groups as even as they can be: 49 rows are 7 groups of 7, not 6 of 8 and one of 1, whose single
+// accumulator chain would wait on each FMA's latency.
+template <int G, typename F>
+void in_groups(int64_t count, F&& f) {
+  if (count <= 0) return;
+  const int64_t groups = (count + G - 1) / G, base = count / groups, extra = count % groups;
+  int64_t first = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t size = base + (g < extra ? 1 : 0);
+    with_size<1, G>(size, [&](auto rows) { f(rows, first); });
+    first += size;
+  }
+}
+
+// Output rows of the weighted sums taken together: 8 independent accumulator chains, which keep
+// both FMA ports busy through their 4-cycle latency.
+constexpr int kSumRows = 8;
 
 // This thread's scratch buffer `which`, 64-byte aligned, at least `floats` long (grown once,
 // reused by every later item and call).
@@ -120,36 +121,51 @@ void transpose_16x16(const __m512 (&rows)[16], __m512 (&out)[16]) {
   }
 }
 
-// t[c·16 + j] = x[j, c] for the keys j < m, 0 in the lanes beyond: x's columns as registers,
-// transposed 16 columns at a time (gathers measured 3x slower: 36% of the forward).
+// t[c·W + j] = x[j, c] for the keys j < m, 0 in the lanes beyond (W = 16·KV floats a row):
+// x's columns as KV registers each, transposed 16 keys by 16 columns at a time (gathers measured
+// 3x slower: 36% of the forward).
+template <int KV>
 void key_columns(Mat<const float> x, int64_t m, int64_t cols, float* t) {
-  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-    const __mmask16 lanes = first_lanes(cols - c0);
-    __m512 rows[16], columns[16];
-    for (int64_t j = 0; j < 16; ++j)
-      rows[j] = j < m ? _mm512_maskz_loadu_ps(lanes, x.data + j * x.ld + c0) : _mm512_setzero_ps();
-    transpose_16x16(rows, columns);
-    const int64_t count = std::min<int64_t>(16, cols - c0);
-    for (int64_t c = 0; c < count; ++c) _mm512_store_ps(t + (c0 + c) * 16, columns[c]);
-  }
+  constexpr int64_t W = 16 * KV;
+  for (int64_t j0 = 0; j0 < W; j0 += 16)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      const __mmask16 lanes = first_lanes(cols - c0);
+      __m512 rows[16], columns[16];
+      for (int64_t j = 0; j < 16; ++j)
+        rows[j] = j0 + j < m ? _mm512_maskz_loadu_ps(lanes, x.data + (j0 + j) * x.ld + c0)
+                             : _mm512_setzero_ps();
+      transpose_16x16(rows, columns);
+      const int64_t count = std::min<int64_t>(16, cols - c0);
+      for (int64_t c = 0; c < count; ++c) _mm512_store_ps(t + (c0 + c) * W + j0, columns[c]);
+    }
 }
 
-// acc[r] = Σ_c a[r, c] · t[c·16 ..] for R rows of a (row stride lda): each row against every key.
-template <int R>
+// acc[r][kv] = Σ_c a[r, c] · t[c·W + 16·kv ..] for R rows of a (row stride lda): each row
+// against every key (R·KV independent chains).
+template <int R, int KV>
 void rows_against_keys(const float* a, int64_t lda, const float* t, int64_t cols,
-                       __m512 (&acc)[kGroup]) {
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+                       __m512 (&acc)[R][KV]) {
+  // Local accumulators: updated through `acc`, they were stored back on every step of c (the
+  // compiler cannot rule out that `a` reads them), 2x slower at 49 keys.
+  __m512 sum[R][KV];
+  for (int r = 0; r < R; ++r)
+    for (int kv = 0; kv < KV; ++kv) sum[r][kv] = _mm512_setzero_ps();
   for (int64_t c = 0; c < cols; ++c) {
-    const __m512 column = _mm512_load_ps(t + c * 16);
-    for (int r = 0; r < R; ++r)
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + c]), column, acc[r]);
+    __m512 column[KV];
+    for (int kv = 0; kv < KV; ++kv) column[kv] = _mm512_load_ps(t + c * 16 * KV + 16 * kv);
+    for (int r = 0; r < R; ++r) {
+      const __m512 a_rc = _mm512_set1_ps(a[r * lda + c]);
+      for (int kv = 0; kv < KV; ++kv) sum[r][kv] = _mm512_fmadd_ps(a_rc, column[kv], sum[r][kv]);
+    }
   }
+  for (int r = 0; r < R; ++r)
+    for (int kv = 0; kv < KV; ++kv) acc[r][kv] = sum[r][kv];
 }
 
-// y[r, :cols] = Σ_{j < m} w[r·16 + j] · x[j, :cols] for R rows: P v, dS k (w: rows of 16 weights).
+// y[r, :cols] = Σ_{j < m} w[r·ldw + j] · x[j, :cols] for R rows: P v, dS k.
 template <int R>
-void weighted_key_rows(const float* w, int64_t m, Mat<const float> x, int64_t cols, float* y,
-                       int64_t ldy) {
+void weighted_key_rows(const float* w, int64_t ldw, int64_t m, Mat<const float> x, int64_t cols,
+                       float* y, int64_t ldy) {
   for (int64_t c0 = 0; c0 < cols; c0 += 16) {
     const __mmask16 lanes = first_lanes(cols - c0);
     __m512 acc[R];
@@ -157,16 +173,17 @@ void weighted_key_rows(const float* w, int64_t m, Mat<const float> x, int64_t co
     for (int64_t j = 0; j < m; ++j) {
       const __m512 xj = _mm512_maskz_loadu_ps(lanes, x.data + j * x.ld + c0);
       for (int r = 0; r < R; ++r)
-        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[r * 16 + j]), xj, acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[r * ldw + j]), xj, acc[r]);
     }
     for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy + c0, lanes, acc[r]);
   }
 }
 
-// y[j, :cols] = Σ_{i < n} w[i·16 + j] · x[i, :cols] for the R keys j0 ≤ j < j0 + R: Pᵀ dout, dSᵀ q.
+// y[j, :cols] = Σ_{i < n} w[i·ldw + j] · x[i, :cols] for the R keys j0 ≤ j < j0 + R: Pᵀ dout,
+// dSᵀ q.
 template <int R>
-void weighted_query_rows(const float* w, int64_t j0, int64_t n, Mat<const float> x, int64_t cols,
-                         float* y, int64_t ldy) {
+void weighted_query_rows(const float* w, int64_t ldw, int64_t j0, int64_t n, Mat<const float> x,
+                         int64_t cols, float* y, int64_t ldy) {
   for (int64_t c0 = 0; c0 < cols; c0 += 16) {
     const __mmask16 lanes = first_lanes(cols - c0);
     __m512 acc[R];
@@ -174,7 +191,7 @@ void weighted_query_rows(const float* w, int64_t j0, int64_t n, Mat<const float>
     for (int64_t i = 0; i < n; ++i) {
       const __m512 xi = _mm512_maskz_loadu_ps(lanes, x.data + i * x.ld + c0);
       for (int r = 0; r < R; ++r)
-        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[i * 16 + j0 + r]), xi, acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[i * ldw + j0 + r]), xi, acc[r]);
     }
     for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + (j0 + r) * ldy + c0, lanes, acc[r]);
   }
@@ -188,24 +205,33 @@ __m512 scaled(__m512 s, __m512 scale) {
   return _mm512_mul_round_ps(s, scale, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
-// The keys query i may see (lanes j < m its mask allows).
-__mmask16 allowed_keys(const MaskRows<float>& mask, int64_t i, int64_t m) {
-  return allowed_lanes(mask.row_of(i), 0, m);
+// The keys query i may see among keys [16·kv, 16·kv + 16) (those < m its mask allows).
+__mmask16 allowed_keys(const MaskRows<float>& mask, int64_t i, int kv, int64_t m) {
+  return allowed_lanes(mask.row_of(i), 16 * kv, m);
 }
 
-// p = softmax of the scores s over the lanes `allowed`, 0 elsewhere; returns the log-sum-exp.
-// As avx512::softmax_row: a masked row with no allowed key is all 0 with log-sum-exp -inf.
-inline float softmax_lanes(__m512 s, __mmask16 allowed, bool masked, float* p) {
+// p = softmax of the scaled scores s over the allowed keys, 0 elsewhere; returns the
+// log-sum-exp. As avx512::softmax_row: a masked row with no allowed key is all 0 with log-sum-exp
+// -inf.
+template <int KV>
+float softmax_keys(const __m512 (&s)[KV], const __mmask16 (&allowed)[KV], bool masked, float* p) {
   constexpr float kNone = -std::numeric_limits<float>::infinity();
-  const float top = _mm512_mask_reduce_max_ps(allowed, s);
+  __m512 hi = _mm512_set1_ps(kNone);
+  for (int kv = 0; kv < KV; ++kv) hi = _mm512_mask_max_ps(hi, allowed[kv], s[kv], hi);
+  const float top = _mm512_reduce_max_ps(hi);
   if (masked && top == kNone) {
-    _mm512_store_ps(p, _mm512_setzero_ps());
+    for (int kv = 0; kv < KV; ++kv) _mm512_store_ps(p + 16 * kv, _mm512_setzero_ps());
     return kNone;
   }
-  const __m512 e =
-      _mm512_maskz_mov_ps(allowed, avx512::exp_of(_mm512_sub_ps(s, _mm512_set1_ps(top))));
-  const float total = _mm512_reduce_add_ps(e);
-  _mm512_store_ps(p, _mm512_mul_ps(e, _mm512_set1_ps(1.0f / total)));
+  const __m512 top_v = _mm512_set1_ps(top);
+  __m512 e[KV], total_v = _mm512_setzero_ps();
+  for (int kv = 0; kv < KV; ++kv) {
+    e[kv] = _mm512_maskz_mov_ps(allowed[kv], avx512::exp_of(_mm512_sub_ps(s[kv], top_v)));
+    total_v = _mm512_add_ps(total_v, e[kv]);
+  }
+  const float total = _mm512_reduce_add_ps(total_v);
+  const __m512 inv = _mm512_set1_ps(1.0f / total);
+  for (int kv = 0; kv < KV; ++kv) _mm512_store_ps(p + 16 * kv, _mm512_mul_ps(e[kv], inv));
   return top + std::log(total);
 }
 
@@ -220,67 +246,124 @@ float row_dot(const float* a, const float* b, int64_t cols) {
   return _mm512_reduce_add_ps(acc);
 }
 
+// Query rows whose scores are formed together: R·KV accumulators (16 or 8 and 12), within the
+// 32 registers with the key columns beside them.
+template <int KV>
+constexpr int kScoreRows = KV <= 2 ? 8 : 4;
+
+template <int KV>
+void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const float> q,
+             Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask, Mat<float> out,
+             float* lse) {
+  constexpr int64_t W = 16 * KV;
+  float* kt = scratch(0, d * W);
+  float* p = scratch(2, n * W);  // P, a row of W per query
+  key_columns<KV>(k, m, d, kt);
+  const __m512 scale_v = _mm512_set1_ps(scale);
+  in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
+    constexpr int R = decltype(size)::value;
+    __m512 s[R][KV];
+    rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, s);
+    for (int r = 0; r < R; ++r) {
+      __mmask16 allowed[KV];
+      for (int kv = 0; kv < KV; ++kv) {
+        s[r][kv] = scaled(s[r][kv], scale_v);
+        allowed[kv] = allowed_keys(mask, i0 + r, kv, m);
+      }
+      lse[i0 + r] = softmax_keys<KV>(s[r], allowed, mask.data != nullptr, p + (i0 + r) * W);
+    }
+  });
+  in_groups<kSumRows>(n, [&](auto size, int64_t i0) {
+    constexpr int R = decltype(size)::value;
+    weighted_key_rows<R>(p + i0 * W, W, m, v, e, out.data + i0 * out.ld, out.ld);
+  });
+}
+
+template <int KV>
+void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const float> q,
+              Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask,
+              Mat<const float> out, const float* lse, Mat<const float> dout, Mat<float> dq,
+              Mat<float> dk, Mat<float> dv) {
+  constexpr int64_t W = 16 * KV;
+  float* kt = scratch(0, d * W);
+  float* vt = scratch(1, e * W);
+  float* p = scratch(2, n * W);   // P, a row of W per query
+  float* ds = scratch(3, n * W);  // scale · dS, likewise
+  key_columns<KV>(k, m, d, kt);
+  key_columns<KV>(v, m, e, vt);
+  const __m512 scale_v = _mm512_set1_ps(scale);
+  // Per group of queries: P again, dP = dout vᵀ, dS = P ∘ (dP − rowsum(dout ∘ out)).
+  in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
+    constexpr int R = decltype(size)::value;
+    __m512 acc[R][KV];
+    rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, acc);
+    for (int r = 0; r < R; ++r) {
+      const int64_t i = i0 + r;
+      const bool none = lse[i] == -std::numeric_limits<float>::infinity();  // no key: no gradient
+      const __m512 lse_v = _mm512_set1_ps(lse[i]);
+      for (int kv = 0; kv < KV; ++kv) {
+        const __m512 pr =
+            none ? _mm512_setzero_ps()
+                 : _mm512_maskz_mov_ps(
+                       allowed_keys(mask, i, kv, m),
+                       avx512::exp_of(_mm512_sub_ps(scaled(acc[r][kv], scale_v), lse_v)));
+        _mm512_store_ps(p + i * W + 16 * kv, pr);
+      }
+    }
+    rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
+    for (int r = 0; r < R; ++r) {
+      const int64_t i = i0 + r;
+      const __m512 dot = _mm512_set1_ps(row_dot(dout.data + i * dout.ld, out.data + i * out.ld, e));
+      for (int kv = 0; kv < KV; ++kv) {
+        const __m512 pr = _mm512_load_ps(p + i * W + 16 * kv);
+        _mm512_store_ps(ds + i * W + 16 * kv,
+                        _mm512_mul_ps(_mm512_mul_ps(pr, _mm512_sub_ps(acc[r][kv], dot)), scale_v));
+      }
+    }
+  });
+  // dq = dS k per group of queries; dv = Pᵀ dout and dk = dSᵀ q per group of keys.
+  in_groups<kSumRows>(n, [&](auto size, int64_t i0) {
+    constexpr int R = decltype(size)::value;
+    weighted_key_rows<R>(ds + i0 * W, W, m, k, d, dq.data + i0 * dq.ld, dq.ld);
+  });
+  in_groups<kSumRows>(m, [&](auto size, int64_t j0) {
+    constexpr int R = decltype(size)::value;
+    weighted_query_rows<R>(p, W, j0, n, dout, e, dv.data, dv.ld);
+    weighted_query_rows<R>(ds, W, j0, n, q, d, dk.data, dk.ld);
+  });
+}
+
 }  // namespace
 
 void short_keys_forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const float> q,
                         Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask,
                         Mat<float> out, float* lse) {
-  float* kt = scratch(0, d * 16);
-  key_columns(k, m, d, kt);
-  const __m512 scale_v = _mm512_set1_ps(scale);
-  in_groups(n, [&](auto size, int64_t i0) {
-    constexpr int R = decltype(size)::value;
-    __m512 s[kGroup];
-    rows_against_keys<R>(q.data + i0 * q.ld, q.ld, kt, d, s);
-    alignas(64) float p[R * 16];
-    for (int r = 0; r < R; ++r)
-      lse[i0 + r] = softmax_lanes(scaled(s[r], scale_v), allowed_keys(mask, i0 + r, m),
-                                  mask.data != nullptr, p + r * 16);
-    weighted_key_rows<R>(p, m, v, e, out.data + i0 * out.ld, out.ld);
-  });
+  switch ((m + 15) / 16) {
+    case 1:
+      return forward<1>(n, m, d, e, scale, q, k, v, mask, out, lse);
+    case 2:
+      return forward<2>(n, m, d, e, scale, q, k, v, mask, out, lse);
+    case 3:
+      return forward<3>(n, m, d, e, scale, q, k, v, mask, out, lse);
+    default:
+      return forward<4>(n, m, d, e, scale, q, k, v, mask, out, lse);
+  }
 }
 
 void short_keys_backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale,
                          Mat<const float> q, Mat<const float> k, Mat<const float> v,
                          const MaskRows<float>& mask, Mat<const float> out, const float* lse,
                          Mat<const float> dout, Mat<float> dq, Mat<float> dk, Mat<float> dv) {
-  float* kt = scratch(0, d * 16);
-  float* vt = scratch(1, e * 16);
-  float* p = scratch(2, n * 16);   // P, a row of 16 per query
-  float* ds = scratch(3, n * 16);  // scale · dS, likewise
-  key_columns(k, m, d, kt);
-  key_columns(v, m, e, vt);
-  const __m512 scale_v = _mm512_set1_ps(scale);
-  // Per group of queries: P again, dP = dout vᵀ, dS = P ∘ (dP − rowsum(dout ∘ out)), dq = dS k.
-  in_groups(n, [&](auto size, int64_t i0) {
-    constexpr int R = decltype(size)::value;
-    __m512 s[kGroup], dp[kGroup];
-    rows_against_keys<R>(q.data + i0 * q.ld, q.ld, kt, d, s);
-    rows_against_keys<R>(dout.data + i0 * dout.ld, dout.ld, vt, e, dp);
-    for (int r = 0; r < R; ++r) {
-      const int64_t i = i0 + r;
-      if (lse[i] == -std::numeric_limits<float>::infinity()) {  // no key: no gradient
-        _mm512_store_ps(p + i * 16, _mm512_setzero_ps());
-        _mm512_store_ps(ds + i * 16, _mm512_setzero_ps());
-        continue;
-      }
-      const __m512 pr = _mm512_maskz_mov_ps(
-          allowed_keys(mask, i, m),
-          avx512::exp_of(_mm512_sub_ps(scaled(s[r], scale_v), _mm512_set1_ps(lse[i]))));
-      const float dot = row_dot(dout.data + i * dout.ld, out.data + i * out.ld, e);
-      _mm512_store_ps(p + i * 16, pr);
-      _mm512_store_ps(
-          ds + i * 16,
-          _mm512_mul_ps(_mm512_mul_ps(pr, _mm512_sub_ps(dp[r], _mm512_set1_ps(dot))), scale_v));
-    }
-    weighted_key_rows<R>(ds + i0 * 16, m, k, d, dq.data + i0 * dq.ld, dq.ld);
-  });
-  // Per group of keys, over every query: dv = Pᵀ dout, dk = dSᵀ q.
-  in_groups(m, [&](auto size, int64_t j0) {
-    constexpr int R = decltype(size)::value;
-    weighted_query_rows<R>(p, j0, n, dout, e, dv.data, dv.ld);
-    weighted_query_rows<R>(ds, j0, n, q, d, dk.data, dk.ld);
-  });
+  switch ((m + 15) / 16) {
+    case 1:
+      return backward<1>(n, m, d, e, scale, q, k, v, mask, out, lse, dout, dq, dk, dv);
+    case 2:
+      return backward<2>(n, m, d, e, scale, q, k, v, mask, out, lse, dout, dq, dk, dv);
+    case 3:
+      return backward<3>(n, m, d, e, scale, q, k, v, mask, out, lse, dout, dq, dk, dv);
+    default:
+      return backward<4>(n, m, d, e, scale, q, k, v, mask, out, lse, dout, dq, dk, dv);
+  }
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

@@ -1,7 +1,7 @@
-// The attention core for items whose keys fit one AVX-512 register (m ≤ 16 keys, float32): the
-// translator's heads (11-12 tokens). Same results as cpu_attention.cpp's tiles up to float32
-// rounding (sums in another order); the (b, h) loop, the prefetching and the work split stay
-// there, these take one item.
+// The attention core for items whose row of scores fits four AVX-512 registers (m ≤ 64 keys,
+// float32): the translator's heads (11-12 tokens) and the classifier's (49). Same results as
+// cpu_attention.cpp's tiles up to float32 rounding (sums in another order); the (b, h) loop, the
+// prefetching and the work split stay there, these take one item.
 #pragma once
 #include <cstdint>
 
@@ -9,7 +9,10 @@
 
 namespace mixlab::cpu {
 
-// Whether a float32 item of these sizes runs here: on an AVX-512 build, 1 ≤ m ≤ 16 keys, heads
+// The most keys an item may have here: four registers of 16.
+constexpr int64_t kMaxKeys = 64;
+
+// Whether a float32 item of these sizes runs here: on an AVX-512 build, 1 ≤ m ≤ kMaxKeys, heads
 // of d ≥ 1 and e ≥ 1, and a mask (if any) contiguous along the keys (col == 1).
 bool short_keys_fit(int64_t m, int64_t d, int64_t e, const MaskRows<float>& mask);
 
