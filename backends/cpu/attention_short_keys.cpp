@@ -2,12 +2,12 @@
 //
 // Why: per-head products are small: the translator's [12, 32] x [32, 12] is 4,608 multiply-adds,
 // 288 register FMAs, and OpenBLAS's small-matrix path took about 400 ns for it (the backward
-// makes five per item); at the classifier's 49 tokens the products ran near OpenBLAS's speed but
-// the softmax rows and the calls around them doubled the time. Here a row of scores is KV ≤ 4
-// registers: lane j of register kv holds key 16·kv + j. Keys' columns are transposed once per
-// item (kᵀ and vᵀ as [cols, 16·KV], zero beyond the m keys), so
+// makes five per item); at the classifier's 49 tokens a forward call ran at 39 GFLOP/s, products,
+// softmax rows and calls together. Here a row of scores is KV ≤ 4 registers: lane j of register
+// kv holds key 16·kv + j. Keys' columns are transposed once per item (kᵀ and vᵀ as
+// [cols, 16·KV], zero beyond the m keys), so
 //   - rows of scores (q kᵀ, or dout vᵀ in the backward) are cols broadcast-FMAs into KV
-//     registers each, for 4 or 8 rows at once (16 independent chains);
+//     registers each, for 4 or 8 rows at once (8 to 16 independent chains);
 //   - softmax, mask and log-sum-exp are lane operations on those registers;
 //   - weighted sums of key rows (P v, dS k) and of query rows (Pᵀ dout, dSᵀ q) broadcast one
 //     weight at a time against rows of 16 features, 8 output rows at once.
@@ -122,8 +122,8 @@ void transpose_16x16(const __m512 (&rows)[16], __m512 (&out)[16]) {
 }
 
 // t[c·W + j] = x[j, c] for the keys j < m, 0 in the lanes beyond (W = 16·KV floats a row):
-// x's columns as KV registers each, transposed 16 keys by 16 columns at a time (gathers measured
-// 3x slower: 36% of the forward).
+// x's columns as KV registers each, transposed 16 keys by 16 columns at a time (gathers ran no
+// faster, and would need 32-bit offsets).
 template <int KV>
 void key_columns(Mat<const float> x, int64_t m, int64_t cols, float* t) {
   constexpr int64_t W = 16 * KV;
@@ -246,8 +246,8 @@ float row_dot(const float* a, const float* b, int64_t cols) {
   return _mm512_reduce_add_ps(acc);
 }
 
-// Query rows whose scores are formed together: R·KV accumulators (16 or 8 and 12), within the
-// 32 registers with the key columns beside them.
+// Query rows whose scores are formed together: R·KV accumulators (8, 16, 12 and 16 for KV = 1 to
+// 4), within the 32 registers with the key columns beside them.
 template <int KV>
 constexpr int kScoreRows = KV <= 2 ? 8 : 4;
 
