@@ -64,7 +64,7 @@ __global__ void attention_rows_kernel(HeadRows<const T> q, HeadRows<const T> k, 
   T* pr = p + row * m;
   T hi = -d_inf<T>(), any = 0;
   for (int64_t j = G::rank(); j < m; j += G::size()) {
-    pr[j] = scale * dot(qi, k.row(item, j), d);
+    pr[j] = d_mul_rounded(scale, dot(qi, k.row(item, j), d));
     if (mask.allowed(item, i, j)) {
       any = 1;
       hi = MaxOp{}(hi, pr[j]);
@@ -108,7 +108,8 @@ __global__ void attention_grad_rows_kernel(HeadRows<const T> q, HeadRows<const T
   for (int64_t j = G::rank(); j < m; j += G::size()) {
     T pj = 0;
     if (l != -d_inf<T>() && mask.allowed(item, i, j))
-      pj = d_exp(scale * dot(qi, k.row(item, j), d) - l);
+      pj =
+          d_exp(d_mul_rounded(scale, dot(qi, k.row(item, j), d)) - l);  // as the forward rounded it
     p[row * m + j] = pj;
     ds[row * m + j] = pj * (dot(gi, v.row(item, j), e) - row_dot);
   }

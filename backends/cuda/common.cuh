@@ -38,6 +38,12 @@ __device__ __forceinline__ float d_exp(float x) { return expf(x); }
 __device__ __forceinline__ double d_exp(double x) { return exp(x); }
 __device__ __forceinline__ float d_log(float x) { return logf(x); }
 __device__ __forceinline__ double d_log(double x) { return log(x); }
+// x·y rounded before anything is added to it: nvcc's default --fmad=true would fuse a plain
+// product into a following subtraction, and a value recomputed that way can differ from the one
+// computed and stored elsewhere by half an ulp of the product (the attention backward's scores
+// against the forward's log-sum-exp: exp(16384) = inf at scores of 4e11).
+__device__ __forceinline__ float d_mul_rounded(float x, float y) { return __fmul_rn(x, y); }
+__device__ __forceinline__ double d_mul_rounded(double x, double y) { return __dmul_rn(x, y); }
 __device__ __forceinline__ float d_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double d_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float d_abs(float x) { return fabsf(x); }
