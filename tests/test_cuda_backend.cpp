@@ -295,3 +295,31 @@ TEST_CASE("cuda: gradients flow back across Tensor.to" * doctest::skip(kNoGpu)) 
     expect_close(x2.grad(), x.grad(), tol_for(dt), "grad through to()");
   }
 }
+
+// A diverging run's scores (about 1e11): the backward's recomputed probabilities must use the
+// scores the forward's log-sum-exp came from, rounded alike (nvcc fuses a plain product into the
+// subtraction that follows), or exp overflows to inf. The weights are one-hot, so out and dv
+// agree with the CPU's; dq and dk are 0 up to rounding, and must be finite.
+TEST_CASE("cuda: the attention core at scores of 1e11 matches the CPU's, with finite gradients" *
+          doctest::skip(kNoGpu)) {
+  for (int64_t n : {12, 49}) {
+    INFO(n << " tokens");
+    Tensor q = rnd({1, 2, n, 8}, 260, DType::F32, -2e5, 2e5);
+    Tensor k = rnd({1, 2, n, 8}, 261, DType::F32, -2e5, 2e5);
+    Tensor v = rnd({1, 2, n, 8}, 262), w = rnd({1, 2, n, 8}, 263);
+    std::vector<Tensor> out, dv, dq, dk;
+    for (Device device : {Device::cpu(), gpu()}) {
+      Tensor qd = leaf(q, device), kd = leaf(k, device), vd = leaf(v, device);
+      Tensor o = fused_attention(qd, kd, vd, Tensor(), 1.0 / std::sqrt(8.0));
+      sum(mul(o, w.to(device))).backward();
+      out.push_back(o.to(Device::cpu()));
+      dv.push_back(vd.grad().to(Device::cpu()));
+      dq.push_back(qd.grad().to(Device::cpu()));
+      dk.push_back(kd.grad().to(Device::cpu()));
+    }
+    expect_close(out[0], out[1], tol_for(DType::F32), "out");
+    expect_close(dv[0], dv[1], tol_for(DType::F32), "dv");
+    for (const Tensor& g : {dq[1], dk[1]})
+      for (double x : g.to_double_vector()) CHECK(std::isfinite(x));
+  }
+}
