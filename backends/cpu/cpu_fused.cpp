@@ -125,7 +125,9 @@ void CpuBackend::add_dropout_layer_norm(const View& x, const View& h, const View
           uint64_t base = static_cast<uint64_t>(r * cols);
           int64_t i = 0;
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
-          if constexpr (std::is_same_v<T, float>)  // the draws in 8 64-bit lanes (dropout_lanes.h)
+          // The draws in 8 64-bit lanes (dropout_lanes.h); x + h·factor in one rounding (a
+          // fused multiply-add, as GCC contracts the scalar formula below and nvcc CUDA's).
+          if constexpr (std::is_same_v<T, float>)
             for (; i + 16 <= cols; i += 16)
               _mm512_storeu_ps(ps + i, _mm512_fmadd_ps(_mm512_loadu_ps(ph + i),
                                                        cpu::avx512::dropout_factors(
