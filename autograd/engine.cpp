@@ -12,8 +12,9 @@ namespace mixlab {
 namespace {
 thread_local bool g_grad_enabled = true;
 
-// Gradients arriving at a tensor from several consumers are summed: a fresh tensor, never an
-// in-place update of a gradient that someone else may still hold.
+// Gradients arriving at a tensor from several consumers are summed into a fresh tensor: never an
+// in-place update of a gradient that someone else may still hold (accumulate_into below adds in
+// place only where nothing else can).
 Tensor accumulate(const Tensor& current, const Tensor& incoming) {
   if (!current.defined()) return incoming;
   return add(current, incoming);
@@ -31,18 +32,14 @@ void add_in_place(const Tensor& sum, const Tensor& incoming) {
 // incoming gradient is added where the entry is (the same float additions as add()'s), instead
 // of into a fresh tensor: no new buffer to write (a residual stream's gradient, once per block).
 void accumulate_into(Tensor& slot, const Tensor& incoming) {
-  if (!slot.defined()) {
-    slot = incoming;
-    return;
-  }
-  const bool sole_owner = slot.impl_ptr().use_count() == 1 &&
+  const bool sole_owner = slot.defined() && slot.impl_ptr().use_count() == 1 &&
                           slot.impl().storage.use_count() == 1 && !slot.requires_grad();
   if (sole_owner && slot.is_contiguous() && slot.shape() == incoming.shape() &&
       slot.dtype() == incoming.dtype() && slot.device() == incoming.device()) {
     add_in_place(slot, incoming);
     return;
   }
-  slot = add(slot, incoming);
+  slot = accumulate(slot, incoming);
 }
 
 // A leaf's gradient. With a grad slot (a view into an optimizer's flat gradient buffer) the first

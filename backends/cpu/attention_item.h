@@ -1,10 +1,17 @@
-// One (b, h) item of the attention core's [B, H, rows, cols] operands (cpu_attention.cpp and
-// attention_short_keys.cpp): a matrix's first element and row stride, and its mask's rows.
+// One (b, h) item of the attention core's [B, H, rows, cols] operands, its mask's rows, and the
+// softmax of a row of its scores: what cpu_attention.cpp's tiles and attention_short_keys.cpp's
+// registers share, so both paths give a row the same probabilities.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "backends/backend.h"
+#include "backends/cpu/avx512_math.h"
+#include "backends/cpu/fast_math.h"
+#include "backends/cpu/row_max.h"
 
 namespace mixlab::cpu {
 
@@ -35,6 +42,60 @@ MaskRows<T> mask_rows(const View& mask, int64_t b, int64_t h) {
   if (!mask.data) return {};
   return {mask.as<T>() + b * mask.strides[0] + h * mask.strides[1], mask.strides[2],
           mask.strides[3]};
+}
+
+// Row i of a tile of scores s (m scores): softmax over the allowed keys in place; returns the row's
+// log-sum-exp, -inf (and a row of zeros) when no key is allowed. Float rows whose mask (if any)
+// is contiguous along the keys run in AVX-512 registers (avx512_math.h): the translator's
+// masked rows of 12 keys had been a scalar exp per key. Otherwise, without a mask the maximum is
+// row_max's, in lanes; a masked row skips its masked keys in one scalar pass.
+template <typename T>
+T softmax_allowed(T* s, int64_t m, const MaskRows<T>& mask, int64_t i) {
+  constexpr T kNone = -std::numeric_limits<T>::infinity();
+  T hi = kNone;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>)
+    if (!mask.data || mask.col == 1) return avx512::softmax_row(s, s, m, mask.row_of(i));
+#endif
+  if (!mask.data) {
+    hi = row_max(s, m);
+    for (int64_t j = 0; j < m; ++j) s[j] = exp_of(s[j] - hi);
+  } else {
+    bool any = false;
+    for (int64_t j = 0; j < m; ++j) {
+      if (!mask.allowed(i, j)) continue;
+      any = true;
+      hi = s[j] > hi ? s[j] : hi;
+    }
+    if (!any) {
+      std::fill(s, s + m, T(0));
+      return kNone;
+    }
+    for (int64_t j = 0; j < m; ++j) s[j] = mask.allowed(i, j) ? exp_of(s[j] - hi) : T(0);
+  }
+  T total = 0;
+  for (int64_t j = 0; j < m; ++j) total += s[j];
+  T inv = T(1) / total;
+  for (int64_t j = 0; j < m; ++j) s[j] *= inv;
+  return hi + std::log(total);
+}
+
+// Row i's probabilities again, from its scores and the saved log-sum-exp.
+template <typename T>
+void probabilities_again(T* s, int64_t m, const MaskRows<T>& mask, int64_t i, T lse) {
+  if (lse == -std::numeric_limits<T>::infinity()) {
+    std::fill(s, s + m, T(0));
+    return;
+  }
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>)
+    if (!mask.data || mask.col == 1) return avx512::exp_shifted_row(s, m, lse, mask.row_of(i));
+#endif
+  if (mask.data) {
+    for (int64_t j = 0; j < m; ++j) s[j] = mask.allowed(i, j) ? exp_of(s[j] - lse) : T(0);
+  } else {
+    for (int64_t j = 0; j < m; ++j) s[j] = exp_of(s[j] - lse);
+  }
 }
 
 }  // namespace mixlab::cpu

@@ -8,7 +8,8 @@
 // [cols, 16·KV], zero beyond the m keys), so
 //   - rows of scores (q kᵀ, or dout vᵀ in the backward) are cols broadcast-FMAs into KV
 //     registers each, for 4 or 8 rows at once (8 to 16 independent chains);
-//   - softmax, mask and log-sum-exp are lane operations on those registers;
+//   - each row, scaled and stored in L1, takes the tiles' own softmax (attention_item.h), so
+//     both paths give a row the same probabilities and log-sum-exp;
 //   - weighted sums of key rows (P v, dS k) and of query rows (Pᵀ dout, dSᵀ q) broadcast one
 //     weight at a time against rows of 16 features, 8 output rows at once.
 // Every sum runs in a fixed order whatever the thread count (one item on one thread).
@@ -18,13 +19,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "backends/cpu/avx512_math.h"
+#include "backends/cpu/register_tile.h"
 #endif
 
 namespace mixlab::cpu {
@@ -48,7 +48,6 @@ bool short_keys_fit(int64_t m, int64_t d, int64_t e, const MaskRows<float>& mask
 #endif
 namespace {
 
-using avx512::allowed_lanes;
 using avx512::first_lanes;
 
 // f(std::integral_constant<int, R>{}) for the R = size, R ≤ G (a size the loops can unroll).
@@ -79,15 +78,11 @@ void in_groups(int64_t count, F&& f) {
 // both FMA ports busy through their 4-cycle latency.
 constexpr int kSumRows = 8;
 
-// This thread's scratch buffer `which`, 64-byte aligned, at least `floats` long (grown once,
+// This thread's scratch buffer `which`, on a cache line, at least `floats` long (grown once,
 // reused by every later item and call).
 float* scratch(int which, int64_t floats) {
   thread_local std::vector<float> buffers[4];
-  std::vector<float>& buffer = buffers[which];
-  if (static_cast<int64_t>(buffer.size()) < floats + 16)
-    buffer.resize(static_cast<size_t>(floats + 16));
-  auto address = reinterpret_cast<uintptr_t>(buffer.data());
-  return reinterpret_cast<float*>((address + 63) & ~uintptr_t(63));
+  return aligned_scratch(buffers[which], floats);
 }
 
 // Transposes 16 rows of 16 floats in registers: out[c] lane r = rows[r] lane c. Four rounds of
@@ -162,38 +157,22 @@ void rows_against_keys(const float* a, int64_t lda, const float* t, int64_t cols
     for (int kv = 0; kv < KV; ++kv) acc[r][kv] = sum[r][kv];
 }
 
-// y[r, :cols] = Σ_{j < m} w[r·ldw + j] · x[j, :cols] for R rows: P v, dS k.
+// y[r, :cols] = Σ_{t < count} w[r·w_row + t·w_step] · x[t, :cols] for R rows of y: a weighted
+// sum of rows of x, weights broadcast one at a time. Over keys (w_row = W, w_step = 1): P v,
+// dS k; over queries, for R keys (w_row = 1, w_step = W): Pᵀ dout, dSᵀ q.
 template <int R>
-void weighted_key_rows(const float* w, int64_t ldw, int64_t m, Mat<const float> x, int64_t cols,
-                       float* y, int64_t ldy) {
+void weighted_rows(const float* w, int64_t w_row, int64_t w_step, int64_t count, Mat<const float> x,
+                   int64_t cols, float* y, int64_t ldy) {
   for (int64_t c0 = 0; c0 < cols; c0 += 16) {
     const __mmask16 lanes = first_lanes(cols - c0);
     __m512 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < m; ++j) {
-      const __m512 xj = _mm512_maskz_loadu_ps(lanes, x.data + j * x.ld + c0);
+    for (int64_t t = 0; t < count; ++t) {
+      const __m512 xt = _mm512_maskz_loadu_ps(lanes, x.data + t * x.ld + c0);
       for (int r = 0; r < R; ++r)
-        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[r * ldw + j]), xj, acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[r * w_row + t * w_step]), xt, acc[r]);
     }
     for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy + c0, lanes, acc[r]);
-  }
-}
-
-// y[j, :cols] = Σ_{i < n} w[i·ldw + j] · x[i, :cols] for the R keys j0 ≤ j < j0 + R: Pᵀ dout,
-// dSᵀ q.
-template <int R>
-void weighted_query_rows(const float* w, int64_t ldw, int64_t j0, int64_t n, Mat<const float> x,
-                         int64_t cols, float* y, int64_t ldy) {
-  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-    const __mmask16 lanes = first_lanes(cols - c0);
-    __m512 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; ++i) {
-      const __m512 xi = _mm512_maskz_loadu_ps(lanes, x.data + i * x.ld + c0);
-      for (int r = 0; r < R; ++r)
-        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[i * ldw + j0 + r]), xi, acc[r]);
-    }
-    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + (j0 + r) * ldy + c0, lanes, acc[r]);
   }
 }
 
@@ -205,34 +184,12 @@ __m512 scaled(__m512 s, __m512 scale) {
   return _mm512_mul_round_ps(s, scale, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
-// The keys query i may see among keys [16·kv, 16·kv + 16) (those < m its mask allows).
-__mmask16 allowed_keys(const MaskRows<float>& mask, int64_t i, int kv, int64_t m) {
-  return allowed_lanes(mask.row_of(i), 16 * kv, m);
-}
-
-// p = softmax of the scaled scores s over the allowed keys, 0 elsewhere; returns the
-// log-sum-exp. As avx512::softmax_row: a masked row with no allowed key is all 0 with log-sum-exp
-// -inf.
-template <int KV>
-float softmax_keys(const __m512 (&s)[KV], const __mmask16 (&allowed)[KV], bool masked, float* p) {
-  constexpr float kNone = -std::numeric_limits<float>::infinity();
-  __m512 hi = _mm512_set1_ps(kNone);
-  for (int kv = 0; kv < KV; ++kv) hi = _mm512_mask_max_ps(hi, allowed[kv], s[kv], hi);
-  const float top = _mm512_reduce_max_ps(hi);
-  if (masked && top == kNone) {
-    for (int kv = 0; kv < KV; ++kv) _mm512_store_ps(p + 16 * kv, _mm512_setzero_ps());
-    return kNone;
-  }
-  const __m512 top_v = _mm512_set1_ps(top);
-  __m512 e[KV], total_v = _mm512_setzero_ps();
-  for (int kv = 0; kv < KV; ++kv) {
-    e[kv] = _mm512_maskz_mov_ps(allowed[kv], avx512::exp_of(_mm512_sub_ps(s[kv], top_v)));
-    total_v = _mm512_add_ps(total_v, e[kv]);
-  }
-  const float total = _mm512_reduce_add_ps(total_v);
-  const __m512 inv = _mm512_set1_ps(1.0f / total);
-  for (int kv = 0; kv < KV; ++kv) _mm512_store_ps(p + 16 * kv, _mm512_mul_ps(e[kv], inv));
-  return top + std::log(total);
+// Stores the R rows of scaled scores s (all W lanes; those past the m keys hold 0) as rows of p.
+template <int R, int KV>
+void store_scaled(const __m512 (&s)[R][KV], __m512 scale, float* p) {
+  for (int r = 0; r < R; ++r)
+    for (int kv = 0; kv < KV; ++kv)
+      _mm512_store_ps(p + r * 16 * KV + 16 * kv, scaled(s[r][kv], scale));
 }
 
 // Σ_c a[c] · b[c] over cols floats.
@@ -260,22 +217,17 @@ void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const 
   float* p = scratch(2, n * W);  // P, a row of W per query
   key_columns<KV>(k, m, d, kt);
   const __m512 scale_v = _mm512_set1_ps(scale);
+  // Per group of queries: the scores, then each row's softmax as the tiles take it.
   in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
     constexpr int R = decltype(size)::value;
     __m512 s[R][KV];
     rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, s);
-    for (int r = 0; r < R; ++r) {
-      __mmask16 allowed[KV];
-      for (int kv = 0; kv < KV; ++kv) {
-        s[r][kv] = scaled(s[r][kv], scale_v);
-        allowed[kv] = allowed_keys(mask, i0 + r, kv, m);
-      }
-      lse[i0 + r] = softmax_keys<KV>(s[r], allowed, mask.data != nullptr, p + (i0 + r) * W);
-    }
+    store_scaled<R, KV>(s, scale_v, p + i0 * W);
+    for (int64_t i = i0; i < i0 + R; ++i) lse[i] = softmax_allowed(p + i * W, m, mask, i);
   });
   in_groups<kSumRows>(n, [&](auto size, int64_t i0) {
     constexpr int R = decltype(size)::value;
-    weighted_key_rows<R>(p + i0 * W, W, m, v, e, out.data + i0 * out.ld, out.ld);
+    weighted_rows<R>(p + i0 * W, W, 1, m, v, e, out.data + i0 * out.ld, out.ld);  // P v
   });
 }
 
@@ -297,19 +249,8 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
     constexpr int R = decltype(size)::value;
     __m512 acc[R][KV];
     rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, acc);
-    for (int r = 0; r < R; ++r) {
-      const int64_t i = i0 + r;
-      const bool none = lse[i] == -std::numeric_limits<float>::infinity();  // no key: no gradient
-      const __m512 lse_v = _mm512_set1_ps(lse[i]);
-      for (int kv = 0; kv < KV; ++kv) {
-        const __m512 pr =
-            none ? _mm512_setzero_ps()
-                 : _mm512_maskz_mov_ps(
-                       allowed_keys(mask, i, kv, m),
-                       avx512::exp_of(_mm512_sub_ps(scaled(acc[r][kv], scale_v), lse_v)));
-        _mm512_store_ps(p + i * W + 16 * kv, pr);
-      }
-    }
+    store_scaled<R, KV>(acc, scale_v, p + i0 * W);
+    for (int64_t i = i0; i < i0 + R; ++i) probabilities_again(p + i * W, m, mask, i, lse[i]);
     rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
     for (int r = 0; r < R; ++r) {
       const int64_t i = i0 + r;
@@ -324,12 +265,12 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
   // dq = dS k per group of queries; dv = Pᵀ dout and dk = dSᵀ q per group of keys.
   in_groups<kSumRows>(n, [&](auto size, int64_t i0) {
     constexpr int R = decltype(size)::value;
-    weighted_key_rows<R>(ds + i0 * W, W, m, k, d, dq.data + i0 * dq.ld, dq.ld);
+    weighted_rows<R>(ds + i0 * W, W, 1, m, k, d, dq.data + i0 * dq.ld, dq.ld);
   });
   in_groups<kSumRows>(m, [&](auto size, int64_t j0) {
     constexpr int R = decltype(size)::value;
-    weighted_query_rows<R>(p, W, j0, n, dout, e, dv.data, dv.ld);
-    weighted_query_rows<R>(ds, W, j0, n, q, d, dk.data, dk.ld);
+    weighted_rows<R>(p + j0, 1, W, n, dout, e, dv.data + j0 * dv.ld, dv.ld);
+    weighted_rows<R>(ds + j0, 1, W, n, q, d, dk.data + j0 * dk.ld, dk.ld);
   });
 }
 

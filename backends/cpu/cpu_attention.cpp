@@ -67,6 +67,8 @@ using cpu::mask_rows;
 using cpu::MaskRows;
 using cpu::Mat;
 using cpu::mat;
+using cpu::probabilities_again;
+using cpu::softmax_allowed;
 
 // This thread's score buffers (grown once, reused by every later call).
 template <typename T>
@@ -97,60 +99,6 @@ Sizes sizes_of(const View& q, const View& k, const View& v) {
   int64_t tile =
       std::clamp<int64_t>(kTileScores / std::max<int64_t>(1, m), 1, std::max<int64_t>(1, n));
   return {q.shape[0] * q.shape[1], n, m, q.shape[3], v.shape[3], tile};
-}
-
-// Row i of the tile s (m scores): softmax over the allowed keys in place; returns the row's
-// log-sum-exp, -inf (and a row of zeros) when no key is allowed. Float rows whose mask (if any)
-// is contiguous along the keys run in AVX-512 registers (avx512_math.h): the translator's
-// masked rows of 12 keys had been a scalar exp per key. Otherwise, without a mask the maximum is
-// row_max's, in lanes; a masked row skips its masked keys in one scalar pass.
-template <typename T>
-T softmax_allowed(T* s, int64_t m, const MaskRows<T>& mask, int64_t i) {
-  constexpr T kNone = -std::numeric_limits<T>::infinity();
-  T hi = kNone;
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>)
-    if (!mask.data || mask.col == 1) return cpu::avx512::softmax_row(s, s, m, mask.row_of(i));
-#endif
-  if (!mask.data) {
-    hi = cpu::row_max(s, m);
-    for (int64_t j = 0; j < m; ++j) s[j] = cpu::exp_of(s[j] - hi);
-  } else {
-    bool any = false;
-    for (int64_t j = 0; j < m; ++j) {
-      if (!mask.allowed(i, j)) continue;
-      any = true;
-      hi = s[j] > hi ? s[j] : hi;
-    }
-    if (!any) {
-      std::fill(s, s + m, T(0));
-      return kNone;
-    }
-    for (int64_t j = 0; j < m; ++j) s[j] = mask.allowed(i, j) ? cpu::exp_of(s[j] - hi) : T(0);
-  }
-  T total = 0;
-  for (int64_t j = 0; j < m; ++j) total += s[j];
-  T inv = T(1) / total;
-  for (int64_t j = 0; j < m; ++j) s[j] *= inv;
-  return hi + std::log(total);
-}
-
-// Row i's probabilities again, from its scores and the saved log-sum-exp.
-template <typename T>
-void probabilities_again(T* s, int64_t m, const MaskRows<T>& mask, int64_t i, T lse) {
-  if (lse == -std::numeric_limits<T>::infinity()) {
-    std::fill(s, s + m, T(0));
-    return;
-  }
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>)
-    if (!mask.data || mask.col == 1) return cpu::avx512::exp_shifted_row(s, m, lse, mask.row_of(i));
-#endif
-  if (mask.data) {
-    for (int64_t j = 0; j < m; ++j) s[j] = mask.allowed(i, j) ? cpu::exp_of(s[j] - lse) : T(0);
-  } else {
-    for (int64_t j = 0; j < m; ++j) s[j] = cpu::exp_of(s[j] - lse);
-  }
 }
 
 // The operands of one (b, h) item (item = b·H + h).
