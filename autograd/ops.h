@@ -140,6 +140,13 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 // its three [B, H, N, D] parts, read in place. Its gradient is one [B, N, 3·H·D] buffer, the three
 // parts' gradients written side by side, so the projection's backward is one product each way.
 Tensor fused_self_attention(const Tensor& qkv, int64_t heads, const Tensor& allowed, double scale);
+// The synthesizers' core (mixers.md §3): softmax(L + M) v per (batch, head) in one kernel, the
+// logits L [B or 1, H, N, M] given (not scaled; [1, H, N, M]: the same logits for every example,
+// their gradient summed over the batch), v [B, H, M, E] -> [B, H, N, E], `allowed` as
+// fused_attention's. Equals matmul(mixers::masked_softmax(L, allowed), v) within rounding,
+// without forming the probabilities: the backward recomputes them from L and each row's saved
+// log-sum-exp. The result is a [B, H, N, E] view of a [B, N, H, E] buffer, as fused_attention's.
+Tensor fused_synthesized_attention(const Tensor& logits, const Tensor& v, const Tensor& allowed);
 // ---- the depthwise token convolution of lightconv/dynconv (autograd/ops/token_conv.cpp) ----
 // out[b, t, c] = Σ_{m<K} taps[b|0, t|0, ⌊c / (d/H)⌋, m] · g[b, t + m − left, c], g read as 0
 // outside the sequence: g [B, N, d], taps [B or 1, N or 1, H, K] (per item and position, or

@@ -1032,6 +1032,21 @@ struct AttnDims {
   int64_t b, h, n, m, d, e;
 };
 
+// out_row[:e] += Σ_j softmax(w over the keys ok[j])_j · v[j·e ..]: one query row of the cores'
+// references (nothing when no key is allowed: the row stays 0).
+void add_softmax_weighted_row(std::vector<double> w, const std::vector<bool>& ok, const double* v,
+                              int64_t e, double* out_row) {
+  const size_t m = w.size();
+  double hi = -INFINITY, total = 0;
+  for (size_t j = 0; j < m; ++j)
+    if (ok[j]) hi = std::max(hi, w[j]);
+  if (hi == -INFINITY) return;
+  for (size_t j = 0; j < m; ++j) w[j] = ok[j] ? std::exp(w[j] - hi) : 0.0;
+  for (double x : w) total += x;
+  for (size_t j = 0; j < m; ++j)
+    for (int64_t c = 0; c < e; ++c) out_row[c] += w[j] / total * v[static_cast<int64_t>(j) * e + c];
+}
+
 // softmax of scale·q kᵀ over the allowed keys, times v, in plain C++ (a row with no allowed key
 // is 0). q, k, v row-major [B, H, ·, ·]; allowed(b, i, j) says whether query i sees key j.
 std::vector<double> attention_reference(
@@ -1044,21 +1059,15 @@ std::vector<double> attention_reference(
       for (int64_t i = 0; i < s.n; ++i) {
         int64_t item = b * s.h + h;
         std::vector<double> w(static_cast<size_t>(s.m), 0.0);
-        double hi = -INFINITY, total = 0;
+        std::vector<bool> ok(static_cast<size_t>(s.m));
         for (int64_t j = 0; j < s.m; ++j) {
-          if (!allowed(b, i, j)) continue;
-          double dot = 0;
+          ok[j] = allowed(b, i, j);
           for (int64_t c = 0; c < s.d; ++c)
-            dot += in[0][(item * s.n + i) * s.d + c] * in[1][(item * s.m + j) * s.d + c];
-          w[j] = dot * scale;
-          hi = std::max(hi, w[j]);
+            w[j] += in[0][(item * s.n + i) * s.d + c] * in[1][(item * s.m + j) * s.d + c];
+          w[j] *= scale;
         }
-        if (hi == -INFINITY) continue;
-        for (int64_t j = 0; j < s.m; ++j) w[j] = allowed(b, i, j) ? std::exp(w[j] - hi) : 0.0;
-        for (double x : w) total += x;
-        for (int64_t j = 0; j < s.m; ++j)
-          for (int64_t c = 0; c < s.e; ++c)
-            out[(item * s.n + i) * s.e + c] += w[j] / total * in[2][(item * s.m + j) * s.e + c];
+        add_softmax_weighted_row(w, ok, &in[2][item * s.m * s.e], s.e,
+                                 &out[(item * s.n + i) * s.e]);
       }
   return out;
 }
@@ -1212,6 +1221,133 @@ void add_attention_cases(std::vector<OpCase>& t) {
   }
 }
 
+// ---- the synthesizers' core (fused_synthesized_attention) ----
+// softmax of the given logits over the allowed keys, times v, in plain C++ (a row with no allowed
+// key is 0). in[0]: logits [Bl, H, N, M] row-major (Bl = 1: the same for every example), in[1]:
+// v [B, H, M, E]; allowed(b, i, j) says whether query i sees key j.
+std::vector<double> synthesized_reference(
+    const std::vector<std::vector<double>>& in, AttnDims s, bool shared,
+    const std::function<bool(int64_t, int64_t, int64_t)>& allowed) {
+  std::vector<double> out(static_cast<size_t>(s.b * s.h * s.n * s.e), 0.0);
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t h = 0; h < s.h; ++h)
+      for (int64_t i = 0; i < s.n; ++i) {
+        const int64_t item = b * s.h + h, logit_item = (shared ? 0 : b) * s.h + h;
+        const double* row = &in[0][(logit_item * s.n + i) * s.m];
+        std::vector<bool> ok(static_cast<size_t>(s.m));
+        for (int64_t j = 0; j < s.m; ++j) ok[j] = allowed(b, i, j);
+        add_softmax_weighted_row(std::vector<double>(row, row + s.m), ok, &in[1][item * s.m * s.e],
+                                 s.e, &out[(item * s.n + i) * s.e]);
+      }
+  return out;
+}
+
+void add_synthesized_attention_cases(std::vector<OpCase>& t) {
+  // (d is unused: the logits are given.) Logits over ±4, so rows are far from uniform.
+  auto inputs = [](AttnDims s, bool shared, uint64_t seed) {
+    return std::vector<Input>{Input::leaf({shared ? 1 : s.b, s.h, s.n, s.m}, seed, -4, 4),
+                              Input::leaf({s.b, s.h, s.m, s.e}, seed + 1)};
+  };
+  auto name = [](const char* what, AttnDims s, bool shared) {
+    return std::string(what) + " logits " + dims_str({shared ? 1 : s.b, s.h, s.n, s.m}) + " v " +
+           dims_str({s.b, s.h, s.m, s.e});
+  };
+  using MakeMask = std::function<Tensor(const Ctx&, const In&)>;
+  using Allowed = std::function<bool(int64_t, int64_t, int64_t)>;
+  auto against_formula = [&t, name](const char* kernel, const char* what, AttnDims s, bool shared,
+                                    std::vector<Input> in, MakeMask make_mask, Allowed allowed,
+                                    bool grad = true) {
+    t.push_back({kernel,
+                 name(what, s, shared),
+                 std::move(in),
+                 [make_mask](const Ctx& c, const In& x) {
+                   return Out{fused_synthesized_attention(x[0], x[1], make_mask(c, x))};
+                 },
+                 grad ? kF32Loose : Tol{1e-4, 1e-5},
+                 kF64Loose,
+                 grad,
+                 {DType::F32, DType::F64},
+                 [s, shared, allowed](const std::vector<std::vector<double>>& v) {
+                   return synthesized_reference(v, s, shared, allowed);
+                 }});
+  };
+  auto no_mask = [](const Ctx&, const In&) { return Tensor(); };
+  auto all = [](int64_t, int64_t, int64_t) { return true; };
+
+  // Unmasked, per-example and shared logits (the shared gradient sums over the batch); N != M.
+  for (bool shared : {false, true})
+    for (AttnDims s : {AttnDims{1, 1, 1, 1, 0, 1}, AttnDims{3, 2, 4, 5, 0, 3}})
+      against_formula("synthesized_attention", shared ? "shared, unmasked" : "unmasked", s, shared,
+                      inputs(s, shared, 230), no_mask, all);
+
+  // Shared logits under padded keys [B, 1, 1, M] (item 1 has 2 of 5 keys), causal and padded.
+  for (bool shared : {false, true}) {
+    AttnDims s{2, 2, 5, 5, 0, 3};
+    std::vector<double> keys = {1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    auto key_ok = [keys](int64_t b, int64_t, int64_t j) { return keys[b * 5 + j] != 0; };
+    std::vector<Input> in = inputs(s, shared, 233);
+    in.push_back(Input::given({2, 1, 1, 5}, keys));
+    against_formula(
+        "synthesized_attention_backward", "causal and padded keys", s, shared, in,
+        [s](const Ctx& c, const In& x) {
+          return mul(x[2], tril_mask(s.n, s.m, 0, c.dtype, c.device));
+        },
+        [key_ok](int64_t b, int64_t i, int64_t j) { return key_ok(b, i, j) && j <= i; });
+  }
+
+  // Rows with no allowed key ([B, 1, N, M]: they give 0 and pass no gradient).
+  {
+    AttnDims s{2, 2, 4, 6, 0, 5};
+    std::vector<double> mask(2 * 4 * 6, 1.0);
+    for (int64_t j = 0; j < 6; ++j) mask[(0 * 4 + 3) * 6 + j] = 0;  // item 0, row 3: nothing
+    for (int64_t j = 0; j < 6; ++j) mask[(1 * 4 + 0) * 6 + j] = 0;  // item 1, row 0: nothing
+    mask[(1 * 4 + 2) * 6 + 5] = 0;
+    std::vector<Input> in = inputs(s, false, 236);
+    in.push_back(Input::given({2, 1, 4, 6}, mask));
+    against_formula(
+        "synthesized_attention_backward", "rows with no key", s, false, in,
+        [](const Ctx&, const In& x) { return x[2]; },
+        [mask](int64_t b, int64_t i, int64_t j) { return mask[(b * 4 + i) * 6 + j] != 0; });
+  }
+
+  // As the synthesizers call it: v's heads split out of [B, M, H·E] and the logits a heads view
+  // of [B, N, H, M] (the dense synthesizer's layout, whose gradient comes back in it), in place.
+  t.push_back({"synthesized_attention_backward",
+               "logits a heads view of [2, 4, 3, 6], v split heads of [2, 6, 3·5]",
+               {Input::leaf({2, 4, 3, 6}, 240, -4, 4), Input::leaf({2, 6, 15}, 241)},
+               [](const Ctx&, const In& x) {
+                 Tensor v = transpose(reshape(x[1], {2, 6, 3, 5}), 1, 2);
+                 return Out{fused_synthesized_attention(transpose(x[0], 1, 2), v, Tensor())};
+               },
+               kF32Loose,
+               kF64Loose,
+               true});
+
+  // Rows in AVX-512 registers (attention_short_keys.cpp): 16 keys fill one register, 17 and 40
+  // start a second and a third, 49 (the classifier) and 64 four; 65 keys take the cblas path.
+  // 13 query rows; width 36 ends in a partial register. Causal over padded keys, with a query row
+  // that sees no key, and shared logits for 49 (the gradient summed over 2 examples).
+  for (AttnDims s : {AttnDims{2, 2, 13, 16, 0, 36}, AttnDims{2, 2, 13, 17, 0, 36},
+                     AttnDims{1, 2, 13, 40, 0, 36}, AttnDims{2, 2, 13, 49, 0, 36},
+                     AttnDims{1, 2, 13, 64, 0, 36}, AttnDims{1, 2, 13, 65, 0, 36}}) {
+    const bool shared = s.m == 49;
+    const int64_t offset = s.m - s.n;  // query i sees keys j ≤ i + offset
+    std::vector<double> keys(static_cast<size_t>(s.b * s.m), 1.0);
+    for (int64_t j = 0; j <= offset; ++j) keys[static_cast<size_t>(j)] = 0;  // item 0, query 0
+    std::vector<Input> in = inputs(s, shared, 244);
+    in.push_back(Input::given({s.b, 1, 1, s.m}, keys));
+    against_formula(
+        "synthesized_attention_backward", "rows in registers, or cblas", s, shared, in,
+        [s, offset](const Ctx& c, const In& x) {
+          return mul(x[2], tril_mask(s.n, s.m, offset, c.dtype, c.device));
+        },
+        [keys, s, offset](int64_t b, int64_t i, int64_t j) {
+          return keys[static_cast<size_t>(b * s.m + j)] != 0 && j <= i + offset;
+        },
+        /*grad=*/false);
+  }
+}
+
 // ---- glu (lightconv's and dynconv's input gate) ----
 // a ⊙ σ(b) with x = a‖b, gates over ±8 (σ near 0 and 1); both kernels in every row.
 void add_glu_cases(std::vector<OpCase>& t) {
@@ -1351,6 +1487,7 @@ std::vector<OpCase> build_table() {
   add_optimizer_cases(t);
   add_flat_optimizer_cases(t);
   add_attention_cases(t);
+  add_synthesized_attention_cases(t);
   add_fused_cases(t);
   add_token_conv_cases(t);
   add_sum_normalize_cases(t);

@@ -31,6 +31,22 @@ Tensor heads_major(int64_t b, int64_t h, int64_t n, int64_t c, const Tensor& lik
   return transpose(Tensor::empty({b, n, h, c}, like.dtype(), like.device()), 1, 2);
 }
 
+// The mask (if any) is on `like`'s device and broadcasts to the [B, H, N, M] scores.
+void check_mask(const char* op, const Tensor& allowed, const Shape& scores, const char* like_name,
+                const Tensor& like) {
+  if (!allowed.defined()) return;
+  check(allowed.device() == like.device(), op, ": the mask ", shape_str(allowed.shape()), " is on ",
+        allowed.device().str(), ", ", like_name, " ", shape_str(like.shape()), " on ",
+        like.device().str());
+  bool fits = allowed.dim() <= 4;
+  for (int i = 0; fits && i < allowed.dim(); ++i) {
+    int64_t size = allowed.shape()[i], want = scores[4 - allowed.dim() + i];
+    fits = size == want || size == 1;
+  }
+  check(fits, op, ": the mask ", shape_str(allowed.shape()),
+        " does not broadcast to the scores [B, H, N, M] = ", shape_str(scores));
+}
+
 void check_shapes(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                   const Tensor& allowed) {
   check_same(op, {&q, &k, &v});
@@ -42,17 +58,7 @@ void check_shapes(const char* op, const Tensor& q, const Tensor& k, const Tensor
   check(same_items && k.size(3) == q.size(3) && v.size(2) == k.size(2), op,
         ": shapes do not fit q [B, H, N, D], k [B, H, M, D], v [B, H, M, E]: q ",
         shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()));
-  if (!allowed.defined()) return;
-  check(allowed.device() == q.device(), op, ": the mask ", shape_str(allowed.shape()), " is on ",
-        allowed.device().str(), ", q ", shape_str(q.shape()), " on ", q.device().str());
-  Shape scores{q.size(0), q.size(1), q.size(2), k.size(2)};
-  bool fits = allowed.dim() <= 4;
-  for (int i = 0; fits && i < allowed.dim(); ++i) {
-    int64_t size = allowed.shape()[i], want = scores[4 - allowed.dim() + i];
-    fits = size == want || size == 1;
-  }
-  check(fits, op, ": the mask ", shape_str(allowed.shape()),
-        " does not broadcast to the scores [B, H, N, M] = ", shape_str(scores));
+  check_mask(op, allowed, {q.size(0), q.size(1), q.size(2), k.size(2)}, "q", q);
 }
 
 // What the backward needs of a forward: the operands as the kernel read them, the mask, the
@@ -138,6 +144,63 @@ Tensor fused_self_attention(const Tensor& qkv_in, int64_t heads, const Tensor& a
     attention_backward(s, grad, part(dqkv, 0), part(dqkv, 1), part(dqkv, 2));
     return std::vector<Tensor>{dqkv};
   });
+}
+
+// ---- the synthesizers' core: softmax(L + M) v with the logits L given ----
+
+Tensor fused_synthesized_attention(const Tensor& logits_in, const Tensor& v_in,
+                                   const Tensor& allowed) {
+  const char* op = "fused_synthesized_attention";
+  check_same(op, {&logits_in, &v_in});
+  check(logits_in.dim() == 4 && v_in.dim() == 4, op,
+        ": needs logits [B or 1, H, N, M] and v [B, H, M, E], got logits ",
+        shape_str(logits_in.shape()), ", v ", shape_str(v_in.shape()));
+  const int64_t b = v_in.size(0), h = v_in.size(1), m = v_in.size(2), e = v_in.size(3);
+  const int64_t n = logits_in.size(2);
+  bool fits = (logits_in.size(0) == b || logits_in.size(0) == 1) && logits_in.size(1) == h &&
+              logits_in.size(3) == m;
+  check(fits, op, ": shapes do not fit logits [B or 1, H, N, M], v [B, H, M, E]: logits ",
+        shape_str(logits_in.shape()), ", v ", shape_str(v_in.shape()));
+  check_mask(op, allowed, {b, h, n, m}, "v", v_in);
+  Tensor logits = readable(logits_in), v = readable(v_in);
+  const bool shared = logits.size(0) != b;  // one block of logits for the whole batch
+  // Logits that are a heads view of [B, N, H, M] (dense synthesizers' per-token projections) get
+  // their gradient in that layout, which their producer's backward reads without a copy.
+  const bool heads_view = !shared && logits.strides()[1] == m && logits.strides()[2] == h * m &&
+                          logits.strides()[0] == n * h * m;
+  Tensor mask;
+  View mask_view;
+  mask_view.dtype = v.dtype();
+  if (allowed.defined()) {
+    NoGradGuard no_grad;
+    mask = allowed.dtype() == v.dtype() ? allowed.detach() : cast(allowed, v.dtype());
+    mask_view = broadcast_view(mask, {b, h, n, m});
+  }
+  Tensor out = heads_major(b, h, n, e, v);
+  Tensor lse = Tensor::empty({b, h, n}, v.dtype(), v.device());
+  const View logits_view = broadcast_view(logits, {b, h, n, m});
+  if (out.numel() > 0 || lse.numel() > 0)
+    backend_of(v).synthesized_attention(logits_view, v.view(), mask_view, out.view(), lse.view());
+  // Detached handles for the closure (the result itself would be a cycle through its node).
+  return record(op, out, {logits_in, v_in},
+                [logits = logits.detach(), v = v.detach(), mask, mask_view, logits_view,
+                 out = out.detach(), lse, shared, heads_view](const Tensor& grad) {
+                  const int64_t b = v.size(0), h = v.size(1), n = logits.size(2);
+                  const int64_t m = v.size(2), e = v.size(3);
+                  Tensor g = readable(grad);
+                  Tensor dlogits = heads_view ? heads_major(b, h, n, m, v)
+                                              : Tensor::empty({b, h, n, m}, v.dtype(), v.device());
+                  Tensor dv = heads_major(b, h, m, e, v);
+                  if (b * h > 0)
+                    backend_of(v).synthesized_attention_backward(logits_view, v.view(), mask_view,
+                                                                 out.view(), lse.view(), g.view(),
+                                                                 dlogits.view(), dv.view());
+                  if (shared) {
+                    NoGradGuard no_grad;
+                    dlogits = sum(dlogits, {0}, true);
+                  }
+                  return std::vector<Tensor>{dlogits, dv};
+                });
 }
 
 }  // namespace mixlab

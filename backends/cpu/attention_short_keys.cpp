@@ -274,37 +274,105 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
   });
 }
 
+// Row i of the logits into P's row (W lanes, 0 past the m keys): the synthesizers' scores.
+template <int KV>
+void logits_row(Mat<const float> logits, int64_t i, int64_t m, float* p_row) {
+  for (int kv = 0; kv < KV; ++kv)
+    _mm512_store_ps(p_row + 16 * kv, _mm512_maskz_loadu_ps(first_lanes(m - 16 * kv),
+                                                           logits.data + i * logits.ld + 16 * kv));
+}
+
+template <int KV>
+void synthesized_forward(int64_t n, int64_t m, int64_t e, Mat<const float> logits,
+                         Mat<const float> v, const MaskRows<float>& mask, Mat<float> out,
+                         float* lse) {
+  constexpr int64_t W = 16 * KV;
+  float* p = scratch(2, n * W);
+  for (int64_t i = 0; i < n; ++i) {
+    logits_row<KV>(logits, i, m, p + i * W);
+    lse[i] = softmax_allowed(p + i * W, m, mask, i);
+  }
+  in_groups<kSumRows>(n, [&](auto size, int64_t i0) {
+    constexpr int R = decltype(size)::value;
+    weighted_rows<R>(p + i0 * W, W, 1, m, v, e, out.data + i0 * out.ld, out.ld);  // P v
+  });
+}
+
+template <int KV>
+void synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const float> logits,
+                          Mat<const float> v, const MaskRows<float>& mask, Mat<const float> out,
+                          const float* lse, Mat<const float> dout, Mat<float> dlogits,
+                          Mat<float> dv) {
+  constexpr int64_t W = 16 * KV;
+  float* vt = scratch(1, e * W);
+  float* p = scratch(2, n * W);
+  key_columns<KV>(v, m, e, vt);
+  // Per group of queries: P again, dP = dout vᵀ, dlogits = P ∘ (dP − rowsum(dout ∘ out)).
+  in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
+    constexpr int R = decltype(size)::value;
+    for (int64_t i = i0; i < i0 + R; ++i) {
+      logits_row<KV>(logits, i, m, p + i * W);
+      probabilities_again(p + i * W, m, mask, i, lse[i]);
+    }
+    __m512 acc[R][KV];
+    rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
+    for (int r = 0; r < R; ++r) {
+      const int64_t i = i0 + r;
+      const __m512 dot = _mm512_set1_ps(row_dot(dout.data + i * dout.ld, out.data + i * out.ld, e));
+      for (int kv = 0; kv < KV; ++kv) {
+        const __m512 pr = _mm512_load_ps(p + i * W + 16 * kv);
+        _mm512_mask_storeu_ps(dlogits.data + i * dlogits.ld + 16 * kv, first_lanes(m - 16 * kv),
+                              _mm512_mul_ps(pr, _mm512_sub_ps(acc[r][kv], dot)));
+      }
+    }
+  });
+  in_groups<kSumRows>(m, [&](auto size, int64_t j0) {  // dv = Pᵀ dout per group of keys
+    constexpr int R = decltype(size)::value;
+    weighted_rows<R>(p + j0, 1, W, n, dout, e, dv.data + j0 * dv.ld, dv.ld);
+  });
+}
+
+// f(std::integral_constant<int, KV>{}) for the KV = ⌈m / 16⌉ registers a row of m keys takes.
+template <typename F>
+void with_key_registers(int64_t m, F&& f) {
+  with_size<1, 4>((m + 15) / 16, f);
+}
+
 }  // namespace
 
 void short_keys_forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const float> q,
                         Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask,
                         Mat<float> out, float* lse) {
-  switch ((m + 15) / 16) {
-    case 1:
-      return forward<1>(n, m, d, e, scale, q, k, v, mask, out, lse);
-    case 2:
-      return forward<2>(n, m, d, e, scale, q, k, v, mask, out, lse);
-    case 3:
-      return forward<3>(n, m, d, e, scale, q, k, v, mask, out, lse);
-    default:
-      return forward<4>(n, m, d, e, scale, q, k, v, mask, out, lse);
-  }
+  with_key_registers(m, [&](auto kv) {
+    forward<decltype(kv)::value>(n, m, d, e, scale, q, k, v, mask, out, lse);
+  });
 }
 
 void short_keys_backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale,
                          Mat<const float> q, Mat<const float> k, Mat<const float> v,
                          const MaskRows<float>& mask, Mat<const float> out, const float* lse,
                          Mat<const float> dout, Mat<float> dq, Mat<float> dk, Mat<float> dv) {
-  switch ((m + 15) / 16) {
-    case 1:
-      return backward<1>(n, m, d, e, scale, q, k, v, mask, out, lse, dout, dq, dk, dv);
-    case 2:
-      return backward<2>(n, m, d, e, scale, q, k, v, mask, out, lse, dout, dq, dk, dv);
-    case 3:
-      return backward<3>(n, m, d, e, scale, q, k, v, mask, out, lse, dout, dq, dk, dv);
-    default:
-      return backward<4>(n, m, d, e, scale, q, k, v, mask, out, lse, dout, dq, dk, dv);
-  }
+  with_key_registers(m, [&](auto kv) {
+    backward<decltype(kv)::value>(n, m, d, e, scale, q, k, v, mask, out, lse, dout, dq, dk, dv);
+  });
+}
+
+void short_keys_synthesized_forward(int64_t n, int64_t m, int64_t e, Mat<const float> logits,
+                                    Mat<const float> v, const MaskRows<float>& mask, Mat<float> out,
+                                    float* lse) {
+  with_key_registers(m, [&](auto kv) {
+    synthesized_forward<decltype(kv)::value>(n, m, e, logits, v, mask, out, lse);
+  });
+}
+
+void short_keys_synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const float> logits,
+                                     Mat<const float> v, const MaskRows<float>& mask,
+                                     Mat<const float> out, const float* lse, Mat<const float> dout,
+                                     Mat<float> dlogits, Mat<float> dv) {
+  with_key_registers(m, [&](auto kv) {
+    synthesized_backward<decltype(kv)::value>(n, m, e, logits, v, mask, out, lse, dout, dlogits,
+                                              dv);
+  });
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

@@ -28,4 +28,17 @@ void short_keys_backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale
                          const MaskRows<float>& mask, Mat<const float> out, const float* lse,
                          Mat<const float> dout, Mat<float> dq, Mat<float> dk, Mat<float> dv);
 
+// The synthesizers' core for one item (kernels.def, synthesized_attention): the logits given
+// (not scaled), out [n, e] = softmax(logits over the allowed keys) v and each row's log-sum-exp.
+// Fits where short_keys_fit(m, e, e, mask) does.
+void short_keys_synthesized_forward(int64_t n, int64_t m, int64_t e, Mat<const float> logits,
+                                    Mat<const float> v, const MaskRows<float>& mask, Mat<float> out,
+                                    float* lse);
+
+// Its gradients, P recomputed from the logits and lse: dlogits [n, m] and dv overwritten.
+void short_keys_synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const float> logits,
+                                     Mat<const float> v, const MaskRows<float>& mask,
+                                     Mat<const float> out, const float* lse, Mat<const float> dout,
+                                     Mat<float> dlogits, Mat<float> dv);
+
 }  // namespace mixlab::cpu

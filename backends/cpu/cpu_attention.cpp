@@ -261,3 +261,125 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
 }
 
 }  // namespace mixlab
+
+// ---- the synthesizers' core: the same softmax and weighted sum, the logits given ----
+namespace mixlab {
+namespace {
+
+// The operands of one (b, h) item of the synthesized core (item = b·H + h).
+template <typename T>
+struct SynthItem {
+  int64_t b, h;
+  Mat<T> logits, v;
+  MaskRows<T> allowed;
+};
+template <typename T>
+SynthItem<T> synth_item_of(int64_t item, const View& logits, const View& v, const View& mask) {
+  int64_t b = item / v.shape[1], h = item % v.shape[1];
+  return {b, h, mat<T>(logits, b, h), mat<T>(v, b, h), mask_rows<T>(mask, b, h)};
+}
+
+// Rows [0, n) of the item's logits copied into p [n, m] (the probabilities' buffer).
+template <typename T>
+void copy_logits(Mat<T> logits, int64_t n, int64_t m, T* p) {
+  for (int64_t i = 0; i < n; ++i)
+    std::copy(logits.data + i * logits.ld, logits.data + i * logits.ld + m, p + i * m);
+}
+
+}  // namespace
+
+// The whole [n, m] block of an item at once (the logits are that size already, so a tile would
+// bound nothing); float32 items of at most 64 keys take registers (attention_short_keys.cpp).
+void CpuBackend::synthesized_attention(const View& logits, const View& v, const View& mask,
+                                       const View& out, const View& lse) {
+  const int64_t items = v.shape[0] * v.shape[1], n = logits.shape[2], m = logits.shape[3];
+  const int64_t e = v.shape[3];
+  dispatch_floating(v.dtype, "synthesized_attention", [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(items, 1, [&](int64_t begin, int64_t end) {
+      T* p = thread_buffer<T>(0, static_cast<size_t>(std::max<int64_t>(1, n * m)));
+      for (int64_t item = begin; item < end; ++item) {
+        SynthItem<T> it = synth_item_of<T>(item, logits, v, mask);
+        Mat<T> om = mat<T>(out, it.b, it.h);
+        T* row_lse = lse.as<T>() + item * n;
+        if (item + 1 < end) {
+          SynthItem<T> next = synth_item_of<T>(item + 1, logits, v, mask);
+          prefetch_rows(next.logits, n, m);
+          prefetch_rows(next.v, m, e);
+        }
+        if constexpr (std::is_same_v<T, float>)
+          if (cpu::short_keys_fit(m, e, e, it.allowed)) {
+            cpu::short_keys_synthesized_forward(n, m, e, {it.logits.data, it.logits.ld},
+                                                {it.v.data, it.v.ld}, it.allowed, om, row_lse);
+            continue;
+          }
+        if (m == 0) {  // no keys: every row is empty
+          zero_rows(om, n, e);
+          std::fill(row_lse, row_lse + n, -std::numeric_limits<T>::infinity());
+          continue;
+        }
+        copy_logits(it.logits, n, m, p);
+        for (int64_t i = 0; i < n; ++i) row_lse[i] = softmax_allowed(p + i * m, m, it.allowed, i);
+        if (e > 0)
+          gemm_rows(false, false, n, e, m, 1.0, p, m, it.v.data, it.v.ld, 0.0, om.data, om.ld);
+      }
+    });
+  });
+}
+
+void CpuBackend::synthesized_attention_backward(const View& logits, const View& v, const View& mask,
+                                                const View& out, const View& lse, const View& dout,
+                                                const View& dlogits, const View& dv) {
+  const int64_t items = v.shape[0] * v.shape[1], n = logits.shape[2], m = logits.shape[3];
+  const int64_t e = v.shape[3];
+  dispatch_floating(v.dtype, "synthesized_attention_backward", [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(items, 1, [&](int64_t begin, int64_t end) {
+      T* dp = thread_buffer<T>(1, static_cast<size_t>(std::max<int64_t>(1, n * m)));
+      for (int64_t item = begin; item < end; ++item) {
+        SynthItem<T> it = synth_item_of<T>(item, logits, v, mask);
+        Mat<T> om = mat<T>(out, it.b, it.h), gm = mat<T>(dout, it.b, it.h);
+        Mat<T> dvm = mat<T>(dv, it.b, it.h);
+        Mat<T> dl = mat<T>(dlogits, it.b, it.h);
+        const T* row_lse = lse.as<T>() + item * n;
+        if (item + 1 < end) {
+          SynthItem<T> next = synth_item_of<T>(item + 1, logits, v, mask);
+          prefetch_rows(next.logits, n, m);
+          prefetch_rows(next.v, m, e);
+          prefetch_rows(mat<T>(out, next.b, next.h), n, e);
+          prefetch_rows(mat<T>(dout, next.b, next.h), n, e);
+        }
+        if constexpr (std::is_same_v<T, float>)
+          if (n > 0 && cpu::short_keys_fit(m, e, e, it.allowed)) {
+            cpu::short_keys_synthesized_backward(n, m, e, {it.logits.data, it.logits.ld},
+                                                 {it.v.data, it.v.ld}, it.allowed, {om.data, om.ld},
+                                                 row_lse, {gm.data, gm.ld}, dl, dvm);
+            continue;
+          }
+        // P in dlogits' own rows, then dv = Pᵀ dout, dP = dout vᵀ, and dlogits = P ∘ (dP − dot).
+        for (int64_t i = 0; i < n; ++i) {
+          T* p_row = dl.data + i * dl.ld;
+          std::copy(it.logits.data + i * it.logits.ld, it.logits.data + i * it.logits.ld + m,
+                    p_row);
+          probabilities_again(p_row, m, it.allowed, i, row_lse[i]);
+        }
+        if (n == 0 || m == 0 || e == 0) {
+          zero_rows(dvm, m, e);
+          zero_rows(dl, n, m);
+          continue;
+        }
+        gemm_rows(true, false, m, e, n, 1.0, dl.data, dl.ld, gm.data, gm.ld, 0.0, dvm.data, dvm.ld);
+        gemm_rows(false, true, n, m, e, 1.0, gm.data, gm.ld, it.v.data, it.v.ld, 0.0, dp, m);
+        for (int64_t i = 0; i < n; ++i) {
+          const T* g_row = gm.data + i * gm.ld;
+          const T* o_row = om.data + i * om.ld;
+          T dot = 0;  // rowsum(dout ∘ out) = Σ_j P_ij dP_ij
+          for (int64_t c = 0; c < e; ++c) dot += g_row[c] * o_row[c];
+          for (int64_t j = 0; j < m; ++j) dl.data[i * dl.ld + j] *= dp[i * m + j] - dot;
+        }
+      }
+    });
+  });
+}
+
+}  // namespace mixlab

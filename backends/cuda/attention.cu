@@ -52,19 +52,36 @@ __device__ __forceinline__ T dot(const T* a, const T* b, int64_t n) {
   return acc;
 }
 
-// Per query row (b·h·n + i): p[row, :] = masked softmax of scale·q_i kᵀ, lse[row].
-template <typename G, typename T>
-__global__ void attention_rows_kernel(HeadRows<const T> q, HeadRows<const T> k, HeadMask<T> mask,
-                                      T scale, T* p, T* lse, int64_t rows, int64_t n, int64_t m,
-                                      int64_t d) {
+// Score (i, j) of an item: scale·q_i·k_j for attention (rounded to T before anything subtracts
+// from it), the given logit for the synthesizers.
+template <typename T>
+struct DotScores {
+  HeadRows<const T> q, k;
+  T scale;
+  int64_t d;
+  __device__ __forceinline__ T operator()(int64_t item, int64_t i, int64_t j) const {
+    return d_mul_rounded(scale, dot(q.row(item, i), k.row(item, j), d));
+  }
+};
+template <typename T>
+struct GivenScores {
+  HeadRows<const T> logits;  // stride 0 on a broadcast batch axis
+  __device__ __forceinline__ T operator()(int64_t item, int64_t i, int64_t j) const {
+    return logits.row(item, i)[j];
+  }
+};
+
+// Per query row (b·h·n + i): p[row, :] = masked softmax of the row's scores, lse[row].
+template <typename G, typename T, typename Scores>
+__global__ void attention_rows_kernel(Scores scores, HeadMask<T> mask, T* p, T* lse, int64_t rows,
+                                      int64_t n, int64_t m) {
   int64_t row = G::row();
   if (row >= rows) return;
   int64_t item = row / n, i = row % n;
-  const T* qi = q.row(item, i);
   T* pr = p + row * m;
   T hi = -d_inf<T>(), any = 0;
   for (int64_t j = G::rank(); j < m; j += G::size()) {
-    pr[j] = d_mul_rounded(scale, dot(qi, k.row(item, j), d));
+    pr[j] = scores(item, i, j);
     if (mask.allowed(item, i, j)) {
       any = 1;
       hi = MaxOp{}(hi, pr[j]);
@@ -89,12 +106,11 @@ __global__ void attention_rows_kernel(HeadRows<const T> q, HeadRows<const T> k, 
 }
 
 // Per query row: p again from the scores and lse, and ds = p ∘ (dout vᵀ − rowsum(dout ∘ out)).
-template <typename G, typename T>
-__global__ void attention_grad_rows_kernel(HeadRows<const T> q, HeadRows<const T> k,
-                                           HeadRows<const T> v, HeadMask<T> mask, T scale,
+template <typename G, typename T, typename Scores>
+__global__ void attention_grad_rows_kernel(Scores scores, HeadRows<const T> v, HeadMask<T> mask,
                                            HeadRows<const T> out, const T* lse,
-                                           HeadRows<const T> dout, T* p, T* ds, int64_t rows,
-                                           int64_t n, int64_t m, int64_t d, int64_t e) {
+                                           HeadRows<const T> dout, T* p, HeadRows<T> ds,
+                                           int64_t rows, int64_t n, int64_t m, int64_t e) {
   int64_t row = G::row();
   if (row >= rows) return;
   int64_t item = row / n, i = row % n;
@@ -104,14 +120,11 @@ __global__ void attention_grad_rows_kernel(HeadRows<const T> q, HeadRows<const T
   for (int64_t c = G::rank(); c < e; c += G::size()) row_dot += gi[c] * oi[c];
   row_dot = G::reduce(row_dot, SumOp{}, T(0));
   T l = lse[row];
-  const T* qi = q.row(item, i);
   for (int64_t j = G::rank(); j < m; j += G::size()) {
     T pj = 0;
-    if (l != -d_inf<T>() && mask.allowed(item, i, j))
-      pj =
-          d_exp(d_mul_rounded(scale, dot(qi, k.row(item, j), d)) - l);  // as the forward rounded it
+    if (l != -d_inf<T>() && mask.allowed(item, i, j)) pj = d_exp(scores(item, i, j) - l);
     p[row * m + j] = pj;
-    ds[row * m + j] = pj * (dot(gi, v.row(item, j), e) - row_dot);
+    ds.row(item, i)[j] = pj * (dot(gi, v.row(item, j), e) - row_dot);
   }
 }
 
@@ -158,8 +171,8 @@ void CudaBackend::attention(const View& q, const View& k, const View& v, const V
     launch_rows(items * n, m, [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
       attention_rows_kernel<G, T><<<blocks, threads, 0, stream_>>>(
-          head_rows<const T>(q), head_rows<const T>(k), head_mask<T>(mask, q.shape[1]), T(scale),
-          p.as<T>(), lse.as<T>(), items * n, n, m, d);
+          DotScores<T>{head_rows<const T>(q), head_rows<const T>(k), T(scale), d},
+          head_mask<T>(mask, q.shape[1]), p.as<T>(), lse.as<T>(), items * n, n, m);
     });
     weighted_sum<T>(stream_, p.as<T>(), n * m, m, 1, v, out, items, n, e, m, T(1));
   });
@@ -181,9 +194,10 @@ void CudaBackend::attention_backward(const View& q, const View& k, const View& v
     launch_rows(items * n, std::max(m, e), [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
       attention_grad_rows_kernel<G, T><<<blocks, threads, 0, stream_>>>(
-          head_rows<const T>(q), head_rows<const T>(k), head_rows<const T>(v),
-          head_mask<T>(mask, q.shape[1]), T(scale), head_rows<const T>(out), lse.as<T>(),
-          head_rows<const T>(dout), p.as<T>(), ds.as<T>(), items * n, n, m, d, e);
+          DotScores<T>{head_rows<const T>(q), head_rows<const T>(k), T(scale), d},
+          head_rows<const T>(v), head_mask<T>(mask, q.shape[1]), head_rows<const T>(out),
+          lse.as<T>(), head_rows<const T>(dout), p.as<T>(),
+          HeadRows<T>{ds.as<T>(), q.shape[1] * n * m, n * m, m, q.shape[1]}, items * n, n, m, e);
     });
     // dq = scale·dS k; dk = scale·dSᵀ q; dv = Pᵀ dout (the transposes by strides).
     weighted_sum<T>(stream_, ds.as<T>(), n * m, m, 1, k, dq, items, n, d, m, T(scale));
@@ -191,6 +205,51 @@ void CudaBackend::attention_backward(const View& q, const View& k, const View& v
     weighted_sum<T>(stream_, p.as<T>(), n * m, 1, m, dout, dv, items, m, e, n, T(1));
   });
   check_launch("attention_backward");
+}
+
+// The synthesizers' core: the same row kernels on the given logits; the backward writes dS
+// straight into dlogits.
+void CudaBackend::synthesized_attention(const View& logits, const View& v, const View& mask,
+                                        const View& out, const View& lse) {
+  const int64_t items = v.shape[0] * v.shape[1], n = logits.shape[2], m = logits.shape[3];
+  const int64_t e = v.shape[3];
+  if (items == 0 || n == 0) return;
+  activate();
+  dispatch_floating(v.dtype, "synthesized_attention", [&](auto tag) {
+    using T = decltype(tag);
+    Scratch p(*this, static_cast<size_t>(items * n * m) * sizeof(T));
+    launch_rows(items * n, m, [&](auto group, unsigned int blocks, int threads) {
+      using G = decltype(group);
+      attention_rows_kernel<G, T><<<blocks, threads, 0, stream_>>>(
+          GivenScores<T>{head_rows<const T>(logits)}, head_mask<T>(mask, v.shape[1]), p.as<T>(),
+          lse.as<T>(), items * n, n, m);
+    });
+    weighted_sum<T>(stream_, p.as<T>(), n * m, m, 1, v, out, items, n, e, m, T(1));
+  });
+  check_launch("synthesized_attention");
+}
+
+void CudaBackend::synthesized_attention_backward(const View& logits, const View& v,
+                                                 const View& mask, const View& out, const View& lse,
+                                                 const View& dout, const View& dlogits,
+                                                 const View& dv) {
+  const int64_t items = v.shape[0] * v.shape[1], n = logits.shape[2], m = logits.shape[3];
+  const int64_t e = v.shape[3];
+  if (items == 0) return;
+  activate();
+  dispatch_floating(v.dtype, "synthesized_attention_backward", [&](auto tag) {
+    using T = decltype(tag);
+    Scratch p(*this, static_cast<size_t>(items * n * m) * sizeof(T));
+    launch_rows(items * n, std::max(m, e), [&](auto group, unsigned int blocks, int threads) {
+      using G = decltype(group);
+      attention_grad_rows_kernel<G, T><<<blocks, threads, 0, stream_>>>(
+          GivenScores<T>{head_rows<const T>(logits)}, head_rows<const T>(v),
+          head_mask<T>(mask, v.shape[1]), head_rows<const T>(out), lse.as<T>(),
+          head_rows<const T>(dout), p.as<T>(), head_rows<T>(dlogits), items * n, n, m, e);
+    });
+    weighted_sum<T>(stream_, p.as<T>(), n * m, 1, m, dout, dv, items, m, e, n, T(1));  // Pᵀ dout
+  });
+  check_launch("synthesized_attention_backward");
 }
 
 }  // namespace mixlab
