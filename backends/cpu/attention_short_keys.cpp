@@ -12,6 +12,9 @@
 //     both paths give a row the same probabilities and log-sum-exp;
 //   - weighted sums of key rows (P v, dS k) and of query rows (Pᵀ dout, dSᵀ q) broadcast one
 //     weight at a time against rows of 16 features, 8 output rows at once.
+// The synthesizers' core (logits given) takes the same pieces: each row of logits is stored in
+// L1 as the scaled scores are, dP = dout vᵀ is rows against the values' columns, and dlogits is
+// written from the registers.
 // Every sum runs in a fixed order whatever the thread count (one item on one thread).
 #include "backends/cpu/attention_short_keys.h"
 

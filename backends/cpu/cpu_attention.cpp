@@ -1,5 +1,6 @@
 // The attention core fused per (batch, head): scores, scale, mask, softmax and the weighted sum
-// of the values in one pass over each (b, h), forward and backward (backends/kernels.def).
+// of the values in one pass over each (b, h), forward and backward (backends/kernels.def). At
+// the end of the file, the synthesizers' core: the same softmax and weighted sum on given logits.
 //
 // Work: the (b, h) items are shared out over the pool (parallel_for), each item whole on one
 // thread, so its reductions run in a fixed order and results repeat for a given thread count.
