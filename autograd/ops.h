@@ -162,6 +162,10 @@ Tensor scale_shift(const Tensor& x, const Tensor& scale, const Tensor& shift);
 // GLU(a‖b) = a ⊙ σ(b) with x = a‖b split in half along its last axis (autograd/ops/glu.cpp): one
 // kernel each way, the numbers of mul(a, sigmoid(b)).
 Tensor glu(const Tensor& x);
+// Batched outer products (autograd/ops/outer_product.cpp): a [..., p], b [..., q] with the same
+// leading axes -> [..., p, q], out[..., u, v] = a[..., u] · b[..., v]; one kernel each way
+// (equals mul(unsqueeze(a, -1), unsqueeze(b, -2))). The factorized dense synthesizer's logits.
+Tensor outer_product(const Tensor& a, const Tensor& b);
 // x / (eps + sum(x, {axis}, true)): x normalised to sum 1 along `axis` (autograd/ops/
 // sum_normalize.cpp), one kernel each way. External attention's double normalisation.
 Tensor sum_normalize(const Tensor& x, int64_t axis, double eps);

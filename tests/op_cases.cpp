@@ -1415,6 +1415,40 @@ void add_sum_normalize_cases(std::vector<OpCase>& t) {
   }
 }
 
+// ---- outer_product (the factorized dense synthesizer's logits) ----
+// One row, p = 1 or q = 1, the synthesizer's [B, N, h, 7] x [B, N, h, 7], and sizes that split
+// over threads; an empty a (p = 0), whose b still gets a gradient of zeros.
+void add_outer_product_cases(std::vector<OpCase>& t) {
+  struct Case {
+    Shape a, b;
+  };
+  for (Case c :
+       {Case{{3}, {4}}, Case{{2, 1}, {2, 5}}, Case{{3, 4}, {3, 1}},
+        Case{{2, 3, 2, 7}, {2, 3, 2, 7}}, Case{{300, 9}, {300, 13}}, Case{{2, 0}, {2, 3}}}) {
+    const bool small = c.a.back() * c.b.back() * c.a[0] <= 200;
+    for (const char* kernel : {"outer_product", "outer_product_backward"})
+      t.push_back({kernel,
+                   std::string("outer_product a ") + shape_str(c.a) + " b " + shape_str(c.b),
+                   {Input::leaf(c.a, 270, -2, 2), Input::leaf(c.b, 271, -2, 2)},
+                   [](const Ctx&, const In& in) { return Out{outer_product(in[0], in[1])}; },
+                   kF32,
+                   Tol{1e-12, 1e-13},
+                   small,
+                   {DType::F32, DType::F64},
+                   [c](const std::vector<std::vector<double>>& v) {
+                     const int64_t p = c.a.back(), q = c.b.back();
+                     const int64_t rows = p > 0 ? static_cast<int64_t>(v[0].size()) / p
+                                                : static_cast<int64_t>(v[1].size()) / q;
+                     std::vector<double> out(static_cast<size_t>(rows * p * q));
+                     for (int64_t r = 0; r < rows; ++r)
+                       for (int64_t u = 0; u < p; ++u)
+                         for (int64_t w = 0; w < q; ++w)
+                           out[(r * p + u) * q + w] = v[0][r * p + u] * v[1][r * q + w];
+                     return out;
+                   }});
+  }
+}
+
 // ---- the depthwise token convolution (token_conv) ----
 struct ConvDims {
   int64_t b, n, d, h, k, left;
@@ -1491,6 +1525,7 @@ std::vector<OpCase> build_table() {
   add_fused_cases(t);
   add_token_conv_cases(t);
   add_sum_normalize_cases(t);
+  add_outer_product_cases(t);
   add_glu_cases(t);
   return t;
 }

@@ -137,6 +137,9 @@ TEST_CASE("gradcheck: views and copies") {
   CHECK_GRADS([](const Inputs& x) { return reshape(transpose(x[0], 0, 1), {-1}); }, in);
   CHECK_GRADS([](const Inputs& x) { return permute(x[0], {2, 0, 1}); }, in);
   CHECK_GRADS([](const Inputs& x) { return narrow(x[0], 2, 1, 2); }, in);
+  // The whole axis passes its gradient through as it came, here a transposed (strided) one.
+  CHECK_GRADS(
+      [](const Inputs& x) { return transpose(narrow(transpose(x[0], 1, 2), 1, 0, 4), 0, 2); }, in);
   CHECK_GRADS([](const Inputs& x) { return mul(slice(x[0], 1, 0, 2), slice(x[0], 1, 1, 3)); }, in);
   CHECK_GRADS(
       [](const Inputs& x) {

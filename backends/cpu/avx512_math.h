@@ -1,7 +1,8 @@
 // Float32 math in AVX-512 registers for the CPU kernels' hottest row loops: GELU (erf form)
 // and its gradient (epilogue_row.h and the unary kernel), the softmax rows of the attention core
 // (cpu_attention.cpp) and of the softmax kernel (cpu_rows.cpp), linear attention's elu + 1
-// (the unary kernel, cpu_elementwise.cpp) and the GLU gate's sigmoid (cpu_fused.cpp).
+// (the unary kernel, cpu_elementwise.cpp), the GLU gate's sigmoid and short outer products
+// (cpu_fused.cpp).
 //
 // The generic loops compile (GCC 12, -march=native) to 256-bit vectors in which fast_expf's
 // clamps and rounding become ~75 instructions per 8 elements: GELU's gradient cost 0.89 ns per
@@ -110,6 +111,30 @@ inline __mmask16 allowed_lanes(const float* allowed, int64_t i, int64_t m) {
   return allowed ? _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, allowed + i),
                                            _mm512_setzero_ps(), _CMP_NEQ_UQ)
                  : k;
+}
+
+// One row of a batch of outer products, q ≤ 16: out [p, q] = x[u] · y[v], y in one register and
+// a masked store per u (the generic loop of 7 ran scalar).
+inline void outer_row(const float* x, const float* y, float* out, int64_t p, int64_t q) {
+  const __mmask16 k = first_lanes(q);
+  const __m512 yv = _mm512_maskz_loadu_ps(k, y);
+  for (int64_t u = 0; u < p; ++u)
+    _mm512_mask_storeu_ps(out + u * q, k, _mm512_mul_ps(_mm512_set1_ps(x[u]), yv));
+}
+
+// Its gradients for one row, q ≤ 16: dx[u] = Σ_v g[u, v] y[v] (a lane sum per u) and dy[v] =
+// Σ_u g[u, v] x[u] (one register, summed in u's order).
+inline void outer_grad_row(const float* x, const float* y, const float* g, float* dx, float* dy,
+                           int64_t p, int64_t q) {
+  const __mmask16 k = first_lanes(q);
+  const __m512 yv = _mm512_maskz_loadu_ps(k, y);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t u = 0; u < p; ++u) {
+    const __m512 gu = _mm512_maskz_loadu_ps(k, g + u * q);
+    acc = _mm512_fmadd_ps(gu, _mm512_set1_ps(x[u]), acc);
+    dx[u] = _mm512_reduce_add_ps(_mm512_mul_ps(gu, yv));
+  }
+  _mm512_mask_storeu_ps(dy, k, acc);
 }
 
 // y = gelu(pre) over cols floats.

@@ -267,4 +267,66 @@ void CpuBackend::glu_backward(const View& dy, const View& x, const View& dx, int
   });
 }
 
+// A row's p·q products (7 × 7 for the factorized dense synthesizer) are written as p runs of q
+// (float32 rows of q ≤ 16 in one AVX-512 register, avx512_math.h); each thread takes whole rows.
+// The backward reads each row of dout once for both gradients, summing in a fixed order (u,
+// then v) whatever the thread count.
+void CpuBackend::outer_product(const View& a, const View& b, const View& out, int64_t rows,
+                               int64_t p, int64_t q) {
+  dispatch_floating(a.dtype, "outer_product", [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(rows, std::max<int64_t>(1, cpu::rows_per_task(p * q)),
+                 [&](int64_t rb, int64_t re) {
+                   for (int64_t r = rb; r < re; ++r) {
+                     const T* __restrict x = a.as<T>() + r * p;
+                     const T* __restrict y = b.as<T>() + r * q;
+                     T* __restrict o = out.as<T>() + r * p * q;
+#if defined(__AVX512F__)
+                     if constexpr (std::is_same_v<T, float>)
+                       if (q <= 16) {
+                         cpu::avx512::outer_row(x, y, o, p, q);
+                         continue;
+                       }
+#endif
+                     for (int64_t u = 0; u < p; ++u)
+                       for (int64_t v = 0; v < q; ++v) o[u * q + v] = x[u] * y[v];
+                   }
+                 });
+  });
+}
+
+void CpuBackend::outer_product_backward(const View& a, const View& b, const View& dout,
+                                        const View& da, const View& db, int64_t rows, int64_t p,
+                                        int64_t q) {
+  dispatch_floating(a.dtype, "outer_product_backward", [&](auto tag) {
+    using T = decltype(tag);
+    parallel_for(rows, std::max<int64_t>(1, cpu::rows_per_task(p * q)),
+                 [&](int64_t rb, int64_t re) {
+                   for (int64_t r = rb; r < re; ++r) {
+                     const T* __restrict x = a.as<T>() + r * p;
+                     const T* __restrict y = b.as<T>() + r * q;
+                     const T* __restrict g = dout.as<T>() + r * p * q;
+                     T* __restrict dx = da.as<T>() + r * p;
+                     T* __restrict dy = db.as<T>() + r * q;
+#if defined(__AVX512F__)
+                     if constexpr (std::is_same_v<T, float>)
+                       if (q <= 16) {
+                         cpu::avx512::outer_grad_row(x, y, g, dx, dy, p, q);
+                         continue;
+                       }
+#endif
+                     for (int64_t v = 0; v < q; ++v) dy[v] = T(0);
+                     for (int64_t u = 0; u < p; ++u) {
+                       T sum = 0;
+                       for (int64_t v = 0; v < q; ++v) {
+                         sum += g[u * q + v] * y[v];
+                         dy[v] += g[u * q + v] * x[u];
+                       }
+                       dx[u] = sum;
+                     }
+                   }
+                 });
+  });
+}
+
 }  // namespace mixlab

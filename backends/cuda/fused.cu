@@ -378,4 +378,65 @@ void CudaBackend::glu_backward(const View& dy, const View& x, const View& dx, in
   check_launch("glu_backward");
 }
 
+namespace cuda {
+namespace {
+
+// A thread per output element (forward) and per row (backward: both gradients from one read of
+// the row, summed in a fixed order, no atomics).
+template <typename T>
+__global__ void outer_product_kernel(const T* a, const T* b, T* out, int64_t rows, int64_t p,
+                                     int64_t q) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * p * q;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t r = i / (p * q), u = (i / q) % p, v = i % q;
+    out[i] = a[r * p + u] * b[r * q + v];
+  }
+}
+
+template <typename T>
+__global__ void outer_product_backward_kernel(const T* a, const T* b, const T* dout, T* da, T* db,
+                                              int64_t rows, int64_t p, int64_t q) {
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
+       r += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const T* g = dout + r * p * q;
+    for (int64_t v = 0; v < q; ++v) db[r * q + v] = 0;
+    for (int64_t u = 0; u < p; ++u) {
+      T sum = 0;
+      for (int64_t v = 0; v < q; ++v) {
+        sum += g[u * q + v] * b[r * q + v];
+        db[r * q + v] += g[u * q + v] * a[r * p + u];
+      }
+      da[r * p + u] = sum;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cuda
+
+void CudaBackend::outer_product(const View& a, const View& b, const View& out, int64_t rows,
+                                int64_t p, int64_t q) {
+  if (rows * p * q == 0) return;
+  activate();
+  dispatch_floating(a.dtype, "outer_product", [&](auto tag) {
+    using T = decltype(tag);
+    cuda::outer_product_kernel<T><<<grid_for(rows * p * q), kBlock, 0, stream_>>>(
+        a.as<T>(), b.as<T>(), out.as<T>(), rows, p, q);
+  });
+  check_launch("outer_product");
+}
+
+void CudaBackend::outer_product_backward(const View& a, const View& b, const View& dout,
+                                         const View& da, const View& db, int64_t rows, int64_t p,
+                                         int64_t q) {
+  if (rows == 0) return;
+  activate();
+  dispatch_floating(a.dtype, "outer_product_backward", [&](auto tag) {
+    using T = decltype(tag);
+    cuda::outer_product_backward_kernel<T><<<grid_for(rows), kBlock, 0, stream_>>>(
+        a.as<T>(), b.as<T>(), dout.as<T>(), da.as<T>(), db.as<T>(), rows, p, q);
+  });
+  check_launch("outer_product_backward");
+}
+
 }  // namespace mixlab

@@ -199,10 +199,10 @@ class FactorizedDenseComponent : public Component {
   Tensor columns(const Tensor& x, int64_t cols, const Tensor& alpha) const {
     int64_t batch = x.size(0), rows = x.size(1);
     Tensor a_proj = linear(x, scaled(w_a_->weight, alpha), scaled(w_a_->bias, alpha));
-    Tensor a = reshape(a_proj, {batch, rows, heads_, a_, 1});
-    Tensor b = reshape(w_b_->forward(x), {batch, rows, heads_, 1, b_});
-    Tensor l = reshape(mul(a, b), {batch, rows, heads_, a_ * b_});  // column u·b + v
-    return narrow(transpose(l, 1, 2), 3, 0, cols);                  // [B, h, rows, cols]
+    Tensor a = reshape(a_proj, {batch, rows, heads_, a_});
+    Tensor b = reshape(w_b_->forward(x), {batch, rows, heads_, b_});
+    Tensor l = reshape(outer_product(a, b), {batch, rows, heads_, a_ * b_});  // column u·b + v
+    return narrow(transpose(l, 1, 2), 3, 0, cols);                            // [B, h, rows, cols]
   }
   int64_t heads_, a_, b_;
   std::shared_ptr<Linear> w_a_, w_b_;
