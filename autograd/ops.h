@@ -147,6 +147,12 @@ Tensor fused_self_attention(const Tensor& qkv, int64_t heads, const Tensor& allo
 // without forming the probabilities: the backward recomputes them from L and each row's saved
 // log-sum-exp. The result is a [B, H, N, E] view of a [B, N, H, E] buffer, as fused_attention's.
 Tensor fused_synthesized_attention(const Tensor& logits, const Tensor& v, const Tensor& allowed);
+// Linear attention's core without a causal mask (mixers.md, linear-attention): q = φ(Q)
+// [B, H, N, D], k = φ(K) [B, H, M, D], v [B, H, M, E] -> (q (kᵀ v)) / (q Σ_j k_j + eps), [B, H, N,
+// E], one kernel each way per (batch, head), kᵀ v and Σ_j k_j formed again in the backward.
+// Equals div(matmul(q, matmul(kᵀ, v)), add(matmul(q, sum(k, {2}, true)ᵀ), eps)) within
+// rounding. The result is a [B, H, N, E] view of a [B, N, H, E] buffer, as fused_attention's.
+Tensor fused_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, double eps);
 // ---- the depthwise token convolution of lightconv/dynconv (autograd/ops/token_conv.cpp) ----
 // out[b, t, c] = Σ_{m<K} taps[b|0, t|0, ⌊c / (d/H)⌋, m] · g[b, t + m − left, c], g read as 0
 // outside the sequence: g [B, N, d], taps [B or 1, N or 1, H, K] (per item and position, or

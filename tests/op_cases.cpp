@@ -1415,6 +1415,70 @@ void add_sum_normalize_cases(std::vector<OpCase>& t) {
   }
 }
 
+// ---- linear attention's core (fused_linear_attention) ----
+// (q (kᵀ v)) / (q Σ_j k_j + eps) per (b, h), in plain C++: in[0] q [B, H, N, D], in[1] k
+// [B, H, M, D], in[2] v [B, H, M, E], row-major. Features positive (φ = elu + 1 is).
+std::vector<double> linear_attention_reference(const std::vector<std::vector<double>>& in,
+                                               AttnDims s, double eps) {
+  std::vector<double> out(static_cast<size_t>(s.b * s.h * s.n * s.e), 0.0);
+  for (int64_t item = 0; item < s.b * s.h; ++item)
+    for (int64_t i = 0; i < s.n; ++i) {
+      double den = eps;
+      std::vector<double> num(static_cast<size_t>(s.e), 0.0);
+      for (int64_t j = 0; j < s.m; ++j) {
+        double w = 0;  // q_i · k_j
+        for (int64_t c = 0; c < s.d; ++c)
+          w += in[0][(item * s.n + i) * s.d + c] * in[1][(item * s.m + j) * s.d + c];
+        den += w;
+        for (int64_t f = 0; f < s.e; ++f) num[f] += w * in[2][(item * s.m + j) * s.e + f];
+      }
+      for (int64_t f = 0; f < s.e; ++f) out[(item * s.n + i) * s.e + f] = num[f] / den;
+    }
+  return out;
+}
+
+void add_linear_attention_cases(std::vector<OpCase>& t) {
+  const double eps = 1e-6;
+  auto inputs = [](AttnDims s, uint64_t seed) {
+    return std::vector<Input>{Input::leaf({s.b, s.h, s.n, s.d}, seed, 0.05, 2),
+                              Input::leaf({s.b, s.h, s.m, s.d}, seed + 1, 0.05, 2),
+                              Input::leaf({s.b, s.h, s.m, s.e}, seed + 2)};
+  };
+  // One element; N != M and D != E; widths past one register (20, 36) and rows in groups of 8.
+  for (AttnDims s :
+       {AttnDims{1, 1, 1, 1, 1, 1}, AttnDims{2, 3, 4, 6, 3, 5}, AttnDims{1, 2, 13, 11, 20, 36}}) {
+    const bool small = s.b * s.h * (s.n + s.m) * (s.d + s.e) <= 2000;
+    t.push_back({"linear_attention_backward",
+                 std::string("linear attention q ") + dims_str({s.b, s.h, s.n, s.d}) + " k " +
+                     dims_str({s.b, s.h, s.m, s.d}) + " v " + dims_str({s.b, s.h, s.m, s.e}),
+                 inputs(s, 280),
+                 [eps](const Ctx&, const In& x) {
+                   return Out{fused_linear_attention(x[0], x[1], x[2], eps)};
+                 },
+                 kF32Loose,
+                 kF64Loose,
+                 small,
+                 {DType::F32, DType::F64},
+                 [s, eps](const std::vector<std::vector<double>>& v) {
+                   return linear_attention_reference(v, s, eps);
+                 }});
+  }
+  // As the mixer calls it: heads split out of [B, N, H·D] projections (strided rows, no copy).
+  t.push_back({"linear_attention",
+               "linear attention, split heads of [2, 5, 3·4] and [2, 7, 3·4]",
+               {Input::leaf({2, 5, 12}, 284, 0.05, 2), Input::leaf({2, 7, 12}, 285, 0.05, 2),
+                Input::leaf({2, 7, 12}, 286)},
+               [eps](const Ctx&, const In& x) {
+                 auto split = [](const Tensor& t) {
+                   return transpose(reshape(t, {t.size(0), t.size(1), 3, 4}), 1, 2);
+                 };
+                 return Out{fused_linear_attention(split(x[0]), split(x[1]), split(x[2]), eps)};
+               },
+               kF32Loose,
+               kF64Loose,
+               true});
+}
+
 // ---- outer_product (the factorized dense synthesizer's logits) ----
 // One row, p = 1 or q = 1, the synthesizer's [B, N, h, 7] x [B, N, h, 7], and sizes that split
 // over threads; an empty a (p = 0), whose b still gets a gradient of zeros.
@@ -1526,6 +1590,7 @@ std::vector<OpCase> build_table() {
   add_token_conv_cases(t);
   add_sum_normalize_cases(t);
   add_outer_product_cases(t);
+  add_linear_attention_cases(t);
   add_glu_cases(t);
   return t;
 }

@@ -203,4 +203,32 @@ Tensor fused_synthesized_attention(const Tensor& logits_in, const Tensor& v_in,
                 });
 }
 
+// ---- linear attention's core: (φ(Q) φ(K)ᵀ V) / (φ(Q) Σ φ(K) + ε) per (batch, head) ----
+
+Tensor fused_linear_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                              double eps) {
+  const char* op = "fused_linear_attention";
+  check_shapes(op, q_in, k_in, v_in, Tensor());
+  Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
+  const int64_t b = q.size(0), h = q.size(1), n = q.size(2), e = v.size(3);
+  Tensor out = heads_major(b, h, n, e, q);
+  if (out.numel() > 0)
+    backend_of(q).linear_attention(q.view(), k.view(), v.view(), eps, out.view());
+  // Detached handles for the closure (the result itself would be a cycle through its node).
+  return record(op, out, {q_in, k_in, v_in},
+                [q = q.detach(), k = k.detach(), v = v.detach(), out = out.detach(),
+                 eps](const Tensor& grad) {
+                  const int64_t b = q.size(0), h = q.size(1), n = q.size(2), m = k.size(2);
+                  Tensor g = readable(grad);
+                  Tensor dq = heads_major(b, h, n, q.size(3), q);
+                  Tensor dk = heads_major(b, h, m, k.size(3), q);
+                  Tensor dv = heads_major(b, h, m, v.size(3), q);
+                  if (b * h > 0)
+                    backend_of(q).linear_attention_backward(q.view(), k.view(), v.view(), eps,
+                                                            out.view(), g.view(), dq.view(),
+                                                            dk.view(), dv.view());
+                  return std::vector<Tensor>{dq, dk, dv};
+                });
+}
+
 }  // namespace mixlab

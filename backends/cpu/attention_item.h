@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/cpu/avx512_math.h"
@@ -14,6 +15,15 @@
 #include "backends/cpu/row_max.h"
 
 namespace mixlab::cpu {
+
+// This thread's buffer `which` (0-3) of at least `size` elements, grown once and reused by every
+// later item and call: the per-(batch, head) cores' scratch.
+template <typename T>
+T* thread_scratch(int which, size_t size) {
+  thread_local std::vector<T> buffers[4];
+  if (buffers[which].size() < size) buffers[which].resize(size);
+  return buffers[which].data();
+}
 
 // One (b, h) matrix of a [B, H, rows, cols] view: its first element and its row stride (a view
 // of one row may carry any stride there; cblas wants at least the row's length).

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backends/cpu/avx512_math.h"
+#include "backends/cpu/register_sums.h"
 #include "backends/cpu/register_tile.h"
 #endif
 
@@ -52,34 +53,6 @@ bool short_keys_fit(int64_t m, int64_t d, int64_t e, const MaskRows<float>& mask
 namespace {
 
 using avx512::first_lanes;
-
-// f(std::integral_constant<int, R>{}) for the R = size, R ≤ G (a size the loops can unroll).
-template <int R, int G, typename F>
-void with_size(int64_t size, F&& f) {
-  if constexpr (R <= G) {
-    if (size == R) return f(std::integral_constant<int, R>{});
-    return with_size<R + 1, G>(size, f);
-  }
-}
-
-// Calls f(std::integral_constant<int, R>{}, first) over [0, count) in groups of R ≤ G rows, the
-// groups as even as they can be: 49 rows are 7 groups of 7, not 6 of 8 and one of 1, whose single
-// accumulator chain would wait on each FMA's latency.
-template <int G, typename F>
-void in_groups(int64_t count, F&& f) {
-  if (count <= 0) return;
-  const int64_t groups = (count + G - 1) / G, base = count / groups, extra = count % groups;
-  int64_t first = 0;
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t size = base + (g < extra ? 1 : 0);
-    with_size<1, G>(size, [&](auto rows) { f(rows, first); });
-    first += size;
-  }
-}
-
-// Output rows of the weighted sums taken together: 8 independent accumulator chains, which keep
-// both FMA ports busy through their 4-cycle latency.
-constexpr int kSumRows = 8;
 
 // This thread's scratch buffer `which`, on a cache line, at least `floats` long (grown once,
 // reused by every later item and call).
@@ -158,25 +131,6 @@ void rows_against_keys(const float* a, int64_t lda, const float* t, int64_t cols
   }
   for (int r = 0; r < R; ++r)
     for (int kv = 0; kv < KV; ++kv) acc[r][kv] = sum[r][kv];
-}
-
-// y[r, :cols] = Σ_{t < count} w[r·w_row + t·w_step] · x[t, :cols] for R rows of y: a weighted
-// sum of rows of x, weights broadcast one at a time. Over keys (w_row = W, w_step = 1): P v,
-// dS k; over queries, for R keys (w_row = 1, w_step = W): Pᵀ dout, dSᵀ q.
-template <int R>
-void weighted_rows(const float* w, int64_t w_row, int64_t w_step, int64_t count, Mat<const float> x,
-                   int64_t cols, float* y, int64_t ldy) {
-  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-    const __mmask16 lanes = first_lanes(cols - c0);
-    __m512 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-    for (int64_t t = 0; t < count; ++t) {
-      const __m512 xt = _mm512_maskz_loadu_ps(lanes, x.data + t * x.ld + c0);
-      for (int r = 0; r < R; ++r)
-        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[r * w_row + t * w_step]), xt, acc[r]);
-    }
-    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy + c0, lanes, acc[r]);
-  }
 }
 
 // scale · s, rounded to float32 here. A plain multiply may be fused by the compiler into the

@@ -71,14 +71,6 @@ using cpu::mat;
 using cpu::probabilities_again;
 using cpu::softmax_allowed;
 
-// This thread's score buffers (grown once, reused by every later call).
-template <typename T>
-T* thread_buffer(int which, size_t size) {
-  thread_local std::vector<T> buffers[2];
-  if (buffers[which].size() < size) buffers[which].resize(size);
-  return buffers[which].data();
-}
-
 // s [rows, m] = scale · q_tile kᵀ (zeros when the heads are empty, d == 0: no cblas call).
 template <typename T>
 void scores(int64_t rows, int64_t m, int64_t d, double scale, const T* q_tile, int64_t ldq,
@@ -147,7 +139,7 @@ void CpuBackend::attention(const View& q, const View& k, const View& v, const Vi
   dispatch_floating(q.dtype, "attention", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(z.items, 1, [&](int64_t begin, int64_t end) {
-      T* s = thread_buffer<T>(0, z.buffer());
+      T* s = cpu::thread_scratch<T>(0, z.buffer());
       for (int64_t item = begin; item < end; ++item) {
         Item<T> it = item_of<T>(item, q, k, v, mask, out, lse);
         Mat<T> qm = it.q, km = it.k, vm = it.v, om = it.out;
@@ -193,8 +185,8 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
   dispatch_floating(q.dtype, "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(z.items, 1, [&](int64_t begin, int64_t end) {
-      T* p = thread_buffer<T>(0, z.buffer());   // probabilities, then dS
-      T* dp = thread_buffer<T>(1, z.buffer());  // dout vᵀ
+      T* p = cpu::thread_scratch<T>(0, z.buffer());   // probabilities, then dS
+      T* dp = cpu::thread_scratch<T>(1, z.buffer());  // dout vᵀ
       for (int64_t item = begin; item < end; ++item) {
         Item<T> it = item_of<T>(item, q, k, v, mask, out, lse);
         Mat<T> qm = it.q, km = it.k, vm = it.v, om = it.out;
@@ -298,7 +290,7 @@ void CpuBackend::synthesized_attention(const View& logits, const View& v, const 
   dispatch_floating(v.dtype, "synthesized_attention", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(items, 1, [&](int64_t begin, int64_t end) {
-      T* p = thread_buffer<T>(0, static_cast<size_t>(std::max<int64_t>(1, n * m)));
+      T* p = cpu::thread_scratch<T>(0, static_cast<size_t>(std::max<int64_t>(1, n * m)));
       for (int64_t item = begin; item < end; ++item) {
         SynthItem<T> it = synth_item_of<T>(item, logits, v, mask);
         Mat<T> om = mat<T>(out, it.b, it.h);
@@ -336,7 +328,7 @@ void CpuBackend::synthesized_attention_backward(const View& logits, const View& 
   dispatch_floating(v.dtype, "synthesized_attention_backward", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(items, 1, [&](int64_t begin, int64_t end) {
-      T* dp = thread_buffer<T>(1, static_cast<size_t>(std::max<int64_t>(1, n * m)));
+      T* dp = cpu::thread_scratch<T>(1, static_cast<size_t>(std::max<int64_t>(1, n * m)));
       for (int64_t item = begin; item < end; ++item) {
         SynthItem<T> it = synth_item_of<T>(item, logits, v, mask);
         Mat<T> om = mat<T>(out, it.b, it.h), gm = mat<T>(dout, it.b, it.h);

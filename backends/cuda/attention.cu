@@ -16,20 +16,6 @@ namespace mixlab {
 namespace cuda {
 namespace {
 
-// Row i of (b, h) = item of a [B, H, rows, cols] view whose last axis has stride 1.
-template <typename T>
-struct HeadRows {
-  T* data;
-  int64_t s0, s1, s2, heads;
-  __device__ __forceinline__ T* row(int64_t item, int64_t i) const {
-    return data + (item / heads) * s0 + (item % heads) * s1 + i * s2;
-  }
-};
-template <typename T>
-HeadRows<T> head_rows(const View& v) {
-  return {v.as<T>(), v.strides[0], v.strides[1], v.strides[2], v.shape[1]};
-}
-
 // The mask broadcast to [B, H, N, M]; data null: every key allowed.
 template <typename T>
 struct HeadMask {

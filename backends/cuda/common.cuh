@@ -264,4 +264,19 @@ class Scratch {
   void* ptr_;
 };
 
+// Row i of (b, h) = item of a [B, H, rows, cols] view whose last axis has stride 1 (the
+// attention cores' per-head operands).
+template <typename T>
+struct HeadRows {
+  T* data;
+  int64_t s0, s1, s2, heads;
+  __device__ __forceinline__ T* row(int64_t item, int64_t i) const {
+    return data + (item / heads) * s0 + (item % heads) * s1 + i * s2;
+  }
+};
+template <typename T>
+HeadRows<T> head_rows(const View& v) {
+  return {v.as<T>(), v.strides[0], v.strides[1], v.strides[2], v.shape[1]};
+}
+
 }  // namespace mixlab::cuda

@@ -1,0 +1,75 @@
+// Weighted sums of rows in AVX-512 registers, for the per-(batch, head) cores whose products are
+// too small for a cblas call each (attention_short_keys.cpp: the attention and synthesizer cores;
+// cpu_linear_attention.cpp): y's rows = weights · x's rows, 8 output rows at once, one weight
+// broadcast at a time against 16 features. Every sum runs in a fixed order.
+#pragma once
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cpu/attention_item.h"
+#include "backends/cpu/avx512_math.h"
+
+namespace mixlab::cpu {
+
+// f(std::integral_constant<int, R>{}) for the R = size, R ≤ G (a size the loops can unroll).
+template <int R, int G, typename F>
+void with_size(int64_t size, F&& f) {
+  if constexpr (R <= G) {
+    if (size == R) return f(std::integral_constant<int, R>{});
+    return with_size<R + 1, G>(size, f);
+  }
+}
+
+// Calls f(std::integral_constant<int, R>{}, first) over [0, count) in groups of R ≤ G rows, the
+// groups as even as they can be: 49 rows are 7 groups of 7, not 6 of 8 and one of 1, whose single
+// accumulator chain would wait on each FMA's latency.
+template <int G, typename F>
+void in_groups(int64_t count, F&& f) {
+  if (count <= 0) return;
+  const int64_t groups = (count + G - 1) / G, base = count / groups, extra = count % groups;
+  int64_t first = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t size = base + (g < extra ? 1 : 0);
+    with_size<1, G>(size, [&](auto rows) { f(rows, first); });
+    first += size;
+  }
+}
+
+// Output rows of the weighted sums taken together: 8 independent accumulator chains, which keep
+// both FMA ports busy through their 4-cycle latency.
+constexpr int kSumRows = 8;
+
+// y[r, :cols] = Σ_{t < count} w[r·w_row + t·w_step] · x[t, :cols] for R rows of y: a weighted
+// sum of rows of x, weights broadcast one at a time. E.g. over keys (w_row = W, w_step = 1):
+// P v, dS k; over queries, for R keys (w_row = 1, w_step = W): Pᵀ dout, dSᵀ q.
+template <int R>
+void weighted_rows(const float* w, int64_t w_row, int64_t w_step, int64_t count, Mat<const float> x,
+                   int64_t cols, float* y, int64_t ldy) {
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const __mmask16 lanes = avx512::first_lanes(cols - c0);
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < count; ++t) {
+      const __m512 xt = _mm512_maskz_loadu_ps(lanes, x.data + t * x.ld + c0);
+      for (int r = 0; r < R; ++r)
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[r * w_row + t * w_step]), xt, acc[r]);
+    }
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy + c0, lanes, acc[r]);
+  }
+}
+
+// weighted_rows over all `rows` rows of y, in groups of up to kSumRows.
+inline void weighted_sum_rows(const float* w, int64_t w_row, int64_t w_step, int64_t count,
+                              Mat<const float> x, int64_t cols, float* y, int64_t ldy,
+                              int64_t rows) {
+  in_groups<kSumRows>(rows, [&](auto size, int64_t r0) {
+    constexpr int R = decltype(size)::value;
+    weighted_rows<R>(w + r0 * w_row, w_row, w_step, count, x, cols, y + r0 * ldy, ldy);
+  });
+}
+
+}  // namespace mixlab::cpu
+#endif
