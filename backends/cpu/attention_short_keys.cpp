@@ -160,6 +160,26 @@ float row_dot(const float* a, const float* b, int64_t cols) {
   return _mm512_reduce_add_ps(acc);
 }
 
+// dS for R rows of queries from i0, KV registers each: P ∘ (dP − rowsum(dout ∘ out)) · scale,
+// P's rows in p (W = 16·KV floats apart), dP in acc; stored to dst's rows (row stride ld), the
+// lanes of the m keys only.
+template <int R, int KV>
+void store_softmax_grad(const __m512 (&acc)[R][KV], const float* p, Mat<const float> dout,
+                        Mat<const float> out, int64_t i0, int64_t m, int64_t e, __m512 scale,
+                        float* dst, int64_t ld) {
+  constexpr int64_t W = 16 * KV;
+  for (int r = 0; r < R; ++r) {
+    const int64_t i = i0 + r;
+    const __m512 dot = _mm512_set1_ps(row_dot(dout.data + i * dout.ld, out.data + i * out.ld, e));
+    for (int kv = 0; kv < KV; ++kv) {
+      const __m512 pr = _mm512_load_ps(p + i * W + 16 * kv);
+      _mm512_mask_storeu_ps(
+          dst + i * ld + 16 * kv, first_lanes(m - 16 * kv),
+          _mm512_mul_ps(_mm512_mul_ps(pr, _mm512_sub_ps(acc[r][kv], dot)), scale));
+    }
+  }
+}
+
 // Query rows whose scores are formed together: R·KV accumulators (8, 16, 12 and 16 for KV = 1 to
 // 4), within the 32 registers with the key columns beside them.
 template <int KV>
@@ -182,10 +202,7 @@ void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const 
     store_scaled<R, KV>(s, scale_v, p + i0 * W);
     for (int64_t i = i0; i < i0 + R; ++i) lse[i] = softmax_allowed(p + i * W, m, mask, i);
   });
-  in_groups<kSumRows>(n, [&](auto size, int64_t i0) {
-    constexpr int R = decltype(size)::value;
-    weighted_rows<R>(p + i0 * W, W, 1, m, v, e, out.data + i0 * out.ld, out.ld);  // P v
-  });
+  weighted_sum_rows(p, W, 1, m, v, e, out.data, out.ld, n);  // P v
 }
 
 template <int KV>
@@ -209,26 +226,12 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
     store_scaled<R, KV>(acc, scale_v, p + i0 * W);
     for (int64_t i = i0; i < i0 + R; ++i) probabilities_again(p + i * W, m, mask, i, lse[i]);
     rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
-    for (int r = 0; r < R; ++r) {
-      const int64_t i = i0 + r;
-      const __m512 dot = _mm512_set1_ps(row_dot(dout.data + i * dout.ld, out.data + i * out.ld, e));
-      for (int kv = 0; kv < KV; ++kv) {
-        const __m512 pr = _mm512_load_ps(p + i * W + 16 * kv);
-        _mm512_store_ps(ds + i * W + 16 * kv,
-                        _mm512_mul_ps(_mm512_mul_ps(pr, _mm512_sub_ps(acc[r][kv], dot)), scale_v));
-      }
-    }
+    store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, scale_v, ds, W);
   });
   // dq = dS k per group of queries; dv = Pᵀ dout and dk = dSᵀ q per group of keys.
-  in_groups<kSumRows>(n, [&](auto size, int64_t i0) {
-    constexpr int R = decltype(size)::value;
-    weighted_rows<R>(ds + i0 * W, W, 1, m, k, d, dq.data + i0 * dq.ld, dq.ld);
-  });
-  in_groups<kSumRows>(m, [&](auto size, int64_t j0) {
-    constexpr int R = decltype(size)::value;
-    weighted_rows<R>(p + j0, 1, W, n, dout, e, dv.data + j0 * dv.ld, dv.ld);
-    weighted_rows<R>(ds + j0, 1, W, n, q, d, dk.data + j0 * dk.ld, dk.ld);
-  });
+  weighted_sum_rows(ds, W, 1, m, k, d, dq.data, dq.ld, n);
+  weighted_sum_rows(p, 1, W, n, dout, e, dv.data, dv.ld, m);
+  weighted_sum_rows(ds, 1, W, n, q, d, dk.data, dk.ld, m);
 }
 
 // Row i of the logits into P's row (W lanes, 0 past the m keys): the synthesizers' scores.
@@ -249,10 +252,7 @@ void synthesized_forward(int64_t n, int64_t m, int64_t e, Mat<const float> logit
     logits_row<KV>(logits, i, m, p + i * W);
     lse[i] = softmax_allowed(p + i * W, m, mask, i);
   }
-  in_groups<kSumRows>(n, [&](auto size, int64_t i0) {
-    constexpr int R = decltype(size)::value;
-    weighted_rows<R>(p + i0 * W, W, 1, m, v, e, out.data + i0 * out.ld, out.ld);  // P v
-  });
+  weighted_sum_rows(p, W, 1, m, v, e, out.data, out.ld, n);  // P v
 }
 
 template <int KV>
@@ -273,20 +273,10 @@ void synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const float> logi
     }
     __m512 acc[R][KV];
     rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
-    for (int r = 0; r < R; ++r) {
-      const int64_t i = i0 + r;
-      const __m512 dot = _mm512_set1_ps(row_dot(dout.data + i * dout.ld, out.data + i * out.ld, e));
-      for (int kv = 0; kv < KV; ++kv) {
-        const __m512 pr = _mm512_load_ps(p + i * W + 16 * kv);
-        _mm512_mask_storeu_ps(dlogits.data + i * dlogits.ld + 16 * kv, first_lanes(m - 16 * kv),
-                              _mm512_mul_ps(pr, _mm512_sub_ps(acc[r][kv], dot)));
-      }
-    }
+    store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, _mm512_set1_ps(1.0f), dlogits.data,
+                              dlogits.ld);  // (· 1: exact, the logits are not scaled)
   });
-  in_groups<kSumRows>(m, [&](auto size, int64_t j0) {  // dv = Pᵀ dout per group of keys
-    constexpr int R = decltype(size)::value;
-    weighted_rows<R>(p + j0, 1, W, n, dout, e, dv.data + j0 * dv.ld, dv.ld);
-  });
+  weighted_sum_rows(p, 1, W, n, dout, e, dv.data, dv.ld, m);  // dv = Pᵀ dout
 }
 
 // f(std::integral_constant<int, KV>{}) for the KV = ⌈m / 16⌉ registers a row of m keys takes.

@@ -130,6 +130,23 @@ void prefetch_rows(Mat<T> x, int64_t rows, int64_t cols) {
     for (int64_t c = 0; c < cols; c += kLine) __builtin_prefetch(x.data + i * x.ld + c, 0, 3);
 }
 
+// p_row[j] ← P_ij (dP_ij − rowsum(dout_i ∘ out_i)) over the m keys: dS of a softmax row from its
+// probabilities p_row, dP = dout vᵀ's row dp_row, and dout's and out's rows (e wide).
+template <typename T>
+void softmax_grad_row(T* p_row, const T* dp_row, const T* g_row, const T* o_row, int64_t m,
+                      int64_t e) {
+  T dot = 0;  // rowsum(dout ∘ out) = Σ_j P_ij dP_ij
+  for (int64_t c = 0; c < e; ++c) dot += g_row[c] * o_row[c];
+  for (int64_t j = 0; j < m; ++j) p_row[j] = p_row[j] * (dp_row[j] - dot);
+}
+
+// Rows [0, n) of src (m wide) copied into dst.
+template <typename T>
+void copy_rows(Mat<const T> src, int64_t n, int64_t m, Mat<T> dst) {
+  for (int64_t i = 0; i < n; ++i)
+    std::copy(src.data + i * src.ld, src.data + i * src.ld + m, dst.data + i * dst.ld);
+}
+
 }  // namespace
 
 void CpuBackend::attention(const View& q, const View& k, const View& v, const View& mask,
@@ -232,15 +249,9 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
           } else {
             std::fill(dp, dp + rows * m, T(0));
           }
-          for (int64_t r = 0; r < rows; ++r) {
-            const T* g_row = g_tile + r * gm.ld;
-            const T* o_row = om.data + (i0 + r) * om.ld;
-            T dot = 0;  // rowsum(dout ∘ out) = Σ_j P_ij dP_ij
-            for (int64_t c = 0; c < e; ++c) dot += g_row[c] * o_row[c];
-            T* pr = p + r * m;
-            const T* dpr = dp + r * m;
-            for (int64_t j = 0; j < m; ++j) pr[j] = pr[j] * (dpr[j] - dot);
-          }
+          for (int64_t r = 0; r < rows; ++r)
+            softmax_grad_row(p + r * m, dp + r * m, g_tile + r * gm.ld, om.data + (i0 + r) * om.ld,
+                             m, e);
           if (d > 0) {
             gemm_rows(false, false, rows, d, m, scale, p, m, km.data, km.ld, 0.0,
                       dqm.data + i0 * dqm.ld, dqm.ld);
@@ -270,13 +281,6 @@ template <typename T>
 SynthItem<T> synth_item_of(int64_t item, const View& logits, const View& v, const View& mask) {
   int64_t b = item / v.shape[1], h = item % v.shape[1];
   return {b, h, mat<T>(logits, b, h), mat<T>(v, b, h), mask_rows<T>(mask, b, h)};
-}
-
-// Rows [0, n) of the item's logits copied into p [n, m] (the probabilities' buffer).
-template <typename T>
-void copy_logits(Mat<T> logits, int64_t n, int64_t m, T* p) {
-  for (int64_t i = 0; i < n; ++i)
-    std::copy(logits.data + i * logits.ld, logits.data + i * logits.ld + m, p + i * m);
 }
 
 }  // namespace
@@ -311,7 +315,7 @@ void CpuBackend::synthesized_attention(const View& logits, const View& v, const 
           std::fill(row_lse, row_lse + n, -std::numeric_limits<T>::infinity());
           continue;
         }
-        copy_logits(it.logits, n, m, p);
+        copy_rows<T>({it.logits.data, it.logits.ld}, n, m, {p, m});
         for (int64_t i = 0; i < n; ++i) row_lse[i] = softmax_allowed(p + i * m, m, it.allowed, i);
         if (e > 0)
           gemm_rows(false, false, n, e, m, 1.0, p, m, it.v.data, it.v.ld, 0.0, om.data, om.ld);
@@ -350,12 +354,9 @@ void CpuBackend::synthesized_attention_backward(const View& logits, const View& 
             continue;
           }
         // P in dlogits' own rows, then dv = Pᵀ dout, dP = dout vᵀ, and dlogits = P ∘ (dP − dot).
-        for (int64_t i = 0; i < n; ++i) {
-          T* p_row = dl.data + i * dl.ld;
-          std::copy(it.logits.data + i * it.logits.ld, it.logits.data + i * it.logits.ld + m,
-                    p_row);
-          probabilities_again(p_row, m, it.allowed, i, row_lse[i]);
-        }
+        copy_rows<T>({it.logits.data, it.logits.ld}, n, m, dl);
+        for (int64_t i = 0; i < n; ++i)
+          probabilities_again(dl.data + i * dl.ld, m, it.allowed, i, row_lse[i]);
         if (n == 0 || m == 0 || e == 0) {
           zero_rows(dvm, m, e);
           zero_rows(dl, n, m);
@@ -363,13 +364,9 @@ void CpuBackend::synthesized_attention_backward(const View& logits, const View& 
         }
         gemm_rows(true, false, m, e, n, 1.0, dl.data, dl.ld, gm.data, gm.ld, 0.0, dvm.data, dvm.ld);
         gemm_rows(false, true, n, m, e, 1.0, gm.data, gm.ld, it.v.data, it.v.ld, 0.0, dp, m);
-        for (int64_t i = 0; i < n; ++i) {
-          const T* g_row = gm.data + i * gm.ld;
-          const T* o_row = om.data + i * om.ld;
-          T dot = 0;  // rowsum(dout ∘ out) = Σ_j P_ij dP_ij
-          for (int64_t c = 0; c < e; ++c) dot += g_row[c] * o_row[c];
-          for (int64_t j = 0; j < m; ++j) dl.data[i * dl.ld + j] *= dp[i * m + j] - dot;
-        }
+        for (int64_t i = 0; i < n; ++i)
+          softmax_grad_row(dl.data + i * dl.ld, dp + i * m, gm.data + i * gm.ld,
+                           om.data + i * om.ld, m, e);
       }
     });
   });
