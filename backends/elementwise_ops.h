@@ -80,8 +80,11 @@ MIXLAB_HOST_DEVICE T apply_unary(T x, T alpha) {
     T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
     return T(0.5) * x * (T(1) + M::tanh(inner));
   } else if constexpr (OP == UnaryOp::GeluErfGrad) {  // Φ(x) + x φ(x)
+    // x φ(x) with x clamped to ±1e4, where φ is exactly 0 already: at x = ±inf the product
+    // would be inf · 0 = NaN instead of its limit 0. NaN compares false and stays NaN.
+    T xc = x < T(-1e4) ? T(-1e4) : (x > T(1e4) ? T(1e4) : x);
     return T(0.5) * (T(1) + M::erf(x * T(kInvSqrt2))) +
-           x * T(kInvSqrt2Pi) * M::exp(T(-0.5) * x * x);
+           xc * T(kInvSqrt2Pi) * M::exp(T(-0.5) * xc * xc);
   } else if constexpr (OP == UnaryOp::GeluTanhGrad) {
     T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
     T t = M::tanh(inner);

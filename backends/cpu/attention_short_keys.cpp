@@ -29,6 +29,10 @@
 #include "backends/cpu/avx512_math.h"
 #include "backends/cpu/register_sums.h"
 #include "backends/cpu/register_tile.h"
+#else
+#include <string>
+
+#include "core/error.h"
 #endif
 
 namespace mixlab::cpu {
@@ -324,6 +328,32 @@ void short_keys_synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#else
+// Without AVX-512 short_keys_fit says no and nothing calls these; they exist so that the
+// callers, which choose at run time, link on every x86-64 (MIXLAB_NATIVE=OFF, AVX2 machines).
+[[noreturn]] static void no_short_keys(const char* what) {
+  throw Error(std::string(what) + ": the short-keys attention core needs an AVX-512 build");
+}
+void short_keys_forward(int64_t, int64_t, int64_t, int64_t, float, Mat<const float>,
+                        Mat<const float>, Mat<const float>, const MaskRows<float>&, Mat<float>,
+                        float*) {
+  no_short_keys("short_keys_forward");
+}
+void short_keys_backward(int64_t, int64_t, int64_t, int64_t, float, Mat<const float>,
+                         Mat<const float>, Mat<const float>, const MaskRows<float>&,
+                         Mat<const float>, const float*, Mat<const float>, Mat<float>, Mat<float>,
+                         Mat<float>) {
+  no_short_keys("short_keys_backward");
+}
+void short_keys_synthesized_forward(int64_t, int64_t, int64_t, Mat<const float>, Mat<const float>,
+                                    const MaskRows<float>&, Mat<float>, float*) {
+  no_short_keys("short_keys_synthesized_forward");
+}
+void short_keys_synthesized_backward(int64_t, int64_t, int64_t, Mat<const float>, Mat<const float>,
+                                     const MaskRows<float>&, Mat<const float>, const float*,
+                                     Mat<const float>, Mat<float>, Mat<float>) {
+  no_short_keys("short_keys_synthesized_backward");
+}
 #endif
 
 }  // namespace mixlab::cpu

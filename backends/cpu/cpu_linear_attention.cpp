@@ -161,8 +161,10 @@ void CpuBackend::linear_attention_backward(const View& q, const View& k, const V
       T* st = cpu::thread_scratch<T>(2, block);  // Sᵀ, then dSᵀ
       T* dz = zs + z.d;
       T* dnum = zs + 2 * z.d;  // one query's (the float32 path keeps every query's, and dden)
+#if defined(__AVX512F__)
       T* rows =
           cpu::thread_scratch<T>(3, static_cast<size_t>(std::max<int64_t>(1, z.n * (z.e + 1))));
+#endif
       for (int64_t item = begin; item < end; ++item) {
         const int64_t b = item / z.heads, h = item % z.heads;
         Mat<const T> qm = mat<const T>(q, b, h), km = mat<const T>(k, b, h);

@@ -10,13 +10,16 @@
 namespace mixlab::cpu {
 
 // exp(x): x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact n·ln2), exp(r) by its
-// degree-6 Taylor polynomial (relative error < 2e-7 there), 2^n built in the exponent bits.
+// degree-6 Taylor polynomial (relative error < 2e-7 there), 2^n built in the exponent bits as
+// two factors 2^(n/2)·2^(n-n/2), each a normal float for every n in [-150, 127]: below
+// exp(-87.3) the result then underflows as libm's does, through the subnormals to exactly 0
+// (one factor of 2^n would need an exponent below float's smallest).
 // NaN propagates as NaN through the arithmetic; only the value converted to an integer is swapped
 // for 0 (converting NaN to int32_t is undefined behaviour). That is one select and no select at
 // the end: GCC turns a pair of selects on the same condition into a branch, and the loops that
 // call this would no longer vectorise (seen with AVX-512 targets).
 inline float fast_expf(float x) {
-  float c = x < -87.0f ? -87.0f : x;  // NaN compares false and stays NaN
+  float c = x < -104.0f ? -104.0f : x;  // NaN compares false and stays NaN
   c = c > 88.0f ? 88.0f : c;
   float t = c * 1.44269504088896341f;
   t = c != c ? 0.0f : t;
@@ -30,10 +33,12 @@ inline float fast_expf(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t bits = (n + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  int32_t half = n >> 1;  // floor(n / 2): n - half is within one of it
+  int32_t bits_low = (half + 127) << 23, bits_high = (n - half + 127) << 23;
+  float low, high;
+  std::memcpy(&low, &bits_low, sizeof low);
+  std::memcpy(&high, &bits_high, sizeof high);
+  return p * low * high;
 }
 
 // erf(x) as an odd/even rational function on [-4, 4] (beyond it erf is ±1 in float32); the
