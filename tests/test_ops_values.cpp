@@ -168,24 +168,49 @@ TEST_CASE("values: FFT of known signals") {
   for (size_t i = 0; i < orig.size(); ++i) CHECK(back[i] == doctest::Approx(5 * orig[i]));
 }
 
-TEST_CASE("values: fft2_real equals C X C - S X S with per-item lengths") {
-  const int64_t n = 5, d = 6;
-  Tensor x = rand64({2, n, d}, 6, false);
+// fft2_real of x [batch, n, d] against the definition, C X C - S X S summed in double.
+void check_fft2_real_definition(const Tensor& x, const std::vector<int32_t>& lens, double eps) {
+  const int64_t batch = x.size(0), n = x.size(1), d = x.size(2);
   auto xv = x.to_double_vector();
-  std::vector<int32_t> lens{3, 5};
-  auto y = fft2_real(x, Tensor::from_data(lens, {2})).to_double_vector();
-  for (int b = 0; b < 2; ++b) {
-    int64_t L = lens[b];
+  Tensor lengths = lens.empty() ? Tensor() : Tensor::from_data(lens, {batch});
+  auto y = fft2_real(x, lengths).to_double_vector();
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t L = lens.empty() ? n : lens[b];
     for (int64_t j = 0; j < n; ++j)
       for (int64_t k = 0; k < d; ++k) {
-        double s = 0;
+        double s = 0, size = 0;
         if (j < L)
           for (int64_t p = 0; p < L; ++p)
-            for (int64_t q = 0; q < d; ++q)
-              s += xv[(b * n + p) * d + q] *
-                   std::cos(2 * M_PI * (double(j * p) / L + double(k * q) / d));
-        CHECK(y[(b * n + j) * d + k] == doctest::Approx(s).epsilon(1e-10));
+            for (int64_t q = 0; q < d; ++q) {
+              double term = xv[(b * n + p) * d + q] *
+                            std::cos(2 * M_PI * (double(j * p % L) / L + double(k * q % d) / d));
+              s += term;
+              size += std::abs(term);
+            }
+        INFO("item " << b << " of " << batch << ", [" << j << ", " << k << "] of " << n << " x "
+                     << d << (lens.empty() ? "" : ", length ") << L);
+        CHECK(std::abs(y[(b * n + j) * d + k] - s) <= eps * (1 + size));
       }
+  }
+}
+
+TEST_CASE("values: fft2_real equals C X C - S X S with per-item lengths") {
+  check_fft2_real_definition(rand64({2, 5, 6}, 6, false), {3, 5}, 1e-12);
+}
+
+TEST_CASE("values: fft2_real equals its definition in groups of items, tails and padding") {
+  // Unpadded items go in groups (rows by FFTW, the token axis as a product with [C | S]);
+  // 37 items leave a short last group, odd and even d differ in their last column, n = 1
+  // and d = 1 are the degenerate transforms, and one padded item sends its group the
+  // per-item way while the other groups stay whole.
+  for (auto [n, d] : {std::pair<int64_t, int64_t>{7, 10}, {7, 9}, {1, 6}, {5, 1}, {49, 16}}) {
+    CAPTURE(n);
+    CAPTURE(d);
+    check_fft2_real_definition(rand64({37, n, d}, 60 + n + d, false), {}, 1e-12);
+    check_fft2_real_definition(rand32({37, n, d}, 70 + n + d), {}, 2e-6);
+    std::vector<int32_t> lens(37, static_cast<int32_t>(n));
+    lens[20] = static_cast<int32_t>((n + 1) / 2);
+    check_fft2_real_definition(rand64({37, n, d}, 80 + n + d, false), lens, 1e-12);
   }
 }
 
