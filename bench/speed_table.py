@@ -175,7 +175,9 @@ def main():
                     print("  ".join(c.rjust(w) if i else c.ljust(w)
                                     for i, (c, w) in enumerate(zip(cells, widths))), flush=True)
     print(f"# {time.time() - started:.0f} s; ratio = mixlab/torch examples per second "
-          f"(above 1: mixlab is faster)")
+          f"(above 1: mixlab is faster); matmul % = share of mixlab's kernel time in matrix "
+          f"products (FNet's and the convolutions' classifiers: with their own kernels, "
+          f"{', '.join(sorted(set(k for ks in vs_torch.MIXER_OWN_KERNELS.values() for k in ks)))})")
     return 1 if failures else 0
 
 
