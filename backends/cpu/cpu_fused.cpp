@@ -133,6 +133,14 @@ void CpuBackend::add_dropout_layer_norm(const View& x, const View& h, const View
                                                        cpu::avx512::dropout_factors(
                                                            mixed, base + i, threshold, keep),
                                                        _mm512_loadu_ps(px + i)));
+#elif defined(__AVX2__) && defined(__FMA__)
+          if constexpr (std::is_same_v<T, float>)
+            if (cpu::avx2::lanes_fit(threshold))
+              for (; i + 8 <= cols; i += 8)
+                _mm256_storeu_ps(ps + i, _mm256_fmadd_ps(_mm256_loadu_ps(ph + i),
+                                                         cpu::avx2::dropout_factors(
+                                                             mixed, base + i, threshold, keep),
+                                                         _mm256_loadu_ps(px + i)));
 #endif
           for (; i < cols; ++i)
             ps[i] = px[i] + ph[i] * fused::dropout_factor<T>(mixed, base + i, p, keep);
@@ -164,6 +172,14 @@ void CpuBackend::dropout_apply(const View& x, const View& y, double p, uint64_t 
               out + i, _mm512_mul_ps(_mm512_loadu_ps(in + i),
                                      cpu::avx512::dropout_factors(mixed, static_cast<uint64_t>(i),
                                                                   threshold, keep)));
+#elif defined(__AVX2__) && defined(__FMA__)
+      if constexpr (std::is_same_v<T, float>)  // 8 at a time (dropout_lanes.h)
+        if (cpu::avx2::lanes_fit(threshold))
+          for (; i + 8 <= e; i += 8)
+            _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(in + i),
+                                                    cpu::avx2::dropout_factors(
+                                                        mixed, static_cast<uint64_t>(i),
+                                                        threshold, keep)));
 #endif
       for (; i < e; ++i)
         out[i] = in[i] * fused::dropout_factor<T>(mixed, static_cast<uint64_t>(i), p, keep);

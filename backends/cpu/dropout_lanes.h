@@ -11,7 +11,7 @@
 
 #include "core/random.h"
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#if (defined(__AVX512F__) && defined(__AVX512DQ__)) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -65,6 +65,56 @@ inline __m512 dropout_factors(uint64_t mixed_seed, uint64_t first, uint64_t thre
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#elif defined(__AVX2__) && defined(__FMA__)
+// Without AVX-512 (AMD Zen 3 and earlier, older Xeons) the same draws 8 elements at a time in
+// two 4-lane 64-bit registers. AVX2 has no 64-bit multiply; mix64's two are made of three 32-bit
+// ones each. The compiler's vectorisation of the scalar formula took 7% of the translator's step
+// on a Zen 3 (dropout_apply and add_dropout_layer_norm).
+namespace avx2 {
+
+// The low 64 bits of a · b in each lane, b's halves given (b_low = b, b_high = b >> 32).
+inline __m256i mullo64(__m256i a, __m256i b, __m256i b_high) {
+  const __m256i low = _mm256_mul_epu32(a, b);
+  const __m256i cross =
+      _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b), _mm256_mul_epu32(a, b_high));
+  return _mm256_add_epi64(low, _mm256_slli_epi64(cross, 32));
+}
+
+// All ones in lane l when element first + l is kept (mixed_seed = mix64(seed)), 4 lanes.
+// threshold ≤ 2⁵³, so the signed compare is the unsigned one.
+inline __m256i kept_quad(uint64_t mixed_seed, uint64_t first, uint64_t threshold) {
+  constexpr uint64_t kA = 0xBF58476D1CE4E5B9ull, kB = 0x94D049BB133111EBull;
+  const __m256i index = _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(first)),
+                                         _mm256_setr_epi64x(0, 1, 2, 3));
+  // mix64(mixed_seed ^ index) (core/random.h), in 64-bit lanes.
+  __m256i x = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(mixed_seed)), index);
+  x = _mm256_add_epi64(x, _mm256_set1_epi64x(static_cast<long long>(kSplitMix64Increment)));
+  x = mullo64(_mm256_xor_si256(x, _mm256_srli_epi64(x, 30)),
+              _mm256_set1_epi64x(static_cast<long long>(kA)),
+              _mm256_set1_epi64x(static_cast<long long>(kA >> 32)));
+  x = mullo64(_mm256_xor_si256(x, _mm256_srli_epi64(x, 27)),
+              _mm256_set1_epi64x(static_cast<long long>(kB)),
+              _mm256_set1_epi64x(static_cast<long long>(kB >> 32)));
+  x = _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
+  const __m256i dropped = _mm256_cmpgt_epi64(_mm256_set1_epi64x(static_cast<long long>(threshold)),
+                                             _mm256_srli_epi64(x, 11));
+  return _mm256_xor_si256(dropped, _mm256_set1_epi64x(-1));
+}
+
+// Whether this path applies: threshold ≤ 2⁵³ (UINT64_MAX, for a NaN p, takes the scalar path).
+inline bool lanes_fit(uint64_t threshold) { return threshold <= (uint64_t(1) << 53); }
+
+// The factors of elements first .. first + 7: keep where kept, 0 elsewhere.
+inline __m256 dropout_factors(uint64_t mixed_seed, uint64_t first, uint64_t threshold, float keep) {
+  const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);  // each lane's low half
+  const __m256i low = _mm256_permutevar8x32_epi32(kept_quad(mixed_seed, first, threshold), even);
+  const __m256i high =
+      _mm256_permutevar8x32_epi32(kept_quad(mixed_seed, first + 4, threshold), even);
+  const __m256i kept = _mm256_blend_epi32(low, high, 0xF0);
+  return _mm256_and_ps(_mm256_castsi256_ps(kept), _mm256_set1_ps(keep));
+}
+
+}  // namespace avx2
 #endif
 
 }  // namespace mixlab::cpu
