@@ -199,11 +199,13 @@ TEST_CASE("values: fft2_real equals C X C - S X S with per-item lengths") {
 }
 
 TEST_CASE("values: fft2_real equals its definition in groups of items, tails and padding") {
-  // Unpadded items go in groups (rows by FFTW, the token axis as a product with [C | S]);
+  // Unpadded items go in groups (rows by FFTW, the token axis as products with C and S);
   // 37 items leave a short last group, odd and even d differ in their last column, n = 1
   // and d = 1 are the degenerate transforms, and one padded item sends its group the
   // per-item way while the other groups stay whole.
-  for (auto [n, d] : {std::pair<int64_t, int64_t>{7, 10}, {7, 9}, {1, 6}, {5, 1}, {49, 16}}) {
+  for (std::pair<int64_t, int64_t> shape :
+       {std::pair<int64_t, int64_t>{7, 10}, {7, 9}, {1, 6}, {5, 1}, {49, 16}}) {
+    const int64_t n = shape.first, d = shape.second;  // (clang 14 captures no structured binding)
     CAPTURE(n);
     CAPTURE(d);
     check_fft2_real_definition(rand64({37, n, d}, 60 + n + d, false), {}, 1e-12);
