@@ -29,8 +29,6 @@
 // registers, no call per product, which beat cblas by 1.2-1.5x per call in the step. Longer
 // ones, float64 and masks strided along the keys use cblas on the per-(b, h) tiles below (plain
 // compiler-vectorised loops had lost to cblas by 1.3x and 3x, docs/speed.md).
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -42,6 +40,7 @@
 #include "backends/cpu/avx512_math.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
+#include "backends/cpu/gemm_rows.h"
 #include "backends/cpu/row_max.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
@@ -52,18 +51,7 @@ namespace {
 // Scores per tile: 16,384 floats (64 KiB), the whole block up to 128 × 128.
 constexpr int64_t kTileScores = 16384;
 
-// C = alpha op(A) op(B) + beta C, row-major (cblas, on this thread).
-void gemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const float* a,
-               int64_t lda, const float* b, int64_t ldb, double beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, static_cast<float>(alpha), a, lda, b, ldb, static_cast<float>(beta), c, ldc);
-}
-void gemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-               int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
+using cpu::gemm_rows;
 using cpu::mask_rows;
 using cpu::MaskRows;
 using cpu::Mat;

@@ -1,7 +1,6 @@
 // Fourier transforms on FFTW. Plans are made once per (precision, kind, size) with
 // FFTW_ESTIMATE (deterministic: FFTW_MEASURE may pick different algorithms run to run) and
 // reused through FFTW's new-array execute on aligned scratch buffers.
-#include <cblas.h>
 #include <fftw3.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/gemm_rows.h"
 #include "backends/cpu/strided.h"
 #include "core/dtype_dispatch.h"
 
@@ -56,9 +56,6 @@ struct Fftw<double> {
   static void exec_dft(Plan p, Complex* in, Complex* out) { fftw_execute_dft(p, in, out); }
   static void exec_r2c(Plan p, double* in, Complex* out) { fftw_execute_dft_r2c(p, in, out); }
   static int alignment_of(const double* p) { return fftw_alignment_of(const_cast<double*>(p)); }
-  static void gemm(int m, int n, int k, const double* a, const double* b, double* c) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
-  }
   static void destroy(Plan p) { fftw_destroy_plan(p); }
   static void cleanup() { fftw_cleanup(); }
 };
@@ -95,9 +92,6 @@ struct Fftw<float> {
   static void exec_dft(Plan p, Complex* in, Complex* out) { fftwf_execute_dft(p, in, out); }
   static void exec_r2c(Plan p, float* in, Complex* out) { fftwf_execute_dft_r2c(p, in, out); }
   static int alignment_of(const float* p) { return fftwf_alignment_of(const_cast<float*>(p)); }
-  static void gemm(int m, int n, int k, const float* a, const float* b, float* c) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
-  }
   static void destroy(Plan p) { fftwf_destroy_plan(p); }
   static void cleanup() { fftwf_cleanup(); }
 };
@@ -255,7 +249,7 @@ void fft2_real_item(const T* src, T* dst, int64_t len, int64_t n, int64_t d, T* 
 template <typename T>
 struct Fft2Scratch {
   Fft2Scratch(int64_t group, int64_t n, int64_t d)
-      : input(sizeof(T) * std::max(group * n * d, 2 * n * (d / 2 + 1))),
+      : input(sizeof(T) * n * d),  // one item (fft2_real_item) or one misaligned row
         spectrum(sizeof(T) * 2 * group * n * (d / 2 + 1)),
         product(sizeof(T) * 2 * group * (n / 2 + 1) * (d / 2 + 1)) {}
   Scratch<T> input, spectrum, product;
@@ -297,9 +291,8 @@ void fft2_real_group(const T* in, T* out, int64_t group, int64_t n, int64_t d,
   const T* rows = token_dft_rows<T>(n);
   T* p = static_cast<T*>(scratch.product.p);  // the row spectra are done with
   T* q = p + h * width;
-  Fftw<T>::gemm(static_cast<int>(h), static_cast<int>(width), static_cast<int>(n), rows, re, p);
-  Fftw<T>::gemm(static_cast<int>(h), static_cast<int>(width), static_cast<int>(n), rows + h * n, im,
-                q);
+  cpu::gemm_rows(false, false, h, width, n, 1.0, rows, n, re, width, 0.0, p, width);
+  cpu::gemm_rows(false, false, h, width, n, 1.0, rows + h * n, n, im, width, 0.0, q, width);
   for (int64_t item = 0; item < group; ++item)
     for (int64_t r = 0; r < n; ++r) {
       T* dst = out + (item * n + r) * d;
