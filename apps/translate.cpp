@@ -22,6 +22,7 @@
 #include "apps/data_description.h"
 #include "apps/run_folder.h"
 #include "autograd/grad_mode.h"
+#include "core/strings.h"
 #include "core/random.h"
 #include "nn/mixer_registry.h"
 #include "train/data/cmudict.h"
@@ -151,12 +152,6 @@ int64_t longest(const std::vector<Seq2SeqText>& pairs, bool src) {
 
 std::vector<std::string> tokenize(const std::string& line, const std::string& kind) {
   return kind == "chars" ? tokenize_chars(line) : tokenize_words(line);
-}
-
-std::string join(const std::vector<std::string>& tokens, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < tokens.size(); ++i) out += (i ? sep : "") + tokens[i];
-  return out;
 }
 
 std::string clip_text(const std::string& s, size_t width = 48) {

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "core/strings.h"
 #include "core/suggest.h"
 
 namespace mixlab {
@@ -9,12 +10,6 @@ namespace mixlab {
 void register_builtin_mixers(MixerRegistry& registry);  // nn/mixers/builtin.cpp
 
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
 
 bool parses_as_bool(const std::string& v) {
   // The spellings MixerConfig::get_bool accepts ("" is a bare flag: true).

@@ -13,7 +13,7 @@ using namespace mixlab::testing;
 
 namespace {
 
-struct Grads {
+struct AttentionGrads {
   std::vector<double> out, dq, dk, dv;
 };
 
@@ -24,7 +24,8 @@ Tensor leaf32(const Shape& shape, uint64_t seed) {
 }
 
 // out and the gradients of sum(out ∘ w) for fixed weights w.
-Grads run(bool fused, const Shape& qs, const Shape& ks, const Shape& vs, const Tensor& mask) {
+AttentionGrads run_attention(bool fused, const Shape& qs, const Shape& ks, const Shape& vs,
+                             const Tensor& mask) {
   Tensor q = leaf32(qs, 1), k = leaf32(ks, 2), v = leaf32(vs, 3);
   double scale = 1.0 / std::sqrt(static_cast<double>(qs[3]));
   Tensor out =
@@ -36,7 +37,7 @@ Grads run(bool fused, const Shape& qs, const Shape& ks, const Shape& vs, const T
           k.grad().to_double_vector(), v.grad().to_double_vector()};
 }
 
-void check_agree(const Grads& a, const Grads& b) {
+void check_agree(const AttentionGrads& a, const AttentionGrads& b) {
   check_close(a.out, b.out, 2e-6);
   check_close(a.dq, b.dq, 2e-5);
   check_close(a.dk, b.dk, 2e-5);
@@ -60,8 +61,8 @@ TEST_CASE("fused_attention: agrees with the unfused path in float32, values and 
     const char* what = item.first;
     const Tensor& mask = item.second;
     INFO(what);
-    check_agree(run(true, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask),
-                run(false, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask));
+    check_agree(run_attention(true, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask),
+                run_attention(false, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask));
   }
   // Cross-attention: 5 queries, 9 keys of another width, padded memory and two queries that see
   // nothing (their rows are 0 on both paths, and so are their gradients).
@@ -70,8 +71,8 @@ TEST_CASE("fused_attention: agrees with the unfused path in float32, values and 
   for (int64_t j = 6; j < 9; ++j)
     for (int64_t i = 0; i < 5; ++i) cells[(1 * 5 + i) * 9 + j] = 0;
   Tensor cross = Tensor::from_data(std::vector<float>(cells.begin(), cells.end()), {b, 1, 5, 9});
-  Grads fused = run(true, {b, h, 5, d}, {b, h, 9, d}, {b, h, 9, 3}, cross);
-  check_agree(fused, run(false, {b, h, 5, d}, {b, h, 9, d}, {b, h, 9, 3}, cross));
+  AttentionGrads fused = run_attention(true, {b, h, 5, d}, {b, h, 9, d}, {b, h, 9, 3}, cross);
+  check_agree(fused, run_attention(false, {b, h, 5, d}, {b, h, 9, d}, {b, h, 9, 3}, cross));
   for (int64_t hh = 0; hh < h; ++hh)
     for (int64_t c = 0; c < 3; ++c) {
       CHECK(fused.out[((0 * h + hh) * 5 + 4) * 3 + c] == 0.0);
@@ -111,8 +112,10 @@ TEST_CASE("fused_attention: repeats bit for bit for a given thread count") {
       INFO(threads << " threads, " << n << " tokens");
       set_num_threads(threads);
       Tensor causal = tril_mask(n, n);
-      Grads first = run(true, {4, 4, n, 16}, {4, 4, n, 16}, {4, 4, n, 16}, causal);
-      Grads again = run(true, {4, 4, n, 16}, {4, 4, n, 16}, {4, 4, n, 16}, causal);
+      AttentionGrads first =
+          run_attention(true, {4, 4, n, 16}, {4, 4, n, 16}, {4, 4, n, 16}, causal);
+      AttentionGrads again =
+          run_attention(true, {4, 4, n, 16}, {4, 4, n, 16}, {4, 4, n, 16}, causal);
       CHECK(first.out == again.out);
       CHECK(first.dq == again.dq);
       CHECK(first.dk == again.dk);

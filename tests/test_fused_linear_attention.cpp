@@ -12,7 +12,7 @@ using namespace mixlab::testing;
 
 namespace {
 
-struct Grads {
+struct LinearAttentionGrads {
   std::vector<double> out, dq, dk, dv;
 };
 
@@ -25,7 +25,8 @@ Tensor feature_leaf(const Shape& shape, uint64_t seed) {
 
 // out and the gradients of sum(out ∘ w) for fixed weights w; fused or as the composition, in
 // float32 or float64 (the same values, cast).
-Grads run(bool fused, const Shape& qs, const Shape& ks, const Shape& vs, DType dtype = DType::F32) {
+LinearAttentionGrads run_linear_attention(bool fused, const Shape& qs, const Shape& ks,
+                                          const Shape& vs, DType dtype = DType::F32) {
   Tensor q = feature_leaf(qs, 1), k = feature_leaf(ks, 2), v = rand32(vs, 3);
   v.set_requires_grad(true);
   if (dtype != DType::F32) {
@@ -69,9 +70,10 @@ TEST_CASE("fused_linear_attention: agrees with the composition in float32") {
                                        {{2, 2, 5, 8}, {2, 2, 9, 8}, {2, 2, 9, 3}},
                                        {{1, 3, 17, 20}, {1, 3, 13, 20}, {1, 3, 13, 36}}}) {
     INFO("q " << shape_str(shapes[0]) << " v " << shape_str(shapes[2]));
-    Grads fused = run(true, shapes[0], shapes[1], shapes[2]);
-    Grads unfused = run(false, shapes[0], shapes[1], shapes[2]);
-    Grads exact = run(false, shapes[0], shapes[1], shapes[2], DType::F64);
+    LinearAttentionGrads fused = run_linear_attention(true, shapes[0], shapes[1], shapes[2]);
+    LinearAttentionGrads unfused = run_linear_attention(false, shapes[0], shapes[1], shapes[2]);
+    LinearAttentionGrads exact =
+        run_linear_attention(false, shapes[0], shapes[1], shapes[2], DType::F64);
     // Both float32 paths against the composition in float64, norm-wise: the fused one errs no
     // more than the composition does (measured: within 1.3x either way, 1e-7 to 6e-6).
     CHECK(worst(fused.out, exact.out) <= 2 * worst(unfused.out, exact.out) + 1e-6);
@@ -108,8 +110,10 @@ TEST_CASE("fused_linear_attention: repeats bit for bit for a given thread count"
   for (int threads : {1, 2}) {
     INFO(threads << " threads");
     set_num_threads(threads);
-    Grads first = run(true, {4, 4, 49, 32}, {4, 4, 49, 32}, {4, 4, 49, 32});
-    Grads again = run(true, {4, 4, 49, 32}, {4, 4, 49, 32}, {4, 4, 49, 32});
+    LinearAttentionGrads first =
+        run_linear_attention(true, {4, 4, 49, 32}, {4, 4, 49, 32}, {4, 4, 49, 32});
+    LinearAttentionGrads again =
+        run_linear_attention(true, {4, 4, 49, 32}, {4, 4, 49, 32}, {4, 4, 49, 32});
     CHECK(first.out == again.out);
     CHECK(first.dq == again.dq);
     CHECK(first.dk == again.dk);

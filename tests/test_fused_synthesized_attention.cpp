@@ -12,7 +12,7 @@ using namespace mixlab::testing;
 
 namespace {
 
-struct Grads {
+struct SynthesizedGrads {
   std::vector<double> out, dlogits, dv;
 };
 
@@ -23,7 +23,7 @@ Tensor leaf32(const Shape& shape, uint64_t seed, double scale) {
 }
 
 // out and the gradients of sum(out ∘ w) for fixed weights w.
-Grads run(bool fused, const Shape& ls, const Shape& vs, const Tensor& mask) {
+SynthesizedGrads run_synthesized(bool fused, const Shape& ls, const Shape& vs, const Tensor& mask) {
   Tensor logits = leaf32(ls, 1, 6.0), v = leaf32(vs, 2, 2.0);
   Tensor out = fused ? fused_synthesized_attention(logits, v, mask)
                      : matmul(mixers::masked_softmax(logits, mask), v);
@@ -51,7 +51,8 @@ TEST_CASE("fused_synthesized_attention: agrees with the unfused path in float32"
                {"causal and padded", mul(key_mask, causal)}}) {
         INFO(n << " tokens, " << (shared ? "shared" : "per-example") << " logits, " << item.first);
         Shape ls{shared ? 1 : b, h, n, n}, vs{b, h, n, e};
-        Grads fused = run(true, ls, vs, item.second), unfused = run(false, ls, vs, item.second);
+        SynthesizedGrads fused = run_synthesized(true, ls, vs, item.second),
+                         unfused = run_synthesized(false, ls, vs, item.second);
         check_close(fused.out, unfused.out, 2e-6);
         check_close(fused.dlogits, unfused.dlogits, 2e-5);
         check_close(fused.dv, unfused.dv, 2e-5);
@@ -90,8 +91,8 @@ TEST_CASE("fused_synthesized_attention: repeats bit for bit for a given thread c
       INFO(threads << " threads, " << n << " tokens");
       set_num_threads(threads);
       Tensor causal = tril_mask(n, n);
-      Grads first = run(true, {4, 4, n, n}, {4, 4, n, 16}, causal);
-      Grads again = run(true, {4, 4, n, n}, {4, 4, n, 16}, causal);
+      SynthesizedGrads first = run_synthesized(true, {4, 4, n, n}, {4, 4, n, 16}, causal);
+      SynthesizedGrads again = run_synthesized(true, {4, 4, n, n}, {4, 4, n, 16}, causal);
       CHECK(first.out == again.out);
       CHECK(first.dlogits == again.dlogits);
       CHECK(first.dv == again.dv);

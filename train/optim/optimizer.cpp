@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
+#include "core/strings.h"
 #include "nn/module.h"
 
 namespace mixlab {
@@ -30,14 +31,6 @@ std::vector<ParamGroup> param_groups(const Module& module, double weight_decay) 
     (t.dim() >= 2 ? decay : no_decay).emplace_back(name, t);
   return {named_group(decay, weight_decay), named_group(no_decay, 0.0)};
 }
-
-namespace {
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-}  // namespace
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, bool flat_buffer)
     : groups_(std::move(groups)), lr_(lr), want_flat_(flat_buffer) {

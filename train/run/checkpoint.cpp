@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "autograd/grad_mode.h"
+#include "core/strings.h"
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "train/run/checkpoint_names.h"
@@ -31,16 +32,6 @@ constexpr const char* kChecksumKey = "mixlab.checksum";
 constexpr const char* kWeightsFormat = "weights/1";
 constexpr const char* kTrainingFormat = "training_checkpoint/1";
 const std::string kOptimizerPrefix = "optimizer.";
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
 const char* file_dtype(DType dtype) {
   switch (dtype) {
     case DType::F32:
@@ -273,7 +264,7 @@ StagedCopies stage_model(const SafetensorsFile& file, const Module& model,
     staged.copies.emplace_back(t, from_record(*record, t.device()));
   }
   for (const auto& r : file.tensors) {
-    if (skip_optimizer_tensors && starts_with(r.name, kOptimizerPrefix)) continue;
+    if (skip_optimizer_tensors && r.name.starts_with(kOptimizerPrefix)) continue;
     if (!model_names.count(r.name)) unexpected.push_back(r.name);
   }
   if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
@@ -330,7 +321,7 @@ TrainingState parse_state(const std::map<std::string, std::string>& metadata,
 
 void check_user_metadata(const std::map<std::string, std::string>& metadata) {
   for (const auto& [key, value] : metadata)
-    check(!starts_with(key, "mixlab."), "save_weights: metadata key '", key,
+    check(!key.starts_with("mixlab."), "save_weights: metadata key '", key,
           "' is reserved (mixlab.*)");
 }
 
@@ -404,7 +395,7 @@ void export_weights(const std::string& input, const std::string& output, ExportD
   const SafetensorsFile file = read_file(input);
   std::vector<TensorRecord> records;
   for (const auto& r : file.tensors) {
-    if (starts_with(r.name, kOptimizerPrefix)) continue;
+    if (r.name.starts_with(kOptimizerPrefix)) continue;
     records.push_back(r);
     if (dtype == ExportDType::F16 && r.dtype == "F32") narrow_to_half(records.back());
   }
@@ -427,7 +418,7 @@ void average_checkpoints(const std::vector<std::string>& inputs, const std::stri
     if (progress) progress(files.size());
   }
   const SafetensorsFile& first = files.front();
-  auto is_model = [](const TensorRecord& r) { return !starts_with(r.name, kOptimizerPrefix); };
+  auto is_model = [](const TensorRecord& r) { return !r.name.starts_with(kOptimizerPrefix); };
   // The same model tensors in every file, before any arithmetic.
   std::vector<std::string> names;
   for (const auto& r : first.tensors)
@@ -506,7 +497,7 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
 
   std::vector<TensorRecord> records = model_records(model);
   for (const auto& r : records)
-    check(!starts_with(r.name, kOptimizerPrefix), "save_checkpoint: model tensor '", r.name,
+    check(!r.name.starts_with(kOptimizerPrefix), "save_checkpoint: model tensor '", r.name,
           "' collides with the optimizer prefix '", kOptimizerPrefix, "'");
   for (const auto& [name, t] : optimizer.state_tensors())
     records.push_back(to_record(kOptimizerPrefix + name, t));
@@ -525,7 +516,7 @@ TrainingState load_checkpoint(const std::string& path, Module& model, Optimizer&
 
   std::map<std::string, Tensor> optimizer_tensors;
   for (const auto& r : file.tensors)
-    if (starts_with(r.name, kOptimizerPrefix))
+    if (r.name.starts_with(kOptimizerPrefix))
       optimizer_tensors[r.name.substr(kOptimizerPrefix.size())] = from_record(r, Device::cpu());
   try {
     // Validates completely before changing the optimizer; the model is still untouched here.
