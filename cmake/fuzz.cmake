@@ -14,20 +14,17 @@ if(MIXLAB_FUZZ)
   set(MIXLAB_FUZZ_TARGETS "")
   function(mixlab_add_fuzz_targets)
     file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_*.cpp)
-    # The mixer-spec target checks options with the command line's own parser.
-    file(GLOB app_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/apps/*.cpp)
-    list(FILTER app_sources EXCLUDE REGEX "/main\\.cpp$")
     foreach(src ${sources})
       get_filename_component(name ${src} NAME_WE)
       add_executable(${name} ${src})
-      if(name STREQUAL "fuzz_mixer_spec")
-        target_sources(${name} PRIVATE ${app_sources})
+      if(name STREQUAL "fuzz_mixer_spec")  # checks options with the command line's own parser
+        target_link_libraries(${name} PRIVATE mixlab_cli)
       endif()
       mixlab_program(${name})  # the whole engine, and the source tree's include path
       target_link_libraries(${name} PRIVATE CLI11::CLI11)
       target_link_options(${name} PRIVATE -fsanitize=fuzzer)
     endforeach()
   endfunction()
-  # After CMakeLists.txt has defined mixlab_engine.
+  # After CMakeLists.txt has defined mixlab_engine and mixlab_cli.
   cmake_language(DEFER CALL mixlab_add_fuzz_targets)
 endif()

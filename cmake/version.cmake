@@ -14,5 +14,5 @@ set_property(SOURCE apps/version.cpp APPEND PROPERTY COMPILE_DEFINITIONS
 set_property(SOURCE apps/version.cpp APPEND PROPERTY INCLUDE_DIRECTORIES
   ${CMAKE_CURRENT_BINARY_DIR}/generated)
 set_property(SOURCE apps/version.cpp APPEND PROPERTY OBJECT_DEPENDS ${MIXLAB_REVISION_HEADER})
-# The mixlab target is defined after this file is included.
-cmake_language(DEFER CALL add_dependencies mixlab mixlab_git_revision)
+# The mixlab_cli target (apps/version.cpp's) is defined after this file is included.
+cmake_language(DEFER CALL add_dependencies mixlab_cli mixlab_git_revision)
