@@ -17,7 +17,10 @@ if(MIXLAB_SANITIZE)
   if("thread" IN_LIST _mixlab_sanitizers AND "address" IN_LIST _mixlab_sanitizers)
     message(FATAL_ERROR "MIXLAB_SANITIZE: thread cannot be combined with address")
   endif()
-  set(_mixlab_sanitize_flags -fsanitize=${MIXLAB_SANITIZE} -fno-omit-frame-pointer -g)
+  # Reports need line numbers: debug info, unless the build type already chooses its own (CI's
+  # RelWithDebInfo asks for line tables only, which compile about 10% faster).
+  set(_mixlab_sanitize_flags -fsanitize=${MIXLAB_SANITIZE} -fno-omit-frame-pointer
+    $<$<NOT:$<CONFIG:Debug,RelWithDebInfo>>:-g>)
   if("undefined" IN_LIST _mixlab_sanitizers)
     # Stop at the first report (the default only prints and carries on). g++ leaves the
     # float-to-integer overflow check (NaN or out-of-range to int) out of "undefined"; ask for it.

@@ -19,7 +19,7 @@ targets=("$@")
 if ((${#targets[@]} == 0)); then
   for f in "$root"/fuzz/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
 fi
-runs=${MIXLAB_FUZZ_RUNS:-20000} # executions per target in the smoke run (about 50 s in all)
+runs=${MIXLAB_FUZZ_RUNS:-10000} # executions per target in the smoke run (about 50 s in all)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
