@@ -12,6 +12,7 @@
 #include "apps/inspect_svg.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "core/strings.h"
 #include "nn/mixing_capture.h"
 #include "nn/models.h"
 #include "io/atomic_file.h"
@@ -225,8 +226,7 @@ InspectResult run_inspect(const InspectOptions& o) {
     if (static_cast<int64_t>(tgt_in.size()) > c.tgt_max_len) tgt_in.resize(c.tgt_max_len);
     seq.target = {"<bos>"};
     for (size_t i = 1; i < tgt_in.size(); ++i) seq.target.push_back(tgt.token(tgt_in[i]));
-    std::vector<std::string> words(seq.target.begin() + 1, seq.target.end());
-    for (const auto& w : words) answer += (answer.empty() ? "" : " ") + w;
+    answer = join(std::vector<std::string>(seq.target.begin() + 1, seq.target.end()), " ");
     if (!o.target.empty()) answer = "teacher-forced target: " + answer;
     MixingRecorder recorder(model);
     model.forward(source, {}, Tensor::from_data(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}),

@@ -10,6 +10,7 @@
 
 #include "apps/inspect_svg.h"
 #include "apps/study.h"
+#include "core/strings.h"
 #include "nn/mixer_registry.h"
 #include "io/atomic_file.h"
 #include "io/run_log.h"
@@ -459,12 +460,7 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
     doc.push_back({Block::Heading, "Task: " + t.name, "", {}});
     doc.push_back(
         {Block::Paragraph,
-         "Training command: `mixlab " + t.command + " train " +
-             [&] {
-               std::string a;
-               for (const auto& s : t.args) a += (a.empty() ? "" : " ") + s;
-               return a;
-             }() +
+         "Training command: `mixlab " + t.command + " train " + join(t.args, " ") +
              " --mixer M --seed S`" +
              (t.command == "translate" ? "; mixers that cannot be causal get an attention decoder."
                                        : "."),

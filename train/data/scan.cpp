@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "train/data/rng.h"
 
 namespace mixlab {
@@ -143,11 +144,8 @@ const std::vector<std::string>& scan_split_names() {
 
 ScanSplit scan_split(const std::string& name, uint64_t seed) {
   const auto& names = scan_split_names();
-  if (std::find(names.begin(), names.end(), name) == names.end()) {
-    std::string valid;
-    for (const std::string& n : names) valid += (valid.empty() ? "" : ", ") + n;
-    fail("SCAN: unknown split '", name, "'; valid splits: ", valid);
-  }
+  if (std::find(names.begin(), names.end(), name) == names.end())
+    fail("SCAN: unknown split '", name, "'; valid splits: ", join(names));
   std::vector<ScanPair> all = scan_all();
   ScanSplit split;
   if (name == "simple") {
