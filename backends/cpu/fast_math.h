@@ -9,6 +9,19 @@
 
 namespace mixlab::cpu {
 
+// The polynomials' coefficients, highest power first (Horner's rule: c[0]·t + c[1], then · t +
+// c[2], …), shared with the vector forms in avx2_math.h and avx512_math.h.
+// exp(r) on |r| ≤ ln2/2: its degree-6 Taylor polynomial.
+inline constexpr float kExpTaylor[7] = {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f,
+                                        0.5f,          1.0f,          1.0f};
+// erf(x) = x·P(x²) / Q(x²) on [-4, 4]: the minimax fit used by Eigen and XLA for float32 erf.
+inline constexpr float kErfNumerator[7] = {
+    -2.72614225801306e-10f, 2.77068142495902e-08f,  -2.10102402082508e-06f, -5.69250639462346e-05f,
+    -7.34990630326855e-04f, -2.95459980854025e-03f, -1.60960333262415e-02f};
+inline constexpr float kErfDenominator[5] = {-1.45660718464996e-05f, -2.13374055278905e-04f,
+                                             -1.68282697438203e-03f, -7.37332916720468e-03f,
+                                             -1.42647390514189e-02f};
+
 // exp(x): x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact n·ln2), exp(r) by its
 // degree-6 Taylor polynomial (relative error < 2e-7 there), 2^n built in the exponent bits as
 // two factors 2^(n/2)·2^(n-n/2), each a normal float for every n in [-150, 127]: below
@@ -26,13 +39,8 @@ inline float fast_expf(float x) {
   int32_t n = static_cast<int32_t>(t + (t >= 0.0f ? 0.5f : -0.5f));
   float fn = static_cast<float>(n);
   float r = c - fn * 0.693145751953125f - fn * 1.428606765330187e-06f;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  float p = kExpTaylor[0];
+  for (int i = 1; i < 7; ++i) p = p * r + kExpTaylor[i];
   int32_t half = n >> 1;  // floor(n / 2): n - half is within one of it
   int32_t bits_low = (half + 127) << 23, bits_high = (n - half + 127) << 23;
   float low, high;
@@ -41,24 +49,16 @@ inline float fast_expf(float x) {
   return p * low * high;
 }
 
-// erf(x) as an odd/even rational function on [-4, 4] (beyond it erf is ±1 in float32); the
-// coefficients are the minimax fit used by Eigen and XLA for float32 erf.
+// erf(x) as an odd/even rational function on [-4, 4] (beyond it erf is ±1 in float32):
+// kErfNumerator, kErfDenominator.
 inline float fast_erff(float x) {
   x = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
   float x2 = x * x;
-  float p = -2.72614225801306e-10f;
-  p = p * x2 + 2.77068142495902e-08f;
-  p = p * x2 - 2.10102402082508e-06f;
-  p = p * x2 - 5.69250639462346e-05f;
-  p = p * x2 - 7.34990630326855e-04f;
-  p = p * x2 - 2.95459980854025e-03f;
-  p = p * x2 - 1.60960333262415e-02f;
+  float p = kErfNumerator[0];
+  for (int i = 1; i < 7; ++i) p = p * x2 + kErfNumerator[i];
   p = p * x;
-  float q = -1.45660718464996e-05f;
-  q = q * x2 - 2.13374055278905e-04f;
-  q = q * x2 - 1.68282697438203e-03f;
-  q = q * x2 - 7.37332916720468e-03f;
-  q = q * x2 - 1.42647390514189e-02f;
+  float q = kErfDenominator[0];
+  for (int i = 1; i < 5; ++i) q = q * x2 + kErfDenominator[i];
   return p / q;
 }
 
