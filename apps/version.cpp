@@ -1,5 +1,6 @@
 // `mixlab --version`. The definitions come from cmake/version.cmake, for this file alone.
 #include "apps/cli_style.h"
+#include "backends/cpu/kernel_registers.h"
 #include "mixlab_revision.h"  // generated at every build: MIXLAB_GIT_REVISION
 
 namespace mixlab::app {
@@ -12,7 +13,8 @@ std::string version_string() {
 #endif
   std::string type = MIXLAB_BUILD_TYPE;
   return std::string("mixlab ") + MIXLAB_VERSION + " (git " + MIXLAB_GIT_REVISION + ", " +
-         (type.empty() ? "default" : type) + " build, " + cuda + ")";
+         (type.empty() ? "default" : type) + " build, CPU kernels " + cpu::kernel_registers() +
+         ", " + cuda + ")";
 }
 
 }  // namespace mixlab::app

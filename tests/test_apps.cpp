@@ -18,6 +18,7 @@
 
 #include <vector>
 
+#include "backends/cpu/kernel_registers.h"
 #include "io/run_log.h"
 
 namespace fs = std::filesystem;
@@ -530,9 +531,11 @@ TEST_CASE("apps: each usage error exits 2 with its message before anything is wr
   const std::string base = "translate train --data " + (dir / "pairs.tsv").string() +
                            " --dim 8 --heads 2 --layers 1 --steps 1 --quiet --out " + out + " ";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--mixer synth-frandom --mixer-opt rank=abc", "option rank=abc is not an integer; allowed: an integer in [1, 65536]"},
+      {"--mixer synth-frandom --mixer-opt rank=abc",
+       "option rank=abc is not an integer; allowed: an integer in [1, 65536]"},
       {"--mixer synth-mix:R+X", "unknown synthesizer component 'X'"},
-      {"--mixer lightconv --mixer-opt kernel=100001", "option kernel=100001 is out of range; allowed: an integer in [1, 255]"},
+      {"--mixer lightconv --mixer-opt kernel=100001",
+       "option kernel=100001 is out of range; allowed: an integer in [1, 255]"},
       {"--optimizer adamx", "--optimizer: adamx not in"},
       {"--schedule foo", "--schedule: foo not in"},
       {"--pos abs", "--pos: abs not in"},
@@ -569,7 +572,9 @@ TEST_CASE("apps: --version, option groups, and inference commands without traini
   CHECK(version.code == 0);
   CHECK(version.output.rfind("mixlab ", 0) == 0);
   CHECK(version.output.find("git ") != std::string::npos);
-  CHECK(version.output.find(" build, CUDA o") != std::string::npos);
+  CHECK(version.output.find(" build, CPU kernels ") != std::string::npos);
+  CHECK(version.output.find(std::string("CPU kernels ") + mixlab::cpu::kernel_registers() +
+                            ", CUDA o") != std::string::npos);
   Run help = run_mixlab("translate train --help");
   size_t last = 0;
   for (const char* group : {"Data:", "Model:", "Optimisation:", "Decoding:", "Output:", "Run:"}) {

@@ -3,10 +3,13 @@
 // mixing recorder, its determinism for a given thread count, and its refusals. Float64 finite
 // differences and the comparison with a plain C++ formula are rows of the op harness
 // (tests/op_cases.cpp, kernels attention and attention_backward).
+#include "backends/cpu/attention_short_keys.h"
 #include "backends/cpu/caching_allocator.h"
+#include "backends/cpu/kernel_registers.h"
 #include "core/parallel.h"
 #include "nn/mixers/common.h"
 #include "tests/mixer_harness.h"
+#include "tests/skip.h"
 
 using namespace mixlab;
 using namespace mixlab::testing;
@@ -105,10 +108,27 @@ TEST_CASE("fused_attention: the attention mixer gives the same output with inspe
   }
 }
 
+// Which items the register core takes (the op harness checks its values against float64 on both
+// sides of each limit): where the kernels have AVX2 or AVX-512, it must, or the speed is gone
+// without a test noticing.
+TEST_CASE("fused_attention: float32 items of up to 64 keys take the register core") {
+  if (std::string(cpu::kernel_registers()) == "generic")
+    MIXLAB_SKIP_TEST("CPU kernels built without AVX2 or AVX-512");
+  const cpu::MaskRows<float> none;
+  CHECK(cpu::short_keys_fit(1, 32, 32, none));
+  CHECK(cpu::short_keys_fit(12, 32, 32, none));  // the translator's heads
+  CHECK(cpu::short_keys_fit(49, 32, 32, none));  // the classifier's
+  CHECK(cpu::short_keys_fit(64, 1, 1, none));
+  CHECK_FALSE(cpu::short_keys_fit(65, 32, 32, none));  // tiles
+  const float marks[24] = {};
+  CHECK(cpu::short_keys_fit(12, 32, 32, {marks, 12, 1}));
+  CHECK_FALSE(cpu::short_keys_fit(12, 32, 32, {marks, 1, 2}));  // strided along the keys: tiles
+}
+
 TEST_CASE("fused_attention: repeats bit for bit for a given thread count") {
   int saved = num_threads();
   for (int threads : {1, 2})
-    for (int64_t n : {12, 40}) {  // keys in one register (attention_short_keys.cpp), and tiles
+    for (int64_t n : {12, 40, 72}) {  // rows of keys in registers (attention_short_keys.cpp), tiles
       INFO(threads << " threads, " << n << " tokens");
       set_num_threads(threads);
       Tensor causal = tril_mask(n, n);

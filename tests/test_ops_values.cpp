@@ -294,7 +294,7 @@ TEST_CASE("values: float32 exp and erf kernels agree with libm to float precisio
 }
 
 // The fused kernels' GELU rows (bias_act, bias_gelu_backward, gemm_epilogue: epilogue_row.h,
-// with 512-bit registers where the build has AVX-512) against erf and exp in double, rows long
+// in AVX-512 or AVX2 registers where the build has them) against erf and exp in double, rows long
 // enough for full vectors and a partial last one, and the values at the edges.
 TEST_CASE("values: fused GELU and its gradient in float32 agree with libm; NaN and ±inf") {
   std::vector<float> xs;

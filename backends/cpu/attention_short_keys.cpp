@@ -1,32 +1,32 @@
-// The attention core for items of at most 64 keys, in AVX-512 registers (attention_short_keys.h).
+// The attention core for items of at most 64 keys, in vector registers (attention_short_keys.h;
+// simd_lanes.h: AVX-512's 16 lanes or AVX2's 8, one code for both).
 //
 // Why: per-head products are small: the translator's [12, 32] x [32, 12] is 4,608 multiply-adds,
 // 288 register FMAs, and OpenBLAS's small-matrix path took about 400 ns for it (the backward
 // makes five per item); at the classifier's 49 tokens a forward call ran at 39 GFLOP/s, products,
-// softmax rows and calls together. Here a row of scores is KV ≤ 4 registers: lane j of register
-// kv holds key 16·kv + j. Keys' columns are transposed once per item (kᵀ and vᵀ as
-// [cols, 16·KV], zero beyond the m keys), so
+// softmax rows and calls together. Here a row of scores is KV registers of kWidth lanes (at most
+// 64 keys): lane j of register kv holds key kWidth·kv + j. Keys' columns are transposed once per
+// item (kᵀ and vᵀ as [cols, W], W = kWidth·KV, zero beyond the m keys), so
 //   - rows of scores (q kᵀ, or dout vᵀ in the backward) are cols broadcast-FMAs into KV
-//     registers each, for 4 or 8 rows at once (8 to 16 independent chains);
+//     registers each, for several rows at once (kScoreRows: 7 to 16 independent chains);
 //   - each row, scaled and stored in L1, takes the tiles' own softmax (attention_item.h), so
 //     both paths give a row the same probabilities and log-sum-exp;
 //   - weighted sums of key rows (P v, dS k) and of query rows (Pᵀ dout, dSᵀ q) broadcast one
-//     weight at a time against rows of 16 features, 8 output rows at once.
+//     weight at a time against a register of features, 8 output rows at once.
 // The synthesizers' core (logits given) takes the same pieces: each row of logits is stored in
 // L1 as the scaled scores are, dP = dout vᵀ is rows against the values' columns, and dlogits is
 // written from the registers.
 // Every sum runs in a fixed order whatever the thread count (one item on one thread).
 #include "backends/cpu/attention_short_keys.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
+#include "backends/cpu/simd_lanes.h"
 
+#if defined(MIXLAB_HAS_LANES)
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
-#include "backends/cpu/avx512_math.h"
 #include "backends/cpu/register_sums.h"
 #include "backends/cpu/register_tile.h"
 #else
@@ -38,7 +38,7 @@
 namespace mixlab::cpu {
 
 bool short_keys_fit(int64_t m, int64_t d, int64_t e, const MaskRows<float>& mask) {
-#if defined(__AVX512F__)
+#if defined(MIXLAB_HAS_LANES)
   return m >= 1 && m <= kMaxKeys && d >= 1 && e >= 1 && (!mask.data || mask.col == 1);
 #else
   (void)m, (void)d, (void)e, (void)mask;
@@ -46,7 +46,7 @@ bool short_keys_fit(int64_t m, int64_t d, int64_t e, const MaskRows<float>& mask
 #endif
 }
 
-#if defined(__AVX512F__)
+#if defined(MIXLAB_HAS_LANES)
 // GCC 12 warns that the reductions' internal _mm256_undefined_pd() is used uninitialized (GCC
 // bug 105593, fixed in GCC 13), as in avx512_math.h; nothing here reads an undefined value.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -56,7 +56,9 @@ bool short_keys_fit(int64_t m, int64_t d, int64_t e, const MaskRows<float>& mask
 #endif
 namespace {
 
-using avx512::first_lanes;
+using L = Lanes;
+using V = L::V;
+constexpr int kLanes = L::kWidth;
 
 // This thread's scratch buffer `which`, on a cache line, at least `floats` long (grown once,
 // reused by every later item and call).
@@ -65,143 +67,108 @@ float* scratch(int which, int64_t floats) {
   return aligned_scratch(buffers[which], floats);
 }
 
-// Transposes 16 rows of 16 floats in registers: out[c] lane r = rows[r] lane c. Four rounds of
-// shuffles (64 in all): pairs of rows interleaved, then pairs of pairs, then 128-bit lanes twice.
-void transpose_16x16(const __m512 (&rows)[16], __m512 (&out)[16]) {
-  __m512 a[16], b[16], c[16];
-  for (int i = 0; i < 16; i += 2) {
-    a[i] = _mm512_unpacklo_ps(rows[i], rows[i + 1]);
-    a[i + 1] = _mm512_unpackhi_ps(rows[i], rows[i + 1]);
-  }
-  // b[4i + k], 128-bit lane L: column 4L + k of rows 4i .. 4i + 3.
-  for (int i = 0; i < 16; i += 4) {
-    const __m512d a0 = _mm512_castps_pd(a[i]), a1 = _mm512_castps_pd(a[i + 1]);
-    const __m512d a2 = _mm512_castps_pd(a[i + 2]), a3 = _mm512_castps_pd(a[i + 3]);
-    b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
-    b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
-    b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
-    b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
-  }
-  // c[8h + k]: columns k, 8 + k (0x88) or 4 + k, 12 + k (0xdd) of rows 8h .. 8h + 7.
-  for (int h = 0; h < 2; ++h)
-    for (int k = 0; k < 4; ++k) {
-      c[8 * h + k] = _mm512_shuffle_f32x4(b[8 * h + k], b[8 * h + 4 + k], 0x88);
-      c[8 * h + 4 + k] = _mm512_shuffle_f32x4(b[8 * h + k], b[8 * h + 4 + k], 0xdd);
-    }
-  for (int k = 0; k < 4; ++k) {
-    out[k] = _mm512_shuffle_f32x4(c[k], c[8 + k], 0x88);
-    out[8 + k] = _mm512_shuffle_f32x4(c[k], c[8 + k], 0xdd);
-    out[4 + k] = _mm512_shuffle_f32x4(c[4 + k], c[12 + k], 0x88);
-    out[12 + k] = _mm512_shuffle_f32x4(c[4 + k], c[12 + k], 0xdd);
-  }
-}
-
-// t[c·W + j] = x[j, c] for the keys j < m, 0 in the lanes beyond (W = 16·KV floats a row):
-// x's columns as KV registers each, transposed 16 keys by 16 columns at a time (gathers ran no
-// faster, and would need 32-bit offsets).
+// t[c·W + j] = x[j, c] for the keys j < m, 0 in the lanes beyond (W = kLanes·KV floats a row):
+// x's columns as KV registers each, transposed kLanes keys by kLanes columns at a time (gathers
+// ran no faster, and would need 32-bit offsets).
 template <int KV>
 void key_columns(Mat<const float> x, int64_t m, int64_t cols, float* t) {
-  constexpr int64_t W = 16 * KV;
-  for (int64_t j0 = 0; j0 < W; j0 += 16)
-    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-      const __mmask16 lanes = first_lanes(cols - c0);
-      __m512 rows[16], columns[16];
-      for (int64_t j = 0; j < 16; ++j)
-        rows[j] = j0 + j < m ? _mm512_maskz_loadu_ps(lanes, x.data + (j0 + j) * x.ld + c0)
-                             : _mm512_setzero_ps();
-      transpose_16x16(rows, columns);
-      const int64_t count = std::min<int64_t>(16, cols - c0);
-      for (int64_t c = 0; c < count; ++c) _mm512_store_ps(t + (c0 + c) * W + j0, columns[c]);
+  constexpr int64_t W = kLanes * KV;
+  for (int64_t j0 = 0; j0 < W; j0 += kLanes)
+    for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+      const L::Mask lanes = L::first(cols - c0);
+      V rows[kLanes], columns[kLanes];
+      for (int64_t j = 0; j < kLanes; ++j)
+        rows[j] = j0 + j < m ? L::load(x.data + (j0 + j) * x.ld + c0, lanes) : L::zero();
+      L::transpose(rows, columns);
+      const int64_t count = std::min<int64_t>(kLanes, cols - c0);
+      for (int64_t c = 0; c < count; ++c) L::store(t + (c0 + c) * W + j0, columns[c]);
     }
 }
 
-// acc[r][kv] = Σ_c a[r, c] · t[c·W + 16·kv ..] for R rows of a (row stride lda): each row
+// acc[r][kv] = Σ_c a[r, c] · t[c·W + kLanes·kv ..] for R rows of a (row stride lda): each row
 // against every key (R·KV independent chains).
 template <int R, int KV>
-void rows_against_keys(const float* a, int64_t lda, const float* t, int64_t cols,
-                       __m512 (&acc)[R][KV]) {
+void rows_against_keys(const float* a, int64_t lda, const float* t, int64_t cols, V (&acc)[R][KV]) {
   // Local accumulators: updated through `acc`, they were stored back on every step of c (the
   // compiler cannot rule out that `a` reads them), 2x slower at 49 keys.
-  __m512 sum[R][KV];
+  V sum[R][KV];
   for (int r = 0; r < R; ++r)
-    for (int kv = 0; kv < KV; ++kv) sum[r][kv] = _mm512_setzero_ps();
+    for (int kv = 0; kv < KV; ++kv) sum[r][kv] = L::zero();
   for (int64_t c = 0; c < cols; ++c) {
-    __m512 column[KV];
-    for (int kv = 0; kv < KV; ++kv) column[kv] = _mm512_load_ps(t + c * 16 * KV + 16 * kv);
+    V column[KV];
+    for (int kv = 0; kv < KV; ++kv) column[kv] = L::load(t + c * kLanes * KV + kLanes * kv);
     for (int r = 0; r < R; ++r) {
-      const __m512 a_rc = _mm512_set1_ps(a[r * lda + c]);
-      for (int kv = 0; kv < KV; ++kv) sum[r][kv] = _mm512_fmadd_ps(a_rc, column[kv], sum[r][kv]);
+      const V a_rc = L::set1(a[r * lda + c]);
+      for (int kv = 0; kv < KV; ++kv) sum[r][kv] = L::fmadd(a_rc, column[kv], sum[r][kv]);
     }
   }
   for (int r = 0; r < R; ++r)
     for (int kv = 0; kv < KV; ++kv) acc[r][kv] = sum[r][kv];
 }
 
-// scale · s, rounded to float32 here. A plain multiply may be fused by the compiler into the
-// subtraction that follows (GCC contracts intrinsics under its default -ffp-contract=fast), and
-// the unrounded product minus the log-sum-exp of the rounded ones is then off by up to half an
-// ulp of the scores: at scores of 4e11 (a diverging run) that is exp(16384) = inf.
-__m512 scaled(__m512 s, __m512 scale) {
-  return _mm512_mul_round_ps(s, scale, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
+// scale · s, rounded to float32 here (L::mul_rounded). A plain multiply may be fused by the
+// compiler into the subtraction that follows (GCC contracts intrinsics under its default
+// -ffp-contract=fast), and the unrounded product minus the log-sum-exp of the rounded ones is
+// then off by up to half an ulp of the scores: at scores of 4e11 (a diverging run) that is
+// exp(16384) = inf.
+V scaled(V s, V scale) { return L::mul_rounded(s, scale); }
 
 // Stores the R rows of scaled scores s (all W lanes; those past the m keys hold 0) as rows of p.
 template <int R, int KV>
-void store_scaled(const __m512 (&s)[R][KV], __m512 scale, float* p) {
+void store_scaled(const V (&s)[R][KV], V scale, float* p) {
   for (int r = 0; r < R; ++r)
     for (int kv = 0; kv < KV; ++kv)
-      _mm512_store_ps(p + r * 16 * KV + 16 * kv, scaled(s[r][kv], scale));
+      L::store(p + r * kLanes * KV + kLanes * kv, scaled(s[r][kv], scale));
 }
 
 // Σ_c a[c] · b[c] over cols floats.
 float row_dot(const float* a, const float* b, int64_t cols) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t c = 0; c < cols; c += 16) {
-    const __mmask16 lanes = first_lanes(cols - c);
-    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, a + c), _mm512_maskz_loadu_ps(lanes, b + c),
-                          acc);
+  V acc = L::zero();
+  for (int64_t c = 0; c < cols; c += kLanes) {
+    const L::Mask lanes = L::first(cols - c);
+    acc = L::fmadd(L::load(a + c, lanes), L::load(b + c, lanes), acc);
   }
-  return _mm512_reduce_add_ps(acc);
+  return L::sum(acc);
 }
 
 // dS for R rows of queries from i0, KV registers each: P ∘ (dP − rowsum(dout ∘ out)) · scale,
-// P's rows in p (W = 16·KV floats apart), dP in acc; stored to dst's rows (row stride ld), the
-// lanes of the m keys only.
+// P's rows in p (W = kLanes·KV floats apart), dP in acc; stored to dst's rows (row stride ld),
+// the lanes of the m keys only.
 template <int R, int KV>
-void store_softmax_grad(const __m512 (&acc)[R][KV], const float* p, Mat<const float> dout,
-                        Mat<const float> out, int64_t i0, int64_t m, int64_t e, __m512 scale,
-                        float* dst, int64_t ld) {
-  constexpr int64_t W = 16 * KV;
+void store_softmax_grad(const V (&acc)[R][KV], const float* p, Mat<const float> dout,
+                        Mat<const float> out, int64_t i0, int64_t m, int64_t e, V scale, float* dst,
+                        int64_t ld) {
+  constexpr int64_t W = kLanes * KV;
   for (int r = 0; r < R; ++r) {
     const int64_t i = i0 + r;
-    const __m512 dot = _mm512_set1_ps(row_dot(dout.data + i * dout.ld, out.data + i * out.ld, e));
+    const V dot = L::set1(row_dot(dout.data + i * dout.ld, out.data + i * out.ld, e));
     for (int kv = 0; kv < KV; ++kv) {
-      const __m512 pr = _mm512_load_ps(p + i * W + 16 * kv);
-      _mm512_mask_storeu_ps(
-          dst + i * ld + 16 * kv, first_lanes(m - 16 * kv),
-          _mm512_mul_ps(_mm512_mul_ps(pr, _mm512_sub_ps(acc[r][kv], dot)), scale));
+      const V pr = L::load(p + i * W + kLanes * kv);
+      L::store(dst + i * ld + kLanes * kv, L::first(m - kLanes * kv),
+               L::mul(L::mul(pr, L::sub(acc[r][kv], dot)), scale));
     }
   }
 }
 
-// Query rows whose scores are formed together: R·KV accumulators (8, 16, 12 and 16 for KV = 1 to
-// 4), within the 32 registers with the key columns beside them.
+// Query rows whose scores are formed together. AVX-512: R·KV accumulators 8, 16, 12 and 16 for
+// KV = 1 to 4, within the 32 registers with the key columns beside them. AVX2 (16 registers, up
+// to 8 of them a row of 64 keys): at most 12 accumulators, the columns read from L1 as operands.
 template <int KV>
-constexpr int kScoreRows = KV <= 2 ? 8 : 4;
+constexpr int kScoreRows = kLanes == 16 ? (KV <= 2 ? 8 : 4) : std::clamp(12 / KV, 1, 8);
 
 template <int KV>
 void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const float> q,
              Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask, Mat<float> out,
              float* lse) {
-  constexpr int64_t W = 16 * KV;
+  constexpr int64_t W = kLanes * KV;
   float* kt = scratch(0, d * W);
   float* p = scratch(2, n * W);  // P, a row of W per query
   key_columns<KV>(k, m, d, kt);
-  const __m512 scale_v = _mm512_set1_ps(scale);
+  const V scale_v = L::set1(scale);
   // Per group of queries: the scores, then each row's softmax as the tiles take it.
   in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
     constexpr int R = decltype(size)::value;
-    __m512 s[R][KV];
+    V s[R][KV];
     rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, s);
     store_scaled<R, KV>(s, scale_v, p + i0 * W);
     for (int64_t i = i0; i < i0 + R; ++i) lse[i] = softmax_allowed(p + i * W, m, mask, i);
@@ -214,18 +181,18 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
               Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask,
               Mat<const float> out, const float* lse, Mat<const float> dout, Mat<float> dq,
               Mat<float> dk, Mat<float> dv) {
-  constexpr int64_t W = 16 * KV;
+  constexpr int64_t W = kLanes * KV;
   float* kt = scratch(0, d * W);
   float* vt = scratch(1, e * W);
   float* p = scratch(2, n * W);   // P, a row of W per query
   float* ds = scratch(3, n * W);  // scale · dS, likewise
   key_columns<KV>(k, m, d, kt);
   key_columns<KV>(v, m, e, vt);
-  const __m512 scale_v = _mm512_set1_ps(scale);
+  const V scale_v = L::set1(scale);
   // Per group of queries: P again, dP = dout vᵀ, dS = P ∘ (dP − rowsum(dout ∘ out)).
   in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
     constexpr int R = decltype(size)::value;
-    __m512 acc[R][KV];
+    V acc[R][KV];
     rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, acc);
     store_scaled<R, KV>(acc, scale_v, p + i0 * W);
     for (int64_t i = i0; i < i0 + R; ++i) probabilities_again(p + i * W, m, mask, i, lse[i]);
@@ -242,15 +209,15 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
 template <int KV>
 void logits_row(Mat<const float> logits, int64_t i, int64_t m, float* p_row) {
   for (int kv = 0; kv < KV; ++kv)
-    _mm512_store_ps(p_row + 16 * kv, _mm512_maskz_loadu_ps(first_lanes(m - 16 * kv),
-                                                           logits.data + i * logits.ld + 16 * kv));
+    L::store(p_row + kLanes * kv,
+             L::load(logits.data + i * logits.ld + kLanes * kv, L::first(m - kLanes * kv)));
 }
 
 template <int KV>
 void synthesized_forward(int64_t n, int64_t m, int64_t e, Mat<const float> logits,
                          Mat<const float> v, const MaskRows<float>& mask, Mat<float> out,
                          float* lse) {
-  constexpr int64_t W = 16 * KV;
+  constexpr int64_t W = kLanes * KV;
   float* p = scratch(2, n * W);
   for (int64_t i = 0; i < n; ++i) {
     logits_row<KV>(logits, i, m, p + i * W);
@@ -264,7 +231,7 @@ void synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const float> logi
                           Mat<const float> v, const MaskRows<float>& mask, Mat<const float> out,
                           const float* lse, Mat<const float> dout, Mat<float> dlogits,
                           Mat<float> dv) {
-  constexpr int64_t W = 16 * KV;
+  constexpr int64_t W = kLanes * KV;
   float* vt = scratch(1, e * W);
   float* p = scratch(2, n * W);
   key_columns<KV>(v, m, e, vt);
@@ -275,18 +242,19 @@ void synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const float> logi
       logits_row<KV>(logits, i, m, p + i * W);
       probabilities_again(p + i * W, m, mask, i, lse[i]);
     }
-    __m512 acc[R][KV];
+    V acc[R][KV];
     rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
-    store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, _mm512_set1_ps(1.0f), dlogits.data,
+    store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, L::set1(1.0f), dlogits.data,
                               dlogits.ld);  // (· 1: exact, the logits are not scaled)
   });
   weighted_sum_rows(p, 1, W, n, dout, e, dv.data, dv.ld, m);  // dv = Pᵀ dout
 }
 
-// f(std::integral_constant<int, KV>{}) for the KV = ⌈m / 16⌉ registers a row of m keys takes.
+// f(std::integral_constant<int, KV>{}) for the KV = ⌈m / kLanes⌉ registers a row of m keys
+// takes.
 template <typename F>
 void with_key_registers(int64_t m, F&& f) {
-  with_size<1, 4>((m + 15) / 16, f);
+  with_size<1, kMaxKeys / kLanes>((m + kLanes - 1) / kLanes, f);
 }
 
 }  // namespace
@@ -329,10 +297,10 @@ void short_keys_synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const 
 #pragma GCC diagnostic pop
 #endif
 #else
-// Without AVX-512 short_keys_fit says no and nothing calls these; they exist so that the
-// callers, which choose at run time, link on every x86-64 (MIXLAB_NATIVE=OFF, AVX2 machines).
+// Without AVX2 short_keys_fit says no and nothing calls these; they exist so that the callers,
+// which choose at run time, link on every x86-64 (MIXLAB_NATIVE=OFF).
 [[noreturn]] static void no_short_keys(const char* what) {
-  throw Error(std::string(what) + ": the short-keys attention core needs an AVX-512 build");
+  throw Error(std::string(what) + ": the short-keys attention core needs an AVX2 or AVX-512 build");
 }
 void short_keys_forward(int64_t, int64_t, int64_t, int64_t, float, Mat<const float>,
                         Mat<const float>, Mat<const float>, const MaskRows<float>&, Mat<float>,

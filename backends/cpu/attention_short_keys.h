@@ -1,5 +1,6 @@
-// The attention core for items whose row of scores fits four AVX-512 registers (m ≤ 64 keys,
-// float32): the translator's heads (11-12 tokens) and the classifier's (49). Same results as
+// The attention core for items whose row of scores fits in vector registers (m ≤ 64 keys,
+// float32: four AVX-512 registers, eight AVX2 ones): the translator's heads (11-12 tokens) and
+// the classifier's (49). Same results as
 // cpu_attention.cpp's tiles up to float32 rounding (sums in another order); the (b, h) loop, the
 // prefetching and the work split stay there, these take one item.
 #pragma once
@@ -9,11 +10,11 @@
 
 namespace mixlab::cpu {
 
-// The most keys an item may have here: four registers of 16.
+// The most keys an item may have here: four registers of 16 (AVX-512), eight of 8 (AVX2).
 constexpr int64_t kMaxKeys = 64;
 
-// Whether a float32 item of these sizes runs here: on an AVX-512 build, 1 ≤ m ≤ kMaxKeys, heads
-// of d ≥ 1 and e ≥ 1, and a mask (if any) contiguous along the keys (col == 1).
+// Whether a float32 item of these sizes runs here: on an AVX2 or AVX-512 build, 1 ≤ m ≤ kMaxKeys,
+// heads of d ≥ 1 and e ≥ 1, and a mask (if any) contiguous along the keys (col == 1).
 bool short_keys_fit(int64_t m, int64_t d, int64_t e, const MaskRows<float>& mask);
 
 // One item's forward: out [n, e] = softmax(scale·q kᵀ over the allowed keys) v and each row's

@@ -25,8 +25,9 @@
 // backward recomputes the probabilities from them, a tile at a time.
 //
 // Products: float32 items of at most 64 keys (the translator's 11-12 tokens, the classifier's
-// 49) run in AVX-512 registers instead (attention_short_keys.cpp): a row of scores in up to four
-// registers, no call per product, which beat cblas by 1.2-1.5x per call in the step. Longer
+// 49) run in vector registers instead (attention_short_keys.cpp): a row of scores in up to four
+// AVX-512 registers (eight AVX2 ones), no call per product, which beat cblas by 1.2-1.5x per call
+// in the step (AVX2: 1.2-1.65x, session 19). Longer
 // ones, float64 and masks strided along the keys use cblas on the per-(b, h) tiles below (plain
 // compiler-vectorised loops had lost to cblas by 1.3x and 3x, docs/speed.md).
 #include <algorithm>

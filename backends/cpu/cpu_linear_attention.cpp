@@ -7,8 +7,8 @@
 // six broadcast passes over [B, h, N, E]: 16% of the classifier's kernel time. Here an item's S
 // and z live in L1 while its rows stream through once.
 //
-// Every product is a weighted sum of rows (S's row c = Σ_j φ(K)_jc V_j, ...), float32 in AVX-512
-// registers 8 output rows at once (register_sums.h, as the attention core's), other dtypes as
+// Every product is a weighted sum of rows (S's row c = Σ_j φ(K)_jc V_j, ...), float32 in AVX-512 or
+// AVX2 registers 8 output rows at once (register_sums.h, as the attention core's), other dtypes as
 // plain loops over contiguous rows; the two sums that would run across a row instead (dq's
 // Σ_e dnum_e S_ce, dk's Σ_e V_je dS_ce) read S and dS transposed. Each item runs whole on one
 // thread, its sums in a fixed order: results repeat for a given thread count. Nothing is saved
@@ -69,7 +69,7 @@ Sizes sizes_of(const View& q, const View& k, const View& v) {
   return {q.shape[0] * q.shape[1], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]};
 }
 
-#if defined(__AVX512F__)
+#if defined(MIXLAB_HAS_LANES)
 // The float32 item in registers (register_sums.h): every product a weighted sum of rows, 8
 // output rows at once. s: S [d, e]; zs: z [d]; out overwritten.
 void item_forward(Mat<const float> q, Mat<const float> k, Mat<const float> v, int64_t n, int64_t m,
@@ -128,7 +128,7 @@ void CpuBackend::linear_attention(const View& q, const View& k, const View& v, d
         Mat<const T> qm = mat<const T>(q, b, h), km = mat<const T>(k, b, h);
         Mat<const T> vm = mat<const T>(v, b, h);
         Mat<T> om = mat<T>(out, b, h);
-#if defined(__AVX512F__)
+#if defined(MIXLAB_HAS_LANES)
         if constexpr (std::is_same_v<T, float>) {
           item_forward(qm, km, vm, z.n, z.m, z.d, z.e, static_cast<float>(eps), om, s, zs);
           continue;
@@ -161,7 +161,7 @@ void CpuBackend::linear_attention_backward(const View& q, const View& k, const V
       T* st = cpu::thread_scratch<T>(2, block);  // Sᵀ, then dSᵀ
       T* dz = zs + z.d;
       T* dnum = zs + 2 * z.d;  // one query's (the float32 path keeps every query's, and dden)
-#if defined(__AVX512F__)
+#if defined(MIXLAB_HAS_LANES)
       T* rows =
           cpu::thread_scratch<T>(3, static_cast<size_t>(std::max<int64_t>(1, z.n * (z.e + 1))));
 #endif
@@ -171,7 +171,7 @@ void CpuBackend::linear_attention_backward(const View& q, const View& k, const V
         Mat<const T> vm = mat<const T>(v, b, h), om = mat<const T>(out, b, h);
         Mat<const T> gm = mat<const T>(dout, b, h);
         Mat<T> dqm = mat<T>(dq, b, h), dkm = mat<T>(dk, b, h), dvm = mat<T>(dv, b, h);
-#if defined(__AVX512F__)
+#if defined(MIXLAB_HAS_LANES)
         if constexpr (std::is_same_v<T, float>) {
           item_backward(qm, km, vm, om, gm, z.n, z.m, z.d, z.e, static_cast<float>(eps), dqm, dkm,
                         dvm, s, st, zs, dz, rows, rows + z.n * z.e);

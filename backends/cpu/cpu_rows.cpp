@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "backends/cpu/avx2_math.h"
 #include "backends/cpu/avx512_math.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
@@ -28,6 +29,12 @@ void CpuBackend::softmax(const View& x, const View& y, int64_t rows, int64_t col
         if constexpr (std::is_same_v<T, float>)  // in 16-lane registers (avx512_math.h)
           if (!log) {
             cpu::avx512::softmax_row(in, out, cols);
+            continue;
+          }
+#elif defined(__AVX2__) && defined(__FMA__)
+        if constexpr (std::is_same_v<T, float>)  // in 8-lane registers (avx2_math.h)
+          if (!log) {
+            cpu::avx2::softmax_row(in, out, cols);
             continue;
           }
 #endif

@@ -1,16 +1,14 @@
-// Weighted sums of rows in AVX-512 registers, for the per-(batch, head) cores whose products are
-// too small for a cblas call each (attention_short_keys.cpp: the attention and synthesizer cores;
-// cpu_linear_attention.cpp): y's rows = weights · x's rows, 8 output rows at once, one weight
-// broadcast at a time against 16 features. Every sum runs in a fixed order.
+// Weighted sums of rows in vector registers (simd_lanes.h: AVX-512 or AVX2), for the
+// per-(batch, head) cores whose products are too small for a cblas call each
+// (attention_short_keys.cpp: the attention and synthesizer cores; cpu_linear_attention.cpp):
+// y's rows = weights · x's rows, 8 output rows at once, one weight broadcast at a time against a
+// register of features. Every sum runs in a fixed order.
 #pragma once
-#if defined(__AVX512F__)
-#include <immintrin.h>
-
 #include <cstdint>
 #include <type_traits>
 
 #include "backends/cpu/attention_item.h"
-#include "backends/cpu/avx512_math.h"
+#include "backends/cpu/simd_lanes.h"
 
 namespace mixlab::cpu {
 
@@ -38,9 +36,14 @@ void in_groups(int64_t count, F&& f) {
   }
 }
 
-// Output rows of the weighted sums taken together: 8 independent accumulator chains, which keep
-// both FMA ports busy through their 4-cycle latency.
-constexpr int kSumRows = 8;
+#if defined(MIXLAB_HAS_LANES)
+// A block of the weighted sums: kSumRows output rows × kSumColumns registers of features, each
+// weight broadcast once against the block's registers of x's row. AVX-512: 8 × 1, 8 independent
+// accumulator chains, which keep both FMA ports busy through their 4-cycle latency. AVX2: 6 × 2,
+// 12 of its 16 registers (with one register of features per pass, each FMA needed a broadcast
+// of its own, and the loads, not the FMAs, set the pace: the classifier's 49-key items).
+constexpr int kSumRows = Lanes::kWidth == 16 ? 8 : 6;
+constexpr int kSumColumns = Lanes::kWidth == 16 ? 1 : 2;
 
 // y[r, :cols] = Σ_{t < count} w[r·w_row + t·w_step] · x[t, :cols] for R rows of y: a weighted
 // sum of rows of x, weights broadcast one at a time. E.g. over keys (w_row = W, w_step = 1):
@@ -48,16 +51,24 @@ constexpr int kSumRows = 8;
 template <int R>
 void weighted_rows(const float* w, int64_t w_row, int64_t w_step, int64_t count, Mat<const float> x,
                    int64_t cols, float* y, int64_t ldy) {
-  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-    const __mmask16 lanes = avx512::first_lanes(cols - c0);
-    __m512 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  using L = Lanes;
+  constexpr int C = kSumColumns;
+  for (int64_t c0 = 0; c0 < cols; c0 += C * L::kWidth) {
+    L::Mask lanes[C];  // (a register wholly past cols: no lane loaded or stored)
+    for (int c = 0; c < C; ++c) lanes[c] = L::first(cols - c0 - c * L::kWidth);
+    L::V acc[R][C];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) acc[r][c] = L::zero();
     for (int64_t t = 0; t < count; ++t) {
-      const __m512 xt = _mm512_maskz_loadu_ps(lanes, x.data + t * x.ld + c0);
-      for (int r = 0; r < R; ++r)
-        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[r * w_row + t * w_step]), xt, acc[r]);
+      L::V xt[C];
+      for (int c = 0; c < C; ++c) xt[c] = L::load(x.data + t * x.ld + c0 + c * L::kWidth, lanes[c]);
+      for (int r = 0; r < R; ++r) {
+        const L::V weight = L::set1(w[r * w_row + t * w_step]);
+        for (int c = 0; c < C; ++c) acc[r][c] = L::fmadd(weight, xt[c], acc[r][c]);
+      }
     }
-    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy + c0, lanes, acc[r]);
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) L::store(y + r * ldy + c0 + c * L::kWidth, lanes[c], acc[r][c]);
   }
 }
 
@@ -71,5 +82,6 @@ inline void weighted_sum_rows(const float* w, int64_t w_row, int64_t w_step, int
   });
 }
 
-}  // namespace mixlab::cpu
 #endif
+
+}  // namespace mixlab::cpu

@@ -1,41 +1,41 @@
-// What the AVX-512 product kernels (tall_gemm.cpp, long_gemm.cpp) share: a tile of C is R rows
-// × W registers of 16 floats, held in accumulators, and a product's columns are cut into panels
-// of 64 (4 registers) whose last one may be partly filled.
+// What the product kernels (tall_gemm.cpp, long_gemm.cpp) share: a tile of C is R rows × W
+// registers (simd_lanes.h: 16 floats with AVX-512, 8 with AVX2), held in accumulators, and a
+// product's columns are cut into panels of kTileVectors registers (64 or 16 columns) whose last
+// one may be partly filled.
 #pragma once
-#if defined(__AVX512F__)
-#include <immintrin.h>
-
+#include "backends/cpu/simd_lanes.h"
+#if defined(MIXLAB_HAS_LANES)
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 namespace mixlab::cpu {
 
-constexpr int kTileRows = 6;                       // rows of C per tile
-constexpr int kTileVectors = 4;                    // 16-float registers across a panel
-constexpr int64_t kTilePanel = 16 * kTileVectors;  // columns per panel
+constexpr int kTileRows = Lanes::kTileRows;                   // rows of C per tile
+constexpr int kTileVectors = Lanes::kTileVectors;             // registers across a panel
+constexpr int64_t kTilePanel = Lanes::kWidth * kTileVectors;  // columns per panel
 
 // The registers of a product's panels: every one of a full panel, and those of the last panel
 // (tail_vectors of them hold columns, the last one masked).
 struct PanelMasks {
   explicit PanelMasks(int64_t n) {
     panels = (n + kTilePanel - 1) / kTilePanel;
-    const int64_t tail = n - (panels - 1) * kTilePanel;  // 1..64 columns
-    tail_vectors = static_cast<int>((tail + 15) / 16);
+    const int64_t tail = n - (panels - 1) * kTilePanel;  // 1..kTilePanel columns
+    tail_vectors = static_cast<int>((tail + Lanes::kWidth - 1) / Lanes::kWidth);
     for (int w = 0; w < kTileVectors; ++w) {
-      full[w] = 0xffff;
-      const int64_t cols = std::clamp<int64_t>(tail - 16 * w, 0, 16);
-      last[w] = static_cast<__mmask16>((1u << cols) - 1u);
+      full[w] = Lanes::all();
+      last[w] = Lanes::first(tail - Lanes::kWidth * w);
     }
   }
   int64_t panels;
   int tail_vectors;
-  __mmask16 full[kTileVectors], last[kTileVectors];
+  Lanes::Mask full[kTileVectors], last[kTileVectors];
 };
 
-// C[0..R, 0..16·W) (masked by `masks` on the right) = alpha · A · panel, then + C (add_to_c), or
-// + beta·C. The panel holds k rows of 64 floats (aligned); a(r, p) is A's element in row r of the
-// tile at step p, wherever the caller keeps it. Per step: W loads of the panel's row and R
+// C[0..R, 0..kWidth·W) (masked by `masks` on the right) = alpha · A · panel, then + C (add_to_c),
+// or
+// + beta·C. The panel holds k rows of kTilePanel floats (aligned); a(r, p) is A's element in row r
+// of the tile at step p, wherever the caller keeps it. Per step: W loads of the panel's row and R
 // broadcasts feed R·W fused multiply-adds into accumulators that stay in registers.
 //
 // Lines to prefetch (optional): one per step, so the caller's data for later tiles arrives
@@ -81,32 +81,33 @@ class Prefetcher {
 
 template <int R, int W, class ElementOfA>
 inline void multiply_tile(const ElementOfA& a, const float* panel, int64_t k, float* c, int64_t ldc,
-                          const __mmask16* masks, float alpha, float beta, bool add_to_c,
+                          const Lanes::Mask* masks, float alpha, float beta, bool add_to_c,
                           LinesAhead ahead = {}, LinesAhead then_ahead = {}) {
-  __m512 acc[R][W];
+  using L = Lanes;
+  typename L::V acc[R][W];
   for (int r = 0; r < R; ++r)
-    for (int w = 0; w < W; ++w) acc[r][w] = _mm512_setzero_ps();
+    for (int w = 0; w < W; ++w) acc[r][w] = L::zero();
   Prefetcher prefetch(ahead, then_ahead);
   const int64_t prefetches = ahead.count + then_ahead.count;
   for (int64_t p = 0; p < k; ++p) {
     if (p < prefetches) prefetch.step();
-    __m512 bv[W];
-    for (int w = 0; w < W; ++w) bv[w] = _mm512_load_ps(panel + p * kTilePanel + 16 * w);
+    typename L::V bv[W];
+    for (int w = 0; w < W; ++w) bv[w] = L::load(panel + p * kTilePanel + L::kWidth * w);
     for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(a(r, p));
-      for (int w = 0; w < W; ++w) acc[r][w] = _mm512_fmadd_ps(av, bv[w], acc[r][w]);
+      const typename L::V av = L::set1(a(r, p));
+      for (int w = 0; w < W; ++w) acc[r][w] = L::fmadd(av, bv[w], acc[r][w]);
     }
   }
-  const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
+  const typename L::V alpha_v = L::set1(alpha), beta_v = L::set1(beta);
   for (int r = 0; r < R; ++r)
     for (int w = 0; w < W; ++w) {
-      float* dst = c + r * ldc + 16 * w;
-      __m512 v = _mm512_mul_ps(acc[r][w], alpha_v);
+      float* dst = c + r * ldc + L::kWidth * w;
+      typename L::V v = L::mul(acc[r][w], alpha_v);
       if (add_to_c)
-        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(masks[w], dst));
+        v = L::add(v, L::load(dst, masks[w]));
       else if (beta != 0.0f)  // beta 0: C is not read (it may hold anything, NaN included)
-        v = _mm512_fmadd_ps(beta_v, _mm512_maskz_loadu_ps(masks[w], dst), v);
-      _mm512_mask_storeu_ps(dst, masks[w], v);
+        v = L::fmadd(beta_v, L::load(dst, masks[w]), v);
+      L::store(dst, masks[w], v);
     }
 }
 
@@ -117,39 +118,27 @@ inline float* aligned_scratch(std::vector<float>& buffer, int64_t floats) {
   return buffer.data() + (16 - (reinterpret_cast<uintptr_t>(buffer.data()) / 4) % 16) % 16;
 }
 
-// Kernel<R, W>::run for 1 ≤ rows ≤ 6 and 1 ≤ vectors ≤ 4 (the edges of C get smaller tiles,
-// each with its accumulators in registers). Each kernel needs a name of its own, even inside an
-// anonymous namespace: GCC gives tile_of<Kernel> external linkage, so two files' `Tile` would
-// share one instance of it (and one would call the other's kernels).
-template <template <int, int> class Kernel, int R>
+// Kernel<R, W>::run for 1 ≤ rows ≤ kTileRows and 1 ≤ vectors ≤ kTileVectors (the edges of C get
+// smaller tiles, each with its accumulators in registers). Each kernel needs a name of its own,
+// even inside an anonymous namespace: GCC gives tile_of<Kernel> external linkage, so two files'
+// `Tile` would share one instance of it (and one would call the other's kernels).
+template <template <int, int> class Kernel, int R, int W = 1>
 auto tile_of_width(int vectors) {
-  switch (vectors) {
-    case 1:
-      return &Kernel<R, 1>::run;
-    case 2:
-      return &Kernel<R, 2>::run;
-    case 3:
-      return &Kernel<R, 3>::run;
-    default:
-      return &Kernel<R, kTileVectors>::run;
+  if constexpr (W < kTileVectors) {
+    if (vectors <= W) return &Kernel<R, W>::run;
+    return tile_of_width<Kernel, R, W + 1>(vectors);
+  } else {
+    return &Kernel<R, W>::run;
   }
 }
 
-template <template <int, int> class Kernel>
+template <template <int, int> class Kernel, int R = 1>
 auto tile_of(int rows, int vectors) {
-  switch (rows) {
-    case 1:
-      return tile_of_width<Kernel, 1>(vectors);
-    case 2:
-      return tile_of_width<Kernel, 2>(vectors);
-    case 3:
-      return tile_of_width<Kernel, 3>(vectors);
-    case 4:
-      return tile_of_width<Kernel, 4>(vectors);
-    case 5:
-      return tile_of_width<Kernel, 5>(vectors);
-    default:
-      return tile_of_width<Kernel, kTileRows>(vectors);
+  if constexpr (R < kTileRows) {
+    if (rows <= R) return tile_of_width<Kernel, R>(vectors);
+    return tile_of<Kernel, R + 1>(rows, vectors);
+  } else {
+    return tile_of_width<Kernel, R>(vectors);
   }
 }
 

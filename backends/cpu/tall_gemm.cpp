@@ -1,18 +1,23 @@
-// The tall product (tall_gemm.h). B is packed into panels of 64 columns, each k rows of 64
-// floats, zero past n. A tile of 6 rows × 64 columns of C keeps 24 accumulators in AVX-512
-// registers: per step along k, 4 loads of the panel's row and 6 broadcasts of A's elements feed
-// 24 fused multiply-adds. Each thread takes whole blocks of 6 rows and runs them across every
-// panel, so its 6 rows of A stay in L1 while the panels (at most 1 MB) stream from L2. Each tile
-// prefetches, a line per step, the lines of C (and of the epilogue's aux) that the next block
-// will write: a product's output (12.8 MB for the classifier's FFN) is rarely in cache, and a
-// store to a line that is not has to read it from memory first, with the FMAs waiting. In the
-// classifier's training step the FFN's products took 6-17% less time with it (session 14). GELU's
-// slope (BiasGeluSlope), read only by the backward, is streamed out from a block in L1 instead.
+// The tall product (tall_gemm.h). B is packed into panels of kTilePanel columns, each k rows of
+// kTilePanel floats, zero past n. A tile of C keeps its accumulators in registers
+// (register_tile.h): with AVX-512, 6 rows × 64 columns in 24 registers, per step along k 4 loads
+// of the panel's row and 6 broadcasts of A's elements feed 24 fused multiply-adds; with AVX2,
+// 6 rows × 16 columns in 12 registers (2 loads, 6 broadcasts, 12 FMAs). Each thread takes whole
+// blocks of 6 rows and runs them across every panel, so its 6 rows of A stay in L1 while the
+// panels (at most 1 MB) stream from L2. Each tile prefetches, a line per step, the lines of C (and
+// of the epilogue's aux) that the next block will write: a product's output (12.8 MB for the
+// classifier's FFN) is rarely in cache, and a store to a line that is not has to read it from
+// memory first, with the FMAs waiting. In the classifier's training step the FFN's products took
+// 6-17% less time with it (session 14). GELU's slope (BiasGeluSlope), read only by the backward,
+// is streamed out from a block in L1 instead.
 //
-// Measured against OpenBLAS 0.3.21 (SkylakeX kernels) in the same binary (MIXLAB_TALL_GEMM=0),
-// one thread, best of 20, 2 vCPUs of a Xeon with AVX-512 (session 11): 1.11-1.38x as fast on the
+// Measured against OpenBLAS 0.3.21 in the same binary (MIXLAB_TALL_GEMM=0), one thread: on 2
+// vCPUs of a Xeon with AVX-512 (SkylakeX kernels, session 11), 1.11-1.38x as fast on the
 // classifier's and both translators' shapes, 208-227 GFLOP/s (OpenBLAS 162-195, PyTorch's MKL
-// 206-220); 1.02-1.30x on 2 threads. docs/speed.md has the table.
+// 206-220), 1.02-1.30x on 2 threads; on 2 vCPUs of an AMD EPYC Zen 3 with AVX2 (Zen kernels,
+// session 19), 1.03-1.09x on the classifier's forward shapes (bench_matmul), and 2-5% off the
+// training step (no pass of OpenBLAS's own to zero C, the epilogue on rows still in L1).
+// docs/speed.md has the tables.
 #include "backends/cpu/tall_gemm.h"
 
 #include <algorithm>
@@ -29,7 +34,7 @@
 
 namespace mixlab::cpu {
 
-#if defined(__AVX512F__)
+#if defined(MIXLAB_HAS_LANES)
 namespace {
 
 constexpr int kRows = kTileRows;
@@ -50,14 +55,16 @@ bool enabled() {
   return on;
 }
 
-// B's panels: panel j holds op(B)'s columns [64j, 64j + 64) as k rows of 64 floats, zero past
-// n. Packed 16 columns at a time (one register's width of a panel row), split over the pool:
-// stored transposed (a weight W for X Wᵀ), those 16 columns are 16 rows of b read side by side.
+// B's panels: panel j holds op(B)'s columns [j·kPanel, (j + 1)·kPanel) as k rows of kPanel
+// floats, zero past n. Packed one register's width of a panel row (kWidth columns) at a time,
+// split over the pool: stored transposed (a weight W for X Wᵀ), those columns are rows of b read
+// side by side.
 void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, float* out) {
-  const int64_t groups = (n + 15) / 16;
-  parallel_for(groups, rows_per_task(16 * k), [&](int64_t g0, int64_t g1) {
+  constexpr int64_t kGroup = Lanes::kWidth;
+  const int64_t groups = (n + kGroup - 1) / kGroup;
+  parallel_for(groups, rows_per_task(kGroup * k), [&](int64_t g0, int64_t g1) {
     for (int64_t grp = g0; grp < g1; ++grp) {
-      const int64_t col0 = grp * 16, cols = std::min<int64_t>(16, n - col0);
+      const int64_t col0 = grp * kGroup, cols = std::min<int64_t>(kGroup, n - col0);
       float* dst = out + (col0 / kPanel) * k * kPanel + col0 % kPanel;
       for (int64_t p = 0; p < k; ++p) {
         float* row = dst + p * kPanel;
@@ -66,19 +73,19 @@ void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, flo
           for (; c < cols; ++c) row[c] = b[(col0 + c) * ldb + p];
         else
           for (; c < cols; ++c) row[c] = b[p * ldb + col0 + c];
-        for (; c < 16; ++c) row[c] = 0.0f;
+        for (; c < kGroup; ++c) row[c] = 0.0f;
       }
     }
   });
-  // The last panel's registers past n's last group of 16 are never loaded (TallTile<R, W> with
-  // W = the groups that hold columns), so they need no zeros.
+  // The last panel's registers past n's last group are never loaded (TallTile<R, W> with W = the
+  // groups that hold columns), so they need no zeros.
 }
 
-// C[0..R, 0..16·W) = alpha·A·panel + beta·C, A's rows read where they are.
+// C[0..R, 0..kWidth·W) = alpha·A·panel + beta·C, A's rows read where they are.
 template <int R, int W>
 struct TallTile {
   static void run(const float* a, int64_t lda, const float* panel, int64_t k, float* c, int64_t ldc,
-                  const __mmask16* masks, float alpha, float beta, LinesAhead c_ahead,
+                  const Lanes::Mask* masks, float alpha, float beta, LinesAhead c_ahead,
                   LinesAhead aux_ahead) {
     const auto element = [a, lda](int r, int64_t p) { return a[r * lda + p]; };
     multiply_tile<R, W>(element, panel, k, c, ldc, masks, alpha, beta, false, c_ahead, aux_ahead);
@@ -163,7 +170,7 @@ void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {
   });
 }
 
-#else  // no AVX-512 in this build: OpenBLAS multiplies everything
+#else  // neither AVX-512 nor AVX2 in this build: OpenBLAS multiplies everything
 
 bool tall_gemm_fits(const GemmArgs&) { return false; }
 void tall_gemm(const GemmArgs&, int64_t, const TallEpilogue*) {}

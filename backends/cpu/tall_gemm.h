@@ -12,7 +12,7 @@
 namespace mixlab::cpu {
 
 // Whether tall_gemm takes this product: float32, A not transposed, 256 ≤ m, 16 ≤ n, k ≤ 1024,
-// and a build with AVX-512 (without it, always false: OpenBLAS multiplies).
+// and a build with AVX-512 or AVX2 (without, always false: OpenBLAS multiplies).
 bool tall_gemm_fits(const GemmArgs& g);
 
 // gemm_epilogue's pass (backends/kernels.def) on C's rows: bias [n] (or null), aux [m, n].

@@ -1,0 +1,18 @@
+// Compiled with the CPU kernels' flags (cmake/layers.cmake), so the answer is theirs.
+#include "backends/cpu/kernel_registers.h"
+
+#include "backends/cpu/simd_lanes.h"
+
+namespace mixlab::cpu {
+
+const char* kernel_registers() {
+#if defined(__AVX512F__)
+  return "AVX-512";
+#elif defined(MIXLAB_HAS_LANES)
+  return "AVX2";
+#else
+  return "generic";
+#endif
+}
+
+}  // namespace mixlab::cpu

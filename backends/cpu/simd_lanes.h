@@ -1,0 +1,160 @@
+// One vector register of float32 lanes, under the names the register kernels use (the product
+// tiles of register_tile.h, the attention cores of attention_short_keys.cpp, register_sums.h):
+// AVX-512's 16 lanes (Lanes512) or AVX2's 8 (Lanes256), so that each kernel is written once and
+// compiled for the widest registers the build has. `Lanes` is that one; MIXLAB_HAS_LANES says
+// there is one (AVX2 with FMA at least). Session 17's AMD Zen 3 machine had AVX2 only, and every
+// kernel then written for AVX-512 alone fell back to OpenBLAS or to scalar-ish loops there.
+//
+// Each also says what its register file holds: the tile of C a product kernel keeps in
+// accumulators (kTileRows × kTileVectors registers, with the panel's registers and a broadcast
+// beside them: 24 + 4 + 1 of AVX-512's 32, 12 + 2 + 1 of AVX2's 16).
+#pragma once
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define MIXLAB_HAS_LANES 1
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#if defined(__AVX512F__)
+#include "backends/cpu/avx512_math.h"
+#endif
+
+namespace mixlab::cpu {
+
+#if defined(__AVX512F__)
+struct Lanes512 {
+  using V = __m512;
+  using Mask = __mmask16;  // which lanes a load or store touches
+  static constexpr int kWidth = 16;
+  static constexpr int kTileRows = 6, kTileVectors = 4;
+
+  static Mask first(int64_t n) { return avx512::first_lanes(std::max<int64_t>(n, 0)); }
+  static Mask all() { return 0xffff; }
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_load_ps(p); }  // p on 64 bytes
+  static void store(float* p, V v) { _mm512_store_ps(p, v); }
+  static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  // Masked: the lanes outside `m` read as 0 and are left unwritten (no fault past an array).
+  static V load(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  // a · b rounded to float32 here, never fused by the compiler into a later add (GCC contracts
+  // intrinsics under its default -ffp-contract=fast).
+  static V mul_rounded(V a, V b) {
+    return _mm512_mul_round_ps(a, b, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static float sum(V v) { return _mm512_reduce_add_ps(v); }
+
+  // out[c] lane r = rows[r] lane c. Four rounds of shuffles (64 in all): pairs of rows
+  // interleaved, then pairs of pairs, then 128-bit lanes twice.
+  static void transpose(const V (&rows)[16], V (&out)[16]) {
+    V a[16], b[16], c[16];
+    for (int i = 0; i < 16; i += 2) {
+      a[i] = _mm512_unpacklo_ps(rows[i], rows[i + 1]);
+      a[i + 1] = _mm512_unpackhi_ps(rows[i], rows[i + 1]);
+    }
+    // b[4i + k], 128-bit lane L: column 4L + k of rows 4i .. 4i + 3.
+    for (int i = 0; i < 16; i += 4) {
+      const __m512d a0 = _mm512_castps_pd(a[i]), a1 = _mm512_castps_pd(a[i + 1]);
+      const __m512d a2 = _mm512_castps_pd(a[i + 2]), a3 = _mm512_castps_pd(a[i + 3]);
+      b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+      b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+      b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+      b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    }
+    // c[8h + k]: columns k, 8 + k (0x88) or 4 + k, 12 + k (0xdd) of rows 8h .. 8h + 7.
+    for (int h = 0; h < 2; ++h)
+      for (int k = 0; k < 4; ++k) {
+        c[8 * h + k] = _mm512_shuffle_f32x4(b[8 * h + k], b[8 * h + 4 + k], 0x88);
+        c[8 * h + 4 + k] = _mm512_shuffle_f32x4(b[8 * h + k], b[8 * h + 4 + k], 0xdd);
+      }
+    for (int k = 0; k < 4; ++k) {
+      out[k] = _mm512_shuffle_f32x4(c[k], c[8 + k], 0x88);
+      out[8 + k] = _mm512_shuffle_f32x4(c[k], c[8 + k], 0xdd);
+      out[4 + k] = _mm512_shuffle_f32x4(c[4 + k], c[12 + k], 0x88);
+      out[12 + k] = _mm512_shuffle_f32x4(c[4 + k], c[12 + k], 0xdd);
+    }
+  }
+};
+using Lanes = Lanes512;
+
+#else
+struct Lanes256 {
+  using V = __m256;
+  // AVX2 masks are vectors (vmaskmovps); `whole` lets a full register take a plain load or
+  // store, which vmaskmovps is several times slower than (its store especially, on AMD).
+  struct Mask {
+    __m256i bits;
+    bool whole;
+  };
+  static constexpr int kWidth = 8;
+  static constexpr int kTileRows = 6, kTileVectors = 2;
+
+  static Mask first(int64_t n) {
+    const int lanes = static_cast<int>(std::clamp<int64_t>(n, 0, 8));
+    const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return {_mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), index), lanes == 8};
+  }
+  static Mask all() { return first(8); }
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V load(const float* p) { return _mm256_load_ps(p); }  // p on 32 bytes
+  static void store(float* p, V v) { _mm256_store_ps(p, v); }
+  static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static V load(const float* p, Mask m) {
+    return m.whole ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m.bits);
+  }
+  static void store(float* p, Mask m, V v) {
+    if (m.whole)
+      _mm256_storeu_ps(p, v);
+    else
+      _mm256_maskstore_ps(p, m.bits, v);
+  }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  // The empty asm hides the product from the optimiser, which can then not fuse it into an add.
+  static V mul_rounded(V a, V b) {
+    V product = _mm256_mul_ps(a, b);
+    __asm__("" : "+x"(product));
+    return product;
+  }
+  static float sum(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+
+  // out[c] lane r = rows[r] lane c: pairs of rows interleaved, then pairs of pairs (columns c
+  // and c + 4 of 4 rows), then the 128-bit halves of rows 0-3 and 4-7 joined.
+  static void transpose(const V (&rows)[8], V (&out)[8]) {
+    V a[8], b[8];
+    for (int i = 0; i < 8; i += 2) {
+      a[i] = _mm256_unpacklo_ps(rows[i], rows[i + 1]);
+      a[i + 1] = _mm256_unpackhi_ps(rows[i], rows[i + 1]);
+    }
+    // b[4h + k]: column k (low half) and k + 4 (high half) of rows 4h .. 4h + 3.
+    for (int h = 0; h < 8; h += 4) {
+      b[h] = _mm256_shuffle_ps(a[h], a[h + 2], 0x44);
+      b[h + 1] = _mm256_shuffle_ps(a[h], a[h + 2], 0xee);
+      b[h + 2] = _mm256_shuffle_ps(a[h + 1], a[h + 3], 0x44);
+      b[h + 3] = _mm256_shuffle_ps(a[h + 1], a[h + 3], 0xee);
+    }
+    for (int k = 0; k < 4; ++k) {
+      out[k] = _mm256_permute2f128_ps(b[k], b[4 + k], 0x20);
+      out[4 + k] = _mm256_permute2f128_ps(b[k], b[4 + k], 0x31);
+    }
+  }
+};
+using Lanes = Lanes256;
+#endif
+
+}  // namespace mixlab::cpu
+#endif
