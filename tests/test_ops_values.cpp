@@ -1,5 +1,7 @@
 // Forward values against hand-computed or closed-form results.
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "backends/backend.h"
@@ -21,6 +23,38 @@ TEST_CASE("values: softmax rows sum to 1 and log_softmax matches log(softmax)") 
   auto lp = log_softmax(x).to_double_vector();
   for (size_t i = 0; i < p.size(); ++i)
     CHECK(std::exp(lp[i]) == doctest::Approx(p[i]).epsilon(1e-5));
+}
+
+// The float32 softmax rows run in AVX-512 or AVX2 registers where the kernels have them
+// (avx512_math.h, avx2_math.h): every length up to 40 covers whole registers and every tail of
+// both widths. Against double: logits up to ±2e4 apart, keys at -inf (probability 0), a row of
+// one finite key among -inf ones (probability 1), and a NaN, which makes its row NaN (as the
+// portable loop does: the maximum skips it, its exp does not).
+TEST_CASE("values: softmax rows of every length up to 40 agree with double; -inf and NaN") {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t cols = 1; cols <= 40; ++cols) {
+    INFO(cols << " columns");
+    std::vector<float> x = rand32({4, cols}, 300 + cols).to_float_vector();
+    for (int64_t c = 0; c < cols; ++c) {
+      x[static_cast<size_t>(c)] *= 1e4f;                        // row 0: far apart
+      if (c % 3 == 1) x[static_cast<size_t>(cols + c)] = -inf;  // row 1: some keys at -inf
+      if (c > 0) x[static_cast<size_t>(2 * cols + c)] = -inf;   // row 2: one finite key
+    }
+    x[static_cast<size_t>(3 * cols + cols / 2)] = NAN;  // row 3: a NaN
+    Tensor p = softmax(Tensor::from_data(x, {4, cols}));
+    const std::vector<float> got = p.to_float_vector();
+    for (int64_t r = 0; r < 3; ++r) {
+      double hi = -INFINITY, total = 0;
+      for (int64_t c = 0; c < cols; ++c) hi = std::max(hi, double(x[size_t(r * cols + c)]));
+      for (int64_t c = 0; c < cols; ++c) total += std::exp(double(x[size_t(r * cols + c)]) - hi);
+      for (int64_t c = 0; c < cols; ++c) {
+        const double want = std::exp(double(x[size_t(r * cols + c)]) - hi) / total;
+        INFO("row " << r << " column " << c);
+        CHECK(std::abs(got[size_t(r * cols + c)] - want) <= 1e-6 + 2e-6 * want);
+      }
+    }
+    for (int64_t c = 0; c < cols; ++c) CHECK(std::isnan(got[size_t(3 * cols + c)]));
+  }
 }
 
 TEST_CASE("values: layer_norm output has mean 0 and variance 1") {

@@ -12,7 +12,7 @@
 //   - each row, scaled and stored in L1, takes the tiles' own softmax (attention_item.h), so
 //     both paths give a row the same probabilities and log-sum-exp;
 //   - weighted sums of key rows (P v, dS k) and of query rows (Pᵀ dout, dSᵀ q) broadcast one
-//     weight at a time against a register of features, 8 output rows at once.
+//     weight at a time against registers of features, a block of output rows at once.
 // The synthesizers' core (logits given) takes the same pieces: each row of logits is stored in
 // L1 as the scaled scores are, dP = dout vᵀ is rows against the values' columns, and dlogits is
 // written from the registers.

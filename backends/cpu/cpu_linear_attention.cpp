@@ -7,13 +7,13 @@
 // six broadcast passes over [B, h, N, E]: 16% of the classifier's kernel time. Here an item's S
 // and z live in L1 while its rows stream through once.
 //
-// Every product is a weighted sum of rows (S's row c = Σ_j φ(K)_jc V_j, ...), float32 in AVX-512 or
-// AVX2 registers 8 output rows at once (register_sums.h, as the attention core's), other dtypes as
-// plain loops over contiguous rows; the two sums that would run across a row instead (dq's
-// Σ_e dnum_e S_ce, dk's Σ_e V_je dS_ce) read S and dS transposed. Each item runs whole on one
-// thread, its sums in a fixed order: results repeat for a given thread count. Nothing is saved
-// between forward and backward: S and z are formed again (one item's M·D·E multiply-adds, a fifth
-// of the backward's).
+// Every product is a weighted sum of rows (S's row c = Σ_j φ(K)_jc V_j, ...), float32 in AVX-512
+// or AVX2 registers a block of output rows at once (register_sums.h, as the attention core's),
+// other dtypes as plain loops over contiguous rows; the two sums that would run across a row
+// instead (dq's Σ_e dnum_e S_ce, dk's Σ_e V_je dS_ce) read S and dS transposed. Each item runs
+// whole on one thread, its sums in a fixed order: results repeat for a given thread count. Nothing
+// is saved between forward and backward: S and z are formed again (one item's M·D·E multiply-adds,
+// a fifth of the backward's).
 #include <algorithm>
 #include <type_traits>
 #include <vector>

@@ -1,8 +1,8 @@
 // Weighted sums of rows in vector registers (simd_lanes.h: AVX-512 or AVX2), for the
 // per-(batch, head) cores whose products are too small for a cblas call each
 // (attention_short_keys.cpp: the attention and synthesizer cores; cpu_linear_attention.cpp):
-// y's rows = weights · x's rows, 8 output rows at once, one weight broadcast at a time against a
-// register of features. Every sum runs in a fixed order.
+// y's rows = weights · x's rows, a block of output rows at once (kSumRows), one weight broadcast
+// at a time against registers of features. Every sum runs in a fixed order.
 #pragma once
 #include <cstdint>
 #include <type_traits>

@@ -32,11 +32,11 @@ struct PanelMasks {
   Lanes::Mask full[kTileVectors], last[kTileVectors];
 };
 
-// C[0..R, 0..kWidth·W) (masked by `masks` on the right) = alpha · A · panel, then + C (add_to_c),
-// or
-// + beta·C. The panel holds k rows of kTilePanel floats (aligned); a(r, p) is A's element in row r
-// of the tile at step p, wherever the caller keeps it. Per step: W loads of the panel's row and R
-// broadcasts feed R·W fused multiply-adds into accumulators that stay in registers.
+// C[0..R, 0..kWidth·W) (masked by `masks` on the right) = alpha · A · panel, then + C
+// (add_to_c), or + beta·C. The panel holds k rows of kTilePanel floats (aligned); a(r, p) is A's
+// element in row r of the tile at step p, wherever the caller keeps it. Per step: W loads of the
+// panel's row and R broadcasts feed R·W fused multiply-adds into accumulators that stay in
+// registers.
 //
 // Lines to prefetch (optional): one per step, so the caller's data for later tiles arrives
 // while this one computes, a line at a time (a burst of prefetches would wait for free fill
@@ -84,25 +84,25 @@ inline void multiply_tile(const ElementOfA& a, const float* panel, int64_t k, fl
                           const Lanes::Mask* masks, float alpha, float beta, bool add_to_c,
                           LinesAhead ahead = {}, LinesAhead then_ahead = {}) {
   using L = Lanes;
-  typename L::V acc[R][W];
+  L::V acc[R][W];
   for (int r = 0; r < R; ++r)
     for (int w = 0; w < W; ++w) acc[r][w] = L::zero();
   Prefetcher prefetch(ahead, then_ahead);
   const int64_t prefetches = ahead.count + then_ahead.count;
   for (int64_t p = 0; p < k; ++p) {
     if (p < prefetches) prefetch.step();
-    typename L::V bv[W];
+    L::V bv[W];
     for (int w = 0; w < W; ++w) bv[w] = L::load(panel + p * kTilePanel + L::kWidth * w);
     for (int r = 0; r < R; ++r) {
-      const typename L::V av = L::set1(a(r, p));
+      const L::V av = L::set1(a(r, p));
       for (int w = 0; w < W; ++w) acc[r][w] = L::fmadd(av, bv[w], acc[r][w]);
     }
   }
-  const typename L::V alpha_v = L::set1(alpha), beta_v = L::set1(beta);
+  const L::V alpha_v = L::set1(alpha), beta_v = L::set1(beta);
   for (int r = 0; r < R; ++r)
     for (int w = 0; w < W; ++w) {
       float* dst = c + r * ldc + L::kWidth * w;
-      typename L::V v = L::mul(acc[r][w], alpha_v);
+      L::V v = L::mul(acc[r][w], alpha_v);
       if (add_to_c)
         v = L::add(v, L::load(dst, masks[w]));
       else if (beta != 0.0f)  // beta 0: C is not read (it may hold anything, NaN included)
