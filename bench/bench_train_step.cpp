@@ -10,6 +10,7 @@
 //   build/bench_train_step [--task translate|classify] [--mixer NAME] [--threads N] [--dim D]
 //       [--layers L] [--batch B] [--len T] [--patch P] [--images FILE] [--dropout R] [--steps K]
 //   build/bench_train_step --list-mixers      # the mixers the speed table covers, one a line
+//   build/bench_train_step --kernels          # the CPU kernels' registers: AVX-512, AVX2, generic
 //
 // --dump-model FILE (classifier): before training, writes the model's initial parameters and
 // buffers and its logits on the batch, so that bench/vs_torch.py can load them into its PyTorch
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "backends/cpu/kernel_registers.h"
 #include "backends/cpu/openblas_kernels.h"
 #include "core/parallel.h"
 #include "nn/mixer_registry.h"
@@ -154,6 +156,10 @@ int main(int argc, char** argv) {
     std::string flag = argv[i];
     if (flag == "--list-mixers") {
       list_mixers();
+      return 0;
+    }
+    if (flag == "--kernels") {  // for the speed table's header: the width decides the speed
+      std::printf("%s\n", cpu::kernel_registers());
       return 0;
     }
     if (i + 1 >= argc) return usage_error(flag + " needs a value");

@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vs_torch  # noqa: E402
 
 QUICK_MIXERS = ["attention", "fnet"]
+
+
+def kernel_registers(build):
+    """The vector registers mixlab's CPU kernels were built for (AVX-512, AVX2 or generic), which
+    decide its speed as much as the CPU does; None if bench_train_step cannot say."""
+    try:
+        out = subprocess.run([os.path.join(build, "bench_train_step"), "--kernels"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    answer = out.stdout.strip()
+    return answer if out.returncode == 0 and re.fullmatch(r"[\w-]+", answer) else None
 
 
 def registered_mixers(build):
@@ -131,7 +144,9 @@ def main():
             cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
     except (OSError, StopIteration):
         pass
+    registers = kernel_registers(args.build)
     print(f"# mixlab vs PyTorch {version} eager, {cpu}, {os.cpu_count()} CPUs"
+          f"{f', mixlab CPU kernels {registers}' if registers else ''}"
           f"{' (--quick: tiny sizes, numbers not meaningful)' if args.quick else ''}")
     with tempfile.TemporaryDirectory() as tmp:
         failures = check_same_models(args, tmp) if args.quick or args.check_only else 0
