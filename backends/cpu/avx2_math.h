@@ -18,31 +18,21 @@
 #include <limits>
 
 #include "backends/cpu/fast_math.h"
+#include "backends/cpu/simd_lanes.h"
 
 namespace mixlab::cpu::avx2 {
 
-// Lanes [0, left) of an 8-lane register, as a vmaskmovps mask.
-inline __m256i first_lanes(int64_t left) {
-  const int lanes = left >= 8 ? 8 : (left <= 0 ? 0 : static_cast<int>(left));
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+using L = Lanes256;
 
-// p[0, left) into a register (0 in the lanes beyond), and back: a plain load or store when all
-// 8 lanes are in (vmaskmovps is several times slower, its store especially, on AMD).
-inline __m256 load_first(const float* p, int64_t left) {
-  return left >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, first_lanes(left));
-}
-inline void store_first(float* p, int64_t left, __m256 v) {
-  if (left >= 8)
-    _mm256_storeu_ps(p, v);
-  else
-    _mm256_maskstore_ps(p, first_lanes(left), v);
-}
+// p[0, left) into a register (0 in the lanes beyond), and back (simd_lanes.h: a plain load or
+// store when all 8 lanes are in).
+inline __m256 load_first(const float* p, int64_t left) { return L::load(p, L::first(left)); }
+inline void store_first(float* p, int64_t left, __m256 v) { L::store(p, L::first(left), v); }
 
 // The lanes of keys [i, i + 8) of a row of m that exist and are allowed (`allowed`: a row of
 // m floats, nonzero = allowed; null: every key), as a mask of all-ones lanes.
 inline __m256 allowed_lanes(const float* allowed, int64_t i, int64_t m) {
-  if (!allowed) return _mm256_castsi256_ps(first_lanes(m - i));
+  if (!allowed) return _mm256_castsi256_ps(L::first(m - i).bits);
   const __m256 marks = load_first(allowed + i, m - i);  // 0 past m
   return _mm256_cmp_ps(marks, _mm256_setzero_ps(), _CMP_NEQ_UQ);
 }
@@ -68,13 +58,7 @@ inline __m256 exp_of(__m256 y) {
   return _mm256_mul_ps(_mm256_mul_ps(p, low), high);
 }
 
-// Σ and max of a register's lanes.
-inline float lane_sum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+// The largest of a register's lanes.
 inline float lane_max(__m256 v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -106,7 +90,7 @@ inline float softmax_row(const float* x, float* s, int64_t m, const float* allow
     store_first(s + i, m - i, e);
     total_v = _mm256_add_ps(total_v, e);
   }
-  const float total = lane_sum(total_v);
+  const float total = L::sum(total_v);
   const __m256 inv = _mm256_set1_ps(1.0f / total);
   for (int64_t i = 0; i < m; i += 8)
     store_first(s + i, m - i, _mm256_mul_ps(load_first(s + i, m - i), inv));
