@@ -1188,10 +1188,11 @@ void add_attention_cases(std::vector<OpCase>& t) {
   }
 
   // Rows of scores in registers (attention_short_keys.cpp): 16 keys fill one AVX-512 register
-  // (two of AVX2), 17 and 40 start a second and a third (a third and a fifth), 64 fill four
-  // (eight); 65 keys take the tiles. 13 query rows
-  // are groups of 7 and 6 (or 5, 4 and 4); widths 20 and 36 end in partial registers. Causal over
-  // padded keys, with a query row that sees no key (item 0's keys up to query 0's last padded).
+  // (two of AVX2), 17 and 40 start a second and a third (AVX2: start a third, fill five), 64
+  // fill four (eight); 65 keys take the tiles. 13 query rows make uneven groups for every
+  // register count (7 and 6, or 5, 4 and 4, ...); widths 20 and 36 end in partial registers.
+  // Causal over padded keys, with a query row that sees no key (item 0's keys up to query 0's
+  // last padded).
   for (AttnDims s : {AttnDims{2, 2, 13, 16, 20, 36}, AttnDims{2, 2, 13, 17, 20, 36},
                      AttnDims{1, 2, 13, 40, 20, 36}, AttnDims{1, 2, 13, 64, 20, 36},
                      AttnDims{1, 2, 13, 65, 20, 36}}) {
@@ -1325,8 +1326,8 @@ void add_synthesized_attention_cases(std::vector<OpCase>& t) {
                true});
 
   // Rows in registers (attention_short_keys.cpp): 16 keys fill one AVX-512 register (two of
-  // AVX2), 17 and 40 start a second and a third (a third and a fifth), 49 (the classifier) and 64
-  // take four (seven and eight); 65 keys take the cblas path.
+  // AVX2), 17 and 40 start a second and a third (AVX2: start a third, fill five), 49 (the
+  // classifier) and 64 take four (seven and eight); 65 keys take the cblas path.
   // 13 query rows; width 36 ends in a partial register. Causal over padded keys, with a query row
   // that sees no key, and shared logits for 49 (the gradient summed over 2 examples).
   for (AttnDims s : {AttnDims{2, 2, 13, 16, 0, 36}, AttnDims{2, 2, 13, 17, 0, 36},
