@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/cpu/avx2_math.h"
-#include "backends/cpu/avx512_math.h"
+#include "backends/cpu/vector_math.h"
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/row_max.h"
 
@@ -57,19 +56,16 @@ MaskRows<T> mask_rows(const View& mask, int64_t b, int64_t h) {
 
 // Row i of a tile of scores s (m scores): softmax over the allowed keys in place; returns the row's
 // log-sum-exp, -inf (and a row of zeros) when no key is allowed. Float rows whose mask (if any)
-// is contiguous along the keys run in AVX-512 or AVX2 registers (avx512_math.h, avx2_math.h):
+// is contiguous along the keys run in AVX-512 or AVX2 registers (vector_math.h):
 // the translator's masked rows of 12 keys had been a scalar exp per key. Otherwise, without a mask
 // the maximum is row_max's, in lanes; a masked row skips its masked keys in one scalar pass.
 template <typename T>
 T softmax_allowed(T* s, int64_t m, const MaskRows<T>& mask, int64_t i) {
   constexpr T kNone = -std::numeric_limits<T>::infinity();
   T hi = kNone;
-#if defined(__AVX512F__)
+#if defined(MIXLAB_HAS_LANES)
   if constexpr (std::is_same_v<T, float>)
-    if (!mask.data || mask.col == 1) return avx512::softmax_row(s, s, m, mask.row_of(i));
-#elif defined(__AVX2__) && defined(__FMA__)
-  if constexpr (std::is_same_v<T, float>)
-    if (!mask.data || mask.col == 1) return avx2::softmax_row(s, s, m, mask.row_of(i));
+    if (!mask.data || mask.col == 1) return vector_math::softmax_row(s, s, m, mask.row_of(i));
 #endif
   if (!mask.data) {
     hi = row_max(s, m);
@@ -101,12 +97,9 @@ void probabilities_again(T* s, int64_t m, const MaskRows<T>& mask, int64_t i, T 
     std::fill(s, s + m, T(0));
     return;
   }
-#if defined(__AVX512F__)
+#if defined(MIXLAB_HAS_LANES)
   if constexpr (std::is_same_v<T, float>)
-    if (!mask.data || mask.col == 1) return avx512::exp_shifted_row(s, m, lse, mask.row_of(i));
-#elif defined(__AVX2__) && defined(__FMA__)
-  if constexpr (std::is_same_v<T, float>)
-    if (!mask.data || mask.col == 1) return avx2::exp_shifted_row(s, m, lse, mask.row_of(i));
+    if (!mask.data || mask.col == 1) return vector_math::exp_shifted_row(s, m, lse, mask.row_of(i));
 #endif
   if (mask.data) {
     for (int64_t j = 0; j < m; ++j) s[j] = mask.allowed(i, j) ? exp_of(s[j] - lse) : T(0);

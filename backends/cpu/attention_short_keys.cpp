@@ -106,19 +106,17 @@ void rows_against_keys(const float* a, int64_t lda, const float* t, int64_t cols
     for (int kv = 0; kv < KV; ++kv) acc[r][kv] = sum[r][kv];
 }
 
-// scale · s, rounded to float32 here (L::mul_rounded). A plain multiply may be fused by the
+// Stores the R rows of scaled scores s (all W lanes; those past the m keys hold 0) as rows of p.
+// scale · s is rounded to float32 here (L::mul_rounded). A plain multiply may be fused by the
 // compiler into the subtraction that follows (GCC contracts intrinsics under its default
 // -ffp-contract=fast), and the unrounded product minus the log-sum-exp of the rounded ones is
 // then off by up to half an ulp of the scores: at scores of 4e11 (a diverging run) that is
 // exp(16384) = inf.
-V scaled(V s, V scale) { return L::mul_rounded(s, scale); }
-
-// Stores the R rows of scaled scores s (all W lanes; those past the m keys hold 0) as rows of p.
 template <int R, int KV>
 void store_scaled(const V (&s)[R][KV], V scale, float* p) {
   for (int r = 0; r < R; ++r)
     for (int kv = 0; kv < KV; ++kv)
-      L::store(p + r * kLanes * KV + kLanes * kv, scaled(s[r][kv], scale));
+      L::store(p + r * kLanes * KV + kLanes * kv, L::mul_rounded(s[r][kv], scale));
 }
 
 // Σ_c a[c] · b[c] over cols floats.

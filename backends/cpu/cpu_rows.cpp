@@ -4,8 +4,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "backends/cpu/avx2_math.h"
-#include "backends/cpu/avx512_math.h"
+#include "backends/cpu/vector_math.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/layer_norm_row.h"
@@ -25,16 +24,10 @@ void CpuBackend::softmax(const View& x, const View& y, int64_t rows, int64_t col
       for (int64_t r = b; r < e; ++r) {
         const T* in = x.as<T>() + r * cols;
         T* out = y.as<T>() + r * cols;
-#if defined(__AVX512F__)
-        if constexpr (std::is_same_v<T, float>)  // in 16-lane registers (avx512_math.h)
+#if defined(MIXLAB_HAS_LANES)
+        if constexpr (std::is_same_v<T, float>)  // in vector registers (vector_math.h)
           if (!log) {
-            cpu::avx512::softmax_row(in, out, cols);
-            continue;
-          }
-#elif defined(__AVX2__) && defined(__FMA__)
-        if constexpr (std::is_same_v<T, float>)  // in 8-lane registers (avx2_math.h)
-          if (!log) {
-            cpu::avx2::softmax_row(in, out, cols);
+            cpu::vector_math::softmax_row(in, out, cols);
             continue;
           }
 #endif

@@ -8,8 +8,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_math.h"
-#include "backends/cpu/avx2_math.h"
-#include "backends/cpu/avx512_math.h"
+#include "backends/cpu/vector_math.h"
 #include "backends/fused_ops.h"
 
 namespace mixlab::cpu {
@@ -21,14 +20,12 @@ inline void bias_row(const T* x, const T* bias, T* pre, int64_t cols) {
 }
 
 // y = gelu_erf(pre). Its own loop over pointers that do not alias, so GELU's polynomials
-// vectorise. Floats on AVX-512 take avx512_math.h's version (4x faster, float32 rounding), on
-// AVX2 avx2_math.h's.
+// vectorise. Floats on AVX-512 or AVX2 take vector_math.h's version (4x faster with AVX-512,
+// float32 rounding).
 template <typename T>
 inline void gelu_row(const T* __restrict pre, T* __restrict y, int64_t cols) {
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>) return avx512::gelu_row(pre, y, cols);
-#elif defined(__AVX2__) && defined(__FMA__)
-  if constexpr (std::is_same_v<T, float>) return avx2::gelu_row(pre, y, cols);
+#if defined(MIXLAB_HAS_LANES)
+  if constexpr (std::is_same_v<T, float>) return vector_math::gelu_row(pre, y, cols);
 #endif
   for (int64_t i = 0; i < cols; ++i) y[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(pre[i], T(0));
 }
@@ -36,10 +33,8 @@ inline void gelu_row(const T* __restrict pre, T* __restrict y, int64_t cols) {
 // dx = dy · gelu_erf'(pre) (dx may be dy itself).
 template <typename T>
 inline void gelu_grad_row(const T* dy, const T* __restrict pre, T* dx, int64_t cols) {
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>) return avx512::gelu_grad_row(dy, pre, dx, cols);
-#elif defined(__AVX2__) && defined(__FMA__)
-  if constexpr (std::is_same_v<T, float>) return avx2::gelu_grad_row(dy, pre, dx, cols);
+#if defined(MIXLAB_HAS_LANES)
+  if constexpr (std::is_same_v<T, float>) return vector_math::gelu_grad_row(dy, pre, dx, cols);
 #endif
   for (int64_t i = 0; i < cols; ++i) dx[i] = fused::bias_gelu_grad<CpuMath>(dy[i], pre[i]);
 }
@@ -47,17 +42,14 @@ inline void gelu_grad_row(const T* dy, const T* __restrict pre, T* dx, int64_t c
 // y = gelu_erf(pre) and slope = gelu_erf'(pre): BiasGeluSlope's pass, so the backward multiplies
 // by the slope instead of recomputing it (the same bits as gelu_grad_row). slope may be pre
 // itself. stream (float32 on AVX-512 or AVX2, slope on a cache line and not pre): the slope is
-// streamed to memory (avx512_math.h, avx2_math.h), for the tall kernel's rows computed in a
+// streamed to memory (vector_math.h), for the tall kernel's rows computed in a
 // buffer of their own.
 template <typename T>
 inline void gelu_and_slope_row(const T* pre, T* __restrict y, T* slope, int64_t cols,
                                bool stream = false) {
-#if defined(__AVX512F__)
+#if defined(MIXLAB_HAS_LANES)
   if constexpr (std::is_same_v<T, float>)
-    return avx512::gelu_and_slope_row(pre, y, slope, cols, stream);
-#elif defined(__AVX2__) && defined(__FMA__)
-  if constexpr (std::is_same_v<T, float>)
-    return avx2::gelu_and_slope_row(pre, y, slope, cols, stream);
+    return vector_math::gelu_and_slope_row(pre, y, slope, cols, stream);
 #endif
   (void)stream;
   for (int64_t i = 0; i < cols; ++i) {
