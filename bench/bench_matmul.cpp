@@ -68,6 +68,36 @@ void compare(int64_t m, int64_t n, int64_t k, bool subnormal_rows, const std::st
   std::printf("%18s %12.1f %12.1f %8.3f\n", label.c_str(), raw * 1e6, engine * 1e6, raw / engine);
 }
 
+// Times `batch` products op(A_b) op(B_b), m x k times k x n each, as a mixer's token-by-token
+// matrices give them: raw, one cblas_sgemm per item; the engine, one matmul of the batched
+// tensors (short_gemm.h where it fits). shared_a: one A for every item (a weight such as gMLP's
+// spatial gate, broadcast with stride 0).
+void compare_items(int64_t batch, int64_t m, int64_t k, int64_t n, bool shared_a, bool trans_a,
+                   bool trans_b, const std::string& label) {
+  Generator gen(1);
+  const Shape a_item = trans_a ? Shape{k, m} : Shape{m, k};
+  Tensor a = Tensor::uniform(shared_a ? a_item : Shape{batch, a_item[0], a_item[1]}, -1, 1, gen);
+  Tensor b = Tensor::uniform(trans_b ? Shape{batch, n, k} : Shape{batch, k, n}, -1, 1, gen);
+  Tensor c = Tensor::empty({batch, m, n});
+  const float *pa = a.data<float>(), *pb = b.data<float>();
+  float* pc = c.data<float>();
+  double budget = 0.5;
+  openblas_set_num_threads(1);  // items this small run on one thread either way
+  double raw = best_seconds(
+      [&] {
+        for (int64_t i = 0; i < batch; ++i)
+          cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                      trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+                      pa + (shared_a ? 0 : i * m * k), trans_a ? m : k, pb + i * k * n,
+                      trans_b ? k : n, 0.0f, pc + i * m * n, n);
+      },
+      budget);
+  Tensor op_a = trans_a ? transpose(a, -2, -1) : a, op_b = trans_b ? transpose(b, 1, 2) : b;
+  double engine = best_seconds([&] { Tensor out = matmul(op_a, op_b); }, budget);
+  std::printf("%30s %12.1f %12.1f %8.3f %8.1f\n", label.c_str(), raw * 1e6, engine * 1e6,
+              raw / engine, 2.0 * batch * m * n * k / engine * 1e-9);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,5 +132,26 @@ int main(int argc, char** argv) {
             std::to_string(s.k) + "x" + std::to_string(s.m) + "^T@" + std::to_string(s.k) + "x" +
                 std::to_string(s.n),
             true);
+  // Per-example token-by-token products (short_gemm.h): gMLP's spatial gate over 49 patches
+  // (W Z, Wᵀ dY, dY Zᵀ), the random synthesizer's softmax(R) V per head and its gradients
+  // (4 heads of 32), Linformer's projections (k = 12 of 49 tokens).
+  std::printf("\nper-item products (batch x [m x k] @ [k x n]), raw = one cblas_sgemm per item:\n");
+  std::printf("%30s %12s %12s %8s %8s\n", "shape", "raw (us)", "engine (us)", "ratio", "GFLOP/s");
+  struct Items {
+    int64_t batch, m, k, n;
+    bool shared_a, trans_a, trans_b;
+    const char* what;
+  };
+  for (const Items& t : {Items{128, 49, 49, 256, true, false, false, "gMLP W Z"},
+                         Items{128, 49, 49, 256, true, true, false, "gMLP W^T dY"},
+                         Items{128, 49, 256, 49, false, false, true, "gMLP dY Z^T"},
+                         Items{512, 49, 49, 32, true, false, false, "synth R V"},
+                         Items{512, 49, 49, 32, true, true, false, "synth R^T dY"},
+                         Items{512, 49, 32, 49, false, false, true, "synth dY V^T"},
+                         Items{128, 12, 49, 128, true, false, false, "Linformer E K"},
+                         Items{128, 49, 12, 128, false, false, false, "Linformer P V'"}})
+    compare_items(t.batch, t.m, t.k, t.n, t.shared_a, t.trans_a, t.trans_b,
+                  std::string(t.what) + " " + std::to_string(t.batch) + "x" + std::to_string(t.m) +
+                      "x" + std::to_string(t.k) + "@" + std::to_string(t.n));
   return 0;
 }
