@@ -7,7 +7,8 @@
 //
 // A third table times the products of one training step of the image classifier (6272 rows:
 // 128 images of 49 patches, d = 128, FFN 512), where the engine's split over threads is what
-// decides the 1 -> 2 thread scaling.
+// decides the 1 -> 2 thread scaling. A fourth times the mixers' per-example token-by-token
+// products (short_gemm.h) against one cblas_sgemm per item, with the engine's GFLOP/s.
 //
 //   build/bench_matmul [--threads N]
 #include <cblas.h>

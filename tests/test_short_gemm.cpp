@@ -125,6 +125,7 @@ TEST_CASE("short gemm: a grid summed over its outer level against float64, on 1-
   g.outer_stride_a = m * ld, g.outer_stride_b = n * ld, g.outer_stride_c = 0;
   g.alpha = 0.5, g.beta = 1.0;
   REQUIRE(gemm_sums_outer(g));
+  // The operands' storage, [outer, rows, heads·k] each: gemm_operands fills stride × batch floats.
   GemmArgs filled = g;
   filled.stride_a = filled.stride_b = outer * m * ld / heads, filled.batch = heads;
   filled.stride_c = m * n;

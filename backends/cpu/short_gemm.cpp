@@ -1,8 +1,9 @@
 // The short product (short_gemm.h). op(B) is packed one panel (kTilePanel columns: 16 with AVX2,
 // 64 with AVX-512) at a time, k rows of the panel's width, aligned; every tile of C's rows then
-// passes over it while it is in L1. A tile keeps R rows × W registers of C in accumulators
-// (register_tile.h): per step along k, W loads of the panel's row and R broadcasts of A's
-// elements, read in place (a row of A, or a column when A is stored transposed), feed R·W fused
+// passes over it while it is in cache (L1 with AVX2's panels; AVX-512's, 256 bytes a step, are
+// in L2 past k = 128, as the tall kernel's are). A tile keeps R rows × W registers of C in
+// accumulators (register_tile.h): per step along k, W loads of the panel's row and R broadcasts of
+// A's elements, read in place (a row of A, or a column when A is stored transposed), feed R·W fused
 // multiply-adds. C's m rows are dealt out evenly over ⌈m / 6⌉ tiles (49 rows: four of 6 and five
 // of 5, not eight of 6 and one of 1), so that every tile has enough accumulators to hide the
 // multiply-adds' latency.
