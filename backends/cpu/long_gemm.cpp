@@ -18,9 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <vector>
 
 #include "backends/cpu/register_tile.h"
@@ -47,10 +45,7 @@ constexpr int64_t kMinSide = 16;
 constexpr int64_t kMaxOutput = 512 * 1024;
 
 bool enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("MIXLAB_LONG_GEMM");
-    return env == nullptr || std::string_view(env) != "0";
-  }();
+  static const bool on = kernel_switched_on("MIXLAB_LONG_GEMM");
   return on;
 }
 

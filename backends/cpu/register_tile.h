@@ -1,12 +1,14 @@
-// What the product kernels (tall_gemm.cpp, long_gemm.cpp) share: a tile of C is R rows × W
-// registers (simd_lanes.h: 16 floats with AVX-512, 8 with AVX2), held in accumulators, and a
-// product's columns are cut into panels of kTileVectors registers (64 or 16 columns) whose last
-// one may be partly filled.
+// What the product kernels (tall_gemm.cpp, long_gemm.cpp, short_gemm.cpp) share: a tile of C
+// is R rows × W registers (simd_lanes.h: 16 floats with AVX-512, 8 with AVX2), held in
+// accumulators; a product's columns are cut into panels of kTileVectors registers (64 or 16
+// columns) whose last one may be partly filled, and B's panels are packed one way.
 #pragma once
 #include "backends/cpu/simd_lanes.h"
 #if defined(MIXLAB_HAS_LANES)
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 namespace mixlab::cpu {
@@ -116,6 +118,57 @@ inline void multiply_tile(const ElementOfA& a, const float* panel, int64_t k, fl
 inline float* aligned_scratch(std::vector<float>& buffer, int64_t floats) {
   buffer.resize(static_cast<size_t>(floats + 16));
   return buffer.data() + (16 - (reinterpret_cast<uintptr_t>(buffer.data()) / 4) % 16) % 16;
+}
+
+// op(B)'s columns [c0, c0 + cols) as k rows of kTilePanel floats, zero from cols up to the
+// panel's last register (its lanes past n are multiplied, never stored: zeros keep them from
+// being subnormals or NaNs that cost time). Whole registers are moved as registers: with a
+// call to memcpy per row, or an element at a time, packing took longer than the products on the
+// Linformer's and the synthesizer's items. Stored transposed (trans_b), B's rows are op(B)'s
+// columns, moved kWidth × kWidth at a time through Lanes::transpose.
+// (GCC 12 takes the 512-bit shuffles' undefined first operands, inlined here, for uninitialised
+// values: a false -Wmaybe-uninitialized.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+inline void pack_panel(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t c0,
+                       int64_t cols, int vectors, float* panel) {
+  using L = Lanes;
+  constexpr int64_t kW = L::kWidth;
+  const int64_t whole_cols = cols / kW * kW;
+  if (trans_b) {
+    const int64_t whole_k = k / kW * kW;
+    for (int64_t c = 0; c < whole_cols; c += kW) {
+      const float* rows = b + (c0 + c) * ldb;
+      for (int64_t p = 0; p < whole_k; p += kW) {
+        L::V in[kW], out[kW];
+        for (int i = 0; i < kW; ++i) in[i] = L::loadu(rows + i * ldb + p);
+        L::transpose(in, out);
+        for (int j = 0; j < kW; ++j) L::store(panel + (p + j) * kTilePanel + c, out[j]);
+      }
+      for (int64_t p = whole_k; p < k; ++p)
+        for (int i = 0; i < kW; ++i) panel[p * kTilePanel + c + i] = rows[i * ldb + p];
+    }
+    for (int64_t c = whole_cols; c < cols; ++c)
+      for (int64_t p = 0; p < k; ++p) panel[p * kTilePanel + c] = b[(c0 + c) * ldb + p];
+  } else {
+    for (int64_t p = 0; p < k; ++p) {
+      const float* row = b + p * ldb + c0;
+      float* dst = panel + p * kTilePanel;
+      for (int64_t c = 0; c < whole_cols; c += kW) L::store(dst + c, L::loadu(row + c));
+      for (int64_t c = whole_cols; c < cols; ++c) dst[c] = row[c];
+    }
+  }
+  const int64_t width = int64_t{vectors} * kW;
+  for (int64_t p = 0; p < k && cols < width; ++p)
+    std::fill(panel + p * kTilePanel + cols, panel + p * kTilePanel + width, 0.0f);
+}
+#pragma GCC diagnostic pop
+
+// A register kernel's switch: the environment variable `name` set to 0 sends its products back
+// to OpenBLAS (to compare the two in one binary). Each kernel reads it once, into a static.
+inline bool kernel_switched_on(const char* name) {
+  const char* env = std::getenv(name);
+  return env == nullptr || std::string_view(env) != "0";
 }
 
 // Kernel<R, W>::run for 1 ≤ rows ≤ kTileRows and 1 ≤ vectors ≤ kTileVectors (the edges of C get

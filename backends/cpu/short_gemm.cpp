@@ -10,8 +10,6 @@
 #include "backends/cpu/short_gemm.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 #include <vector>
 
 #include "backends/cpu/register_tile.h"
@@ -25,56 +23,9 @@ constexpr int64_t kMinRows = kTileRows, kMaxRows = 64;
 constexpr int64_t kMinCols = 8, kMaxInner = 512;
 
 bool enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("MIXLAB_SHORT_GEMM");
-    return env == nullptr || std::string_view(env) != "0";
-  }();
+  static const bool on = kernel_switched_on("MIXLAB_SHORT_GEMM");
   return on;
 }
-
-// op(B)'s columns [c0, c0 + cols) as k rows of kTilePanel floats, zero from cols up to the
-// panel's last register (its lanes past n are multiplied, never stored: zeros keep them from
-// being subnormals or NaNs that cost time). Whole registers are moved as registers: with a
-// call to memcpy per row, or an element at a time, packing took longer than the products on the
-// Linformer's and the synthesizer's items. Stored transposed (trans_b), B's rows are op(B)'s
-// columns, moved kWidth × kWidth at a time through Lanes::transpose.
-// (GCC 12 takes the 512-bit shuffles' undefined first operands, inlined here, for uninitialised
-// values: a false -Wmaybe-uninitialized.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-void pack_panel(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t c0, int64_t cols,
-                int vectors, float* panel) {
-  using L = Lanes;
-  constexpr int64_t kW = L::kWidth;
-  const int64_t whole_cols = cols / kW * kW;
-  if (trans_b) {
-    const int64_t whole_k = k / kW * kW;
-    for (int64_t c = 0; c < whole_cols; c += kW) {
-      const float* rows = b + (c0 + c) * ldb;
-      for (int64_t p = 0; p < whole_k; p += kW) {
-        L::V in[kW], out[kW];
-        for (int i = 0; i < kW; ++i) in[i] = L::loadu(rows + i * ldb + p);
-        L::transpose(in, out);
-        for (int j = 0; j < kW; ++j) L::store(panel + (p + j) * kTilePanel + c, out[j]);
-      }
-      for (int64_t p = whole_k; p < k; ++p)
-        for (int i = 0; i < kW; ++i) panel[p * kTilePanel + c + i] = rows[i * ldb + p];
-    }
-    for (int64_t c = whole_cols; c < cols; ++c)
-      for (int64_t p = 0; p < k; ++p) panel[p * kTilePanel + c] = b[(c0 + c) * ldb + p];
-  } else {
-    for (int64_t p = 0; p < k; ++p) {
-      const float* row = b + p * ldb + c0;
-      float* dst = panel + p * kTilePanel;
-      for (int64_t c = 0; c < whole_cols; c += kW) L::store(dst + c, L::loadu(row + c));
-      for (int64_t c = whole_cols; c < cols; ++c) dst[c] = row[c];
-    }
-  }
-  const int64_t width = int64_t{vectors} * kW;
-  for (int64_t p = 0; p < k && cols < width; ++p)
-    std::fill(panel + p * kTilePanel + cols, panel + p * kTilePanel + width, 0.0f);
-}
-#pragma GCC diagnostic pop
 
 // A tile of C with its rows' elements of A read in place: A stored [m, k] (element (r, p) in row
 // r), or stored [k, m] (trans_a: the tile's elements of step p side by side in A's row p).

@@ -22,8 +22,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 #include <vector>
 
 #include "backends/cpu/epilogue_row.h"
@@ -48,37 +46,23 @@ constexpr int64_t kMinChunkMacs = 96 * 96 * 96 / 2;
 
 // MIXLAB_TALL_GEMM=0 sends every product to OpenBLAS (for comparisons in one binary).
 bool enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("MIXLAB_TALL_GEMM");
-    return env == nullptr || std::string_view(env) != "0";
-  }();
+  static const bool on = kernel_switched_on("MIXLAB_TALL_GEMM");
   return on;
 }
 
 // B's panels: panel j holds op(B)'s columns [j·kPanel, (j + 1)·kPanel) as k rows of kPanel
-// floats, zero past n. Packed one register's width of a panel row (kWidth columns) at a time,
-// split over the pool: stored transposed (a weight W for X Wᵀ), those columns are rows of b read
-// side by side.
+// floats (register_tile.h's pack_panel), the panels split over the pool. The last panel's
+// registers past n's last one are never loaded (TallTile<R, W> with W = the registers that hold
+// columns), so they need no zeros.
 void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, float* out) {
-  constexpr int64_t kGroup = Lanes::kWidth;
-  const int64_t groups = (n + kGroup - 1) / kGroup;
-  parallel_for(groups, rows_per_task(kGroup * k), [&](int64_t g0, int64_t g1) {
-    for (int64_t grp = g0; grp < g1; ++grp) {
-      const int64_t col0 = grp * kGroup, cols = std::min<int64_t>(kGroup, n - col0);
-      float* dst = out + (col0 / kPanel) * k * kPanel + col0 % kPanel;
-      for (int64_t p = 0; p < k; ++p) {
-        float* row = dst + p * kPanel;
-        int64_t c = 0;
-        if (trans_b)
-          for (; c < cols; ++c) row[c] = b[(col0 + c) * ldb + p];
-        else
-          for (; c < cols; ++c) row[c] = b[p * ldb + col0 + c];
-        for (; c < kGroup; ++c) row[c] = 0.0f;
-      }
+  const PanelMasks masks(n);
+  parallel_for(masks.panels, rows_per_task(kPanel * k), [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const bool is_last = j == masks.panels - 1;
+      pack_panel(b, ldb, trans_b, k, j * kPanel, std::min(kPanel, n - j * kPanel),
+                 is_last ? masks.tail_vectors : kTileVectors, out + j * k * kPanel);
     }
   });
-  // The last panel's registers past n's last group are never loaded (TallTile<R, W> with W = the
-  // groups that hold columns), so they need no zeros.
 }
 
 // C[0..R, 0..kWidth·W) = alpha·A·panel + beta·C, A's rows read where they are.
