@@ -60,7 +60,7 @@ void short_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, in
     const bool is_last = j == masks.panels - 1;
     const int vectors = is_last ? masks.tail_vectors : kTileVectors;
     const int64_t c0 = j * kTilePanel;
-    pack_panel(b, ldb, trans_b, k, c0, std::min(kTilePanel, n - c0), vectors, panel);
+    pack_panel(b, ldb, trans_b, k, c0, std::min(kTilePanel, n - c0), panel);
     int64_t r0 = 0;
     for (int64_t t = 0; t < tiles; ++t) {
       const int rows = static_cast<int>(m / tiles + (t < m % tiles ? 1 : 0));

@@ -55,13 +55,11 @@ bool enabled() {
 // registers past n's last one are never loaded (TallTile<R, W> with W = the registers that hold
 // columns), so they need no zeros.
 void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, float* out) {
-  const PanelMasks masks(n);
-  parallel_for(masks.panels, rows_per_task(kPanel * k), [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      const bool is_last = j == masks.panels - 1;
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  parallel_for(panels, rows_per_task(kPanel * k), [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j)
       pack_panel(b, ldb, trans_b, k, j * kPanel, std::min(kPanel, n - j * kPanel),
-                 is_last ? masks.tail_vectors : kTileVectors, out + j * k * kPanel);
-    }
+                 out + j * k * kPanel);
   });
 }
 
