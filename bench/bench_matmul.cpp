@@ -8,7 +8,12 @@
 // A third table times the products of one training step of the image classifier (6272 rows:
 // 128 images of 49 patches, d = 128, FFN 512), where the engine's split over threads is what
 // decides the 1 -> 2 thread scaling. A fourth times the mixers' per-example token-by-token
-// products (short_gemm.h) against one cblas_sgemm per item, with the engine's GFLOP/s.
+// products (short_gemm.h) against one cblas_sgemm per item.
+//
+// First, the core's own ceilings (backends/cpu/core_peak.h): multiply-adds on registers alone,
+// and the product kernels' register tile with everything in L1. Every row then gives the
+// engine's GFLOP/s and its share of the multiply-add peak (times the threads): how far a
+// product is from what the core can do, not only from OpenBLAS.
 //
 //   build/bench_matmul [--threads N]
 #include <cblas.h>
@@ -21,6 +26,8 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "backends/cpu/core_peak.h"
+#include "backends/cpu/kernel_registers.h"
 #include "backends/cpu/openblas_kernels.h"
 #include "core/parallel.h"
 #include "core/random.h"
@@ -28,6 +35,21 @@
 using namespace mixlab;
 
 namespace {
+
+// One core's multiply-add peak in GFLOP/s (0: not measured, a generic build).
+double core_peak_gflops = 0;
+
+// "GFLOP/s  % of peak" for `flops` done in `seconds` on num_threads() cores.
+std::string rate(double flops, double seconds) {
+  char text[64];
+  const double gflops = flops / seconds * 1e-9;
+  if (core_peak_gflops > 0)
+    std::snprintf(text, sizeof text, "%8.1f %7.0f%%", gflops,
+                  100.0 * gflops / (core_peak_gflops * num_threads()));
+  else
+    std::snprintf(text, sizeof text, "%8.1f %8s", gflops, "-");
+  return text;
+}
 
 template <typename F>
 double best_seconds(F&& fn, double budget) {
@@ -66,7 +88,8 @@ void compare(int64_t m, int64_t n, int64_t k, bool subnormal_rows, const std::st
   openblas_set_num_threads(1);  // the engine's setting (core/parallel.cpp)
   Tensor op_a = trans_a ? transpose(a, 0, 1) : a;
   double engine = best_seconds([&] { Tensor out = matmul(op_a, b); }, budget);
-  std::printf("%18s %12.1f %12.1f %8.3f\n", label.c_str(), raw * 1e6, engine * 1e6, raw / engine);
+  std::printf("%18s %12.1f %12.1f %8.3f %s\n", label.c_str(), raw * 1e6, engine * 1e6, raw / engine,
+              rate(2.0 * m * n * k, engine).c_str());
 }
 
 // Times `batch` products op(A_b) op(B_b), m x k times k x n each, as a mixer's token-by-token
@@ -97,8 +120,8 @@ void compare_items(int64_t batch, int64_t m, int64_t k, int64_t n, bool shared_a
       budget);
   Tensor op_a = trans_a ? transpose(a, -2, -1) : a, op_b = trans_b ? transpose(b, 1, 2) : b;
   double engine = best_seconds([&] { Tensor out = matmul(op_a, op_b); }, budget);
-  std::printf("%30s %12.1f %12.1f %8.3f %8.1f\n", label.c_str(), raw * 1e6, engine * 1e6,
-              raw / engine, 2.0 * batch * m * n * k / engine * 1e-9);
+  std::printf("%30s %12.1f %12.1f %8.3f %s\n", label.c_str(), raw * 1e6, engine * 1e6, raw / engine,
+              rate(2.0 * batch * m * n * k, engine).c_str());
 }
 
 }  // namespace
@@ -111,14 +134,26 @@ int main(int argc, char** argv) {
   std::printf("matmul, float32, %d thread(s): engine vs raw cblas_sgemm on the same buffers\n",
               num_threads());
   std::printf("(raw: OpenBLAS's own threads; engine: OpenBLAS on one thread, split by the pool)\n");
+  const cpu::CorePeak peak = cpu::measure_core_peak();
+  core_peak_gflops = peak.fma_gflops;
+  if (peak.fma_gflops > 0)
+    std::printf(
+        "one core, %s registers: multiply-add peak %.1f GFLOP/s (registers alone); the\n"
+        "product kernels' tile with A, B and C in L1 %.1f GFLOP/s (%.0f%% of it)\n",
+        cpu::kernel_registers(), peak.fma_gflops, peak.tile_gflops,
+        100.0 * peak.tile_gflops / peak.fma_gflops);
+  else
+    std::printf("generic build: no register kernels, no core peak measured\n");
   for (bool subnormal_rows : {false, true}) {
     if (subnormal_rows)
       std::printf("\nevery 16th row of A subnormal (1e-41), as softmax outputs often are:\n");
-    std::printf("%18s %12s %12s %8s\n", "n", "raw (us)", "engine (us)", "ratio");
+    std::printf("%18s %12s %12s %8s %8s %8s\n", "n", "raw (us)", "engine (us)", "ratio", "GFLOP/s",
+                "of peak");
     for (int64_t n : {64, 128, 256, 512, 1024}) compare(n, n, n, subnormal_rows, std::to_string(n));
   }
   std::printf("\nthe classifier's products (m x k @ k x n):\n");
-  std::printf("%18s %12s %12s %8s\n", "shape", "raw (us)", "engine (us)", "ratio");
+  std::printf("%18s %12s %12s %8s %8s %8s\n", "shape", "raw (us)", "engine (us)", "ratio",
+              "GFLOP/s", "of peak");
   struct Shape3 {
     int64_t m, k, n;
   };
@@ -139,7 +174,8 @@ int main(int argc, char** argv) {
   // (W Z, Wᵀ dY, dY Zᵀ), the random synthesizer's softmax(R) V per head and its gradients
   // (4 heads of 32), Linformer's projections (49 tokens to 12).
   std::printf("\nper-item products (batch x [m x k] @ [k x n]), raw = one cblas_sgemm per item:\n");
-  std::printf("%30s %12s %12s %8s %8s\n", "shape", "raw (us)", "engine (us)", "ratio", "GFLOP/s");
+  std::printf("%30s %12s %12s %8s %8s %8s\n", "shape", "raw (us)", "engine (us)", "ratio",
+              "GFLOP/s", "of peak");
   struct Items {
     int64_t batch, m, k, n;
     bool shared_a, trans_a, trans_b;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/core_peak.h"
 #include "backends/cpu/kernel_registers.h"
 #include "backends/cpu/tall_gemm.h"
 #include "core/parallel.h"
@@ -113,4 +114,24 @@ TEST_CASE("tall gemm: products outside its shapes stay with OpenBLAS") {
   GemmArgs f64 = make({512, 64, 64, false, 1, 0}).g;
   f64.dtype = DType::F64;
   CHECK_FALSE(cpu::tall_gemm_fits(f64));
+}
+
+// bench_matmul prints every product's share of the core's multiply-add peak: the peak must be
+// measured on registers alone (more than any kernel that also loads), and the register tile,
+// its data in L1, must come close to it without passing it. Wide bounds: a shared VM's clock
+// moves between the two measurements.
+TEST_CASE("core peak: the register tile runs near, and not above, the multiply-add peak") {
+  if (std::string(cpu::kernel_registers()) == "generic") {
+    CHECK(cpu::measure_core_peak(0.01).fma_gflops == 0);
+    MIXLAB_SKIP_TEST("generic build: no register kernels to measure");
+  }
+  const cpu::CorePeak peak = cpu::measure_core_peak(0.2);
+  MESSAGE("multiply-add peak " << peak.fma_gflops << " GFLOP/s, tile " << peak.tile_gflops);
+  CHECK(peak.fma_gflops > 1.0);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  CHECK(peak.tile_gflops > 0);  // every load checked: the tile's rate says nothing here
+#else
+  CHECK(peak.tile_gflops > 0.3 * peak.fma_gflops);
+#endif
+  CHECK(peak.tile_gflops < 1.3 * peak.fma_gflops);
 }
