@@ -16,7 +16,7 @@ struct CorePeak {
   double tile_gflops = 0;
 };
 
-// Each figure is the best of repeated runs of about `seconds` / 10, on the calling thread.
+// Each figure is the best of 10 runs of about `seconds` / 20 each, on the calling thread.
 CorePeak measure_core_peak(double seconds = 0.3);
 
 }  // namespace mixlab::cpu

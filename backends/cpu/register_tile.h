@@ -131,8 +131,10 @@ inline float* aligned_scratch(std::vector<float>& buffer, int64_t floats) {
 // product from 3.06-3.33 to 2.53-2.93 ms (best of 400 calls, one thread, three rounds).
 // (GCC 12 takes the 512-bit shuffles' undefined first operands, inlined here, for uninitialised
 // values: a false -Wmaybe-uninitialized.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 inline void pack_panel(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t c0,
                        int64_t cols, float* panel) {
   using L = Lanes;
@@ -166,7 +168,9 @@ inline void pack_panel(const float* b, int64_t ldb, bool trans_b, int64_t k, int
     }
   }
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 // A register kernel's switch: the environment variable `name` set to 0 sends its products back
 // to OpenBLAS (to compare the two in one binary). Each kernel reads it once, into a static.
