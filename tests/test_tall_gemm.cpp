@@ -17,6 +17,7 @@
 #include "backends/cpu/kernel_registers.h"
 #include "backends/cpu/tall_gemm.h"
 #include "core/parallel.h"
+#include "core/sanitizers.h"
 #include "tests/gemm_operands.h"
 #include "tests/skip.h"
 
@@ -116,14 +117,6 @@ TEST_CASE("tall gemm: products outside its shapes stay with OpenBLAS") {
   CHECK_FALSE(cpu::tall_gemm_fits(f64));
 }
 
-// g++ defines __SANITIZE_ADDRESS__ and __SANITIZE_THREAD__; clang (the fuzzing build's) has
-// __has_feature instead.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define MIXLAB_CLANG_SANITIZED 1
-#endif
-#endif
-
 // bench_matmul prints every product's share of the core's multiply-add peak: the peak must be
 // measured on registers alone (more than any kernel that also loads), and the register tile,
 // its data in L1, must come close to it without passing it. Wide bounds: a shared VM's clock
@@ -136,7 +129,7 @@ TEST_CASE("core peak: the register tile runs near, and not above, the multiply-a
   const cpu::CorePeak peak = cpu::measure_core_peak(0.2);
   MESSAGE("multiply-add peak " << peak.fma_gflops << " GFLOP/s, tile " << peak.tile_gflops);
   CHECK(peak.fma_gflops > 1.0);
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(MIXLAB_CLANG_SANITIZED)
+#if MIXLAB_ASAN || MIXLAB_TSAN
   CHECK(peak.tile_gflops > 0);  // every load checked: the tile's rate says nothing here
 #else
   CHECK(peak.tile_gflops > 0.3 * peak.fma_gflops);

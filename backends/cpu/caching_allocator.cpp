@@ -12,18 +12,7 @@
 #include <vector>
 
 #include "backends/tracing_backend.h"
-
-// AddressSanitizer: g++ defines __SANITIZE_ADDRESS__, clang answers __has_feature.
-#if defined(__SANITIZE_ADDRESS__)
-#define MIXLAB_HOST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MIXLAB_HOST_ASAN 1
-#endif
-#endif
-#ifndef MIXLAB_HOST_ASAN
-#define MIXLAB_HOST_ASAN 0
-#endif
+#include "core/sanitizers.h"
 
 namespace mixlab::cpu {
 namespace {
@@ -32,7 +21,7 @@ namespace {
 // reports a use after free (a cached block would be handed to the next tensor and read as valid
 // memory), and blocks keep their requested size (rounded to the 64-byte alignment only), so that
 // an overflow past the end is not hidden in a class's slack.
-constexpr bool kSanitized = MIXLAB_HOST_ASAN;
+constexpr bool kSanitized = MIXLAB_ASAN;
 constexpr size_t kAlign = 64;
 
 // Size classes. Up to 4 KiB a request is rounded to a multiple of 64 bytes (the alignment every
