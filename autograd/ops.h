@@ -175,6 +175,12 @@ Tensor outer_product(const Tensor& a, const Tensor& b);
 // x / (eps + sum(x, {axis}, true)): x normalised to sum 1 along `axis` (autograd/ops/
 // sum_normalize.cpp), one kernel each way. External attention's double normalisation.
 Tensor sum_normalize(const Tensor& x, int64_t axis, double eps);
+// External attention's memory weights (autograd/ops/token_softmax_normalize.cpp): for logits
+// [B, ..., slots, tokens], the softmax over the tokens `valid` marks ([B, tokens], 0/1 in the
+// logits' dtype; undefined: every token), then each token's weights normalised to sum 1 over the
+// slots, W = P / (eps + Σ_slots P). One kernel each way; equals
+// sum_normalize(mixers::masked_softmax(logits, valid as [B, 1, .., tokens]), -2, eps).
+Tensor token_softmax_normalize(const Tensor& logits, const Tensor& valid, double eps);
 // x + bias along the last axis (bias [cols]) in one row pass.
 Tensor bias_add(const Tensor& x, const Tensor& bias);
 // gelu(x + bias) (erf form) in one pass; the backward yields dGELU and the bias gradient (column

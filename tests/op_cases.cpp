@@ -1378,6 +1378,69 @@ void add_glu_cases(std::vector<OpCase>& t) {
   }
 }
 
+// ---- token_softmax_normalize (External attention's memory weights) ----
+// Logits [B, ..., S, N]: the softmax over each slot's valid tokens, then every token's weights
+// normalised over the slots (eps 1e-3). With a mask, example 0 has its last tokens invalid and,
+// where there are three examples, example 2 has none valid (its weights are all 0); without one,
+// every token counts. Small cases also run gradient mode (invalid tokens get dL = 0 exactly).
+void add_token_softmax_normalize_cases(std::vector<OpCase>& t) {
+  struct Case {
+    Shape shape;
+    bool masked;
+  };
+  for (Case c : {Case{{2, 3, 5, 4}, true}, Case{{3, 4, 6}, true}, Case{{2, 5, 7}, false},
+                 Case{{4, 4, 64, 49}, true}}) {
+    const int64_t batch = c.shape[0], tokens = c.shape.back(), slots = c.shape[c.shape.size() - 2];
+    std::vector<double> marks(static_cast<size_t>(batch * tokens), 1.0);
+    for (int64_t n = tokens / 2 + 1; n < tokens; ++n) marks[n] = 0.0;  // example 0: a short one
+    if (batch == 3)
+      for (int64_t n = 0; n < tokens; ++n) marks[2 * tokens + n] = 0.0;  // example 2: empty
+    std::vector<Input> inputs{Input::leaf(c.shape, 270, -3, 3)};
+    if (c.masked) inputs.push_back(Input::given({batch, tokens}, marks));
+    const bool small = c.shape[0] * c.shape[1] * slots <= 60;
+    for (const char* kernel : {"token_softmax_normalize", "token_softmax_normalize_backward"})
+      t.push_back(
+          {kernel,
+           std::string("token_softmax_normalize ") + shape_str(c.shape) +
+               (c.masked ? " masked" : ""),
+           inputs,
+           [](const Ctx&, const In& in) {
+             return Out{token_softmax_normalize(in[0], in.size() > 1 ? in[1] : Tensor(), 1e-3)};
+           },
+           kF32Loose,
+           kF64Loose,
+           small,
+           {DType::F32, DType::F64},
+           [c, batch, tokens, slots](const std::vector<std::vector<double>>& v) {
+             const int64_t items = static_cast<int64_t>(v[0].size()) / (slots * tokens);
+             const int64_t groups = items / batch;
+             std::vector<double> y(v[0].size());
+             for (int64_t i = 0; i < items; ++i) {
+               const double* l = v[0].data() + i * slots * tokens;
+               double* w = y.data() + i * slots * tokens;
+               const auto valid = [&](int64_t n) {
+                 return !c.masked || v[1][(i / groups) * tokens + n] != 0;
+               };
+               for (int64_t s = 0; s < slots; ++s) {
+                 double hi = -1e300, total = 0;
+                 for (int64_t n = 0; n < tokens; ++n)
+                   if (valid(n)) hi = std::max(hi, l[s * tokens + n]);
+                 for (int64_t n = 0; n < tokens; ++n)
+                   total += valid(n) ? std::exp(l[s * tokens + n] - hi) : 0.0;
+                 for (int64_t n = 0; n < tokens; ++n)
+                   w[s * tokens + n] = valid(n) ? std::exp(l[s * tokens + n] - hi) / total : 0.0;
+               }
+               for (int64_t n = 0; n < tokens; ++n) {
+                 double total = 1e-3;
+                 for (int64_t s = 0; s < slots; ++s) total += w[s * tokens + n];
+                 for (int64_t s = 0; s < slots; ++s) w[s * tokens + n] /= total;
+               }
+             }
+             return y;
+           }});
+  }
+}
+
 // ---- sum_normalize (External attention's double normalisation) ----
 // x / (eps + Σ_axis x) on positive inputs (as External's softmax outputs are) along the first,
 // a middle and the last axis; each row runs both kernels (the gradients by finite differences).
@@ -1592,6 +1655,7 @@ std::vector<OpCase> build_table() {
   add_fused_cases(t);
   add_token_conv_cases(t);
   add_sum_normalize_cases(t);
+  add_token_softmax_normalize_cases(t);
   add_outer_product_cases(t);
   add_linear_attention_cases(t);
   add_glu_cases(t);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "backends/backend.h"
+#include "nn/mixers/common.h"
 #include "tests/app_runner.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
@@ -294,4 +295,64 @@ TEST_CASE(
   CHECK(calls["gemm_epilogue"] > 0);
   CHECK(calls.count("bias_act") == 0);
   CHECK(calls.count("bias_gelu_backward") == 0);
+}
+
+// External attention's memory weights: 21 tokens are whole vector registers and a tail of 5 (one
+// register of 16 and a tail of 5 with AVX-512); example 1 has its last 8 tokens invalid, example 2
+// none valid.
+namespace {
+Tensor token_marks(int64_t batch, int64_t tokens, DType dtype) {
+  std::vector<double> marks(static_cast<size_t>(batch * tokens), 1.0);
+  for (int64_t n = tokens - 8; n < tokens; ++n) marks[tokens + n] = 0.0;
+  for (int64_t n = 0; n < tokens; ++n) marks[2 * tokens + n] = 0.0;
+  return Tensor::from_data(marks, {batch, tokens}).to(dtype);
+}
+}  // namespace
+
+TEST_CASE("fused: token_softmax_normalize agrees with masked softmax then sum_normalize") {
+  const Tensor valid = token_marks(3, 21, DType::F32);
+  check_agree(
+      [&](const Inputs& x) {
+        return std::vector<Tensor>{token_softmax_normalize(x[0], valid, 1e-9)};
+      },
+      [&](const Inputs& x) {
+        Tensor mask = reshape(valid, {3, 1, 1, 21});
+        return std::vector<Tensor>{sum_normalize(mixers::masked_softmax(x[0], mask), -2, 1e-9)};
+      },
+      Inputs{leaf32({3, 2, 16, 21}, 60)});
+  const Tensor valid64 = token_marks(3, 21, DType::F64);
+  CHECK_GRADS([&](const Inputs& x) { return token_softmax_normalize(x[0], valid64, 1e-3); },
+              (Inputs{rand64({3, 2, 5, 21}, 61)}));
+  CHECK_GRADS([](const Inputs& x) { return token_softmax_normalize(x[0], Tensor(), 1e-3); },
+              (Inputs{rand64({2, 4, 7}, 62)}));
+}
+
+TEST_CASE("fused: token_softmax_normalize ignores what invalid tokens hold, and gives them 0") {
+  for (DType dtype : {DType::F32, DType::F64}) {
+    const Tensor valid = token_marks(3, 21, dtype);
+    std::vector<double> plain = rand64({3, 2, 16, 21}, 63, false).to_double_vector();
+    std::vector<double> wild = plain;
+    const auto invalid = [](int64_t i) {  // example 1's last 8 tokens, all of example 2's
+      const int64_t ex = i / (2 * 16 * 21), n = i % 21;
+      return ex == 2 || (ex == 1 && n >= 21 - 8);
+    };
+    for (int64_t i = 0; i < 3 * 2 * 16 * 21; ++i)
+      if (invalid(i)) wild[i] = i % 2 ? 1e30 : std::numeric_limits<double>::quiet_NaN();
+    Tensor a = Tensor::from_data(plain, {3, 2, 16, 21}).to(dtype).set_requires_grad();
+    Tensor b = Tensor::from_data(wild, {3, 2, 16, 21}).to(dtype).set_requires_grad();
+    Tensor wa = token_softmax_normalize(a, valid, 1e-9),
+           wb = token_softmax_normalize(b, valid, 1e-9);
+    CHECK(wa.to_double_vector() == wb.to_double_vector());
+    Tensor up = rand64({3, 2, 16, 21}, 64, false).to(dtype);
+    sum(mul(wa, up)).backward();
+    sum(mul(wb, up)).backward();
+    CHECK(a.grad().to_double_vector() == b.grad().to_double_vector());
+    const std::vector<double> w = wb.to_double_vector(), g = b.grad().to_double_vector();
+    for (int64_t i = 0; i < 3 * 2 * 16 * 21; ++i)
+      if (invalid(i)) {
+        INFO("element " << i);
+        CHECK(w[i] == 0.0);
+        CHECK(g[i] == 0.0);
+      }
+  }
 }

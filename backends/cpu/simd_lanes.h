@@ -36,6 +36,7 @@ struct Lanes512 {
   static V load(const float* p) { return _mm512_load_ps(p); }  // p on 64 bytes
   static void store(float* p, V v) { _mm512_store_ps(p, v); }
   static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
   // Masked: the lanes outside `m` read as 0 and are left unwritten (no fault past an array).
   static V load(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
   static void store(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
@@ -43,12 +44,21 @@ struct Lanes512 {
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
   // a · b rounded to float32 here, never fused by the compiler into a later add (GCC contracts
   // intrinsics under its default -ffp-contract=fast).
   static V mul_rounded(V a, V b) {
     return _mm512_mul_round_ps(a, b, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
   static float sum(V v) { return _mm512_reduce_add_ps(v); }
+  // The larger of a and b per lane; b where either is NaN (vmaxps), so a running maximum kept in b
+  // skips NaN in a.
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static float max_of(V v) { return _mm512_reduce_max_ps(v); }
+  // v where marks (a row of 0/1 marks) is nonzero, `otherwise` elsewhere.
+  static V keep_marked(V marks, V v, V otherwise) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(marks, zero(), _CMP_NEQ_UQ), otherwise, v);
+  }
 
   // out[c] lane r = rows[r] lane c. Four rounds of shuffles (64 in all): pairs of rows
   // interleaved, then pairs of pairs, then 128-bit lanes twice.
@@ -106,6 +116,7 @@ struct Lanes256 {
   static V load(const float* p) { return _mm256_load_ps(p); }  // p on 32 bytes
   static void store(float* p, V v) { _mm256_store_ps(p, v); }
   static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V load(const float* p, Mask m) {
     return m.whole ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m.bits);
   }
@@ -119,6 +130,7 @@ struct Lanes256 {
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
   // The empty asm hides the product from the optimiser, which can then not fuse it into an add.
   static V mul_rounded(V a, V b) {
     V product = _mm256_mul_ps(a, b);
@@ -130,6 +142,19 @@ struct Lanes256 {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+  }
+  // The larger of a and b per lane; b where either is NaN (vmaxps), so a running maximum kept in b
+  // skips NaN in a.
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static float max_of(V v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+  }
+  // v where marks (a row of 0/1 marks) is nonzero, `otherwise` elsewhere.
+  static V keep_marked(V marks, V v, V otherwise) {
+    return _mm256_blendv_ps(otherwise, v, _mm256_cmp_ps(marks, zero(), _CMP_NEQ_UQ));
   }
 
   // out[c] lane r = rows[r] lane c: pairs of rows interleaved, then pairs of pairs (columns c

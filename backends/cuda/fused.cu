@@ -3,6 +3,8 @@
 // the residual add + dropout + layer norm as one row kernel, and dropout with its mask generated
 // in the kernel. Per-element formulas are the CPU's (backends/fused_ops.h); the dropout draw is
 // the same integer function as dropout_mask's, so masks are bit-identical to the CPU's.
+#include <algorithm>
+
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/cuda_math.cuh"
 #include "backends/fused_ops.h"
@@ -336,6 +338,116 @@ void CudaBackend::sum_normalize_backward(const View& dy, const View& y, const Vi
         dy.as<T>(), y.as<T>(), denom.as<T>(), dx.as<T>(), outer, length, inner);
   });
   check_launch("sum_normalize_backward");
+}
+
+// External attention's memory weights (kernels.def: token_softmax_normalize): one thread block
+// per item's [slots, tokens] block. The softmax runs along a slot's row (one thread per slot), the
+// slot sums down a token's column (one thread per token); __syncthreads between the phases makes
+// the first phase's writes to global memory visible to the block's other threads. P is built in
+// W's memory, and the backward takes it as W · D, as the CPU's kernel does.
+namespace cuda {
+namespace {
+
+constexpr int kItemBlock = 128;
+
+template <typename T>
+__global__ void token_softmax_normalize_kernel(const T* logits, const T* valid, T* weights,
+                                               T* denom, int64_t items, int64_t groups,
+                                               int64_t slots, int64_t tokens, T eps) {
+  const int64_t block = slots * tokens;
+  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+    const T* mask = valid ? valid + (i / groups) * tokens : nullptr;
+    const T* l = logits + i * block;
+    T* w = weights + i * block;
+    for (int64_t s = threadIdx.x; s < slots; s += blockDim.x) {  // P's row, into W
+      const T* row = l + s * tokens;
+      T* p = w + s * tokens;
+      T hi = 0;  // set by the first valid token
+      bool any = false;
+      for (int64_t n = 0; n < tokens; ++n)
+        if (!mask || mask[n] != T(0)) {
+          hi = any ? (row[n] > hi ? row[n] : hi) : row[n];
+          any = true;
+        }
+      T total = 0;
+      for (int64_t n = 0; n < tokens; ++n) {
+        p[n] = any && (!mask || mask[n] != T(0)) ? CudaMath::exp(row[n] - hi) : T(0);
+        total += p[n];
+      }
+      const T inv = any ? T(1) / total : T(0);
+      for (int64_t n = 0; n < tokens; ++n) p[n] *= inv;
+    }
+    __syncthreads();
+    for (int64_t n = threadIdx.x; n < tokens; n += blockDim.x) {  // D and W down a column
+      T total = 0;
+      for (int64_t s = 0; s < slots; ++s) total += w[s * tokens + n];
+      total += eps;
+      denom[i * tokens + n] = total;
+      for (int64_t s = 0; s < slots; ++s) w[s * tokens + n] /= total;
+    }
+    __syncthreads();  // the next item's first phase must not overtake this one's readers
+  }
+}
+
+template <typename T>
+__global__ void token_softmax_normalize_backward_kernel(const T* dweights, const T* weights,
+                                                        const T* denom, T* dlogits, int64_t items,
+                                                        int64_t slots, int64_t tokens) {
+  const int64_t block = slots * tokens;
+  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+    const T* dw = dweights + i * block;
+    const T* w = weights + i * block;
+    const T* d = denom + i * tokens;
+    T* dl = dlogits + i * block;
+    for (int64_t n = threadIdx.x; n < tokens; n += blockDim.x) {  // dP down a token's column
+      T dot = 0;
+      for (int64_t s = 0; s < slots; ++s) dot += dw[s * tokens + n] * w[s * tokens + n];
+      for (int64_t s = 0; s < slots; ++s) dl[s * tokens + n] = (dw[s * tokens + n] - dot) / d[n];
+    }
+    __syncthreads();
+    for (int64_t s = threadIdx.x; s < slots; s += blockDim.x) {  // dL along a slot's row
+      T along = 0;
+      for (int64_t n = 0; n < tokens; ++n) along += w[s * tokens + n] * d[n] * dl[s * tokens + n];
+      for (int64_t n = 0; n < tokens; ++n)
+        dl[s * tokens + n] = w[s * tokens + n] * d[n] * (dl[s * tokens + n] - along);
+    }
+    __syncthreads();
+  }
+}
+
+unsigned int item_grid(int64_t items) {
+  return static_cast<unsigned int>(std::min<int64_t>(items, 65535));
+}
+
+}  // namespace
+}  // namespace cuda
+
+void CudaBackend::token_softmax_normalize(const View& logits, const View& valid,
+                                          const View& weights, const View& denom, int64_t items,
+                                          int64_t groups, int64_t slots, int64_t tokens,
+                                          double eps) {
+  if (items * slots * tokens == 0) return;
+  activate();
+  dispatch_floating(logits.dtype, "token_softmax_normalize", [&](auto tag) {
+    using T = decltype(tag);
+    token_softmax_normalize_kernel<T><<<item_grid(items), kItemBlock, 0, stream_>>>(
+        logits.as<T>(), valid.data ? valid.as<T>() : nullptr, weights.as<T>(), denom.as<T>(), items,
+        groups, slots, tokens, static_cast<T>(eps));
+  });
+  check_launch("token_softmax_normalize");
+}
+
+void CudaBackend::token_softmax_normalize_backward(const View& dweights, const View& weights,
+                                                   const View& denom, const View& dlogits,
+                                                   int64_t items, int64_t slots, int64_t tokens) {
+  if (items * slots * tokens == 0) return;
+  activate();
+  dispatch_floating(dweights.dtype, "token_softmax_normalize_backward", [&](auto tag) {
+    using T = decltype(tag);
+    token_softmax_normalize_backward_kernel<T><<<item_grid(items), kItemBlock, 0, stream_>>>(
+        dweights.as<T>(), weights.as<T>(), denom.as<T>(), dlogits.as<T>(), items, slots, tokens);
+  });
+  check_launch("token_softmax_normalize_backward");
 }
 
 template <typename T>

@@ -32,6 +32,7 @@ namespace mixlab {
 namespace {
 
 constexpr int64_t kDefaultSlots = 64;
+constexpr double kEps = 1e-9;  // the double normalisation's (mixers.md §7)
 
 // A Linear layer whose weight is truncated normal (std 0.02, cut at ±2 std), bias 0.
 std::shared_ptr<Linear> truncated_linear(int64_t in, int64_t out, Generator& gen) {
@@ -60,11 +61,11 @@ class ExternalAttention : public Mixer {
   Tensor forward(const Tensor& x, const MixerContext& ctx) override {
     check_input(x, ctx);
     if (!config_.causal) {
-      // Softmax over tokens, with invalid tokens masked like keys. It runs on Ãᵀ [B, e·h, S, N],
-      // where the tokens are the last, contiguous axis, and so does everything up to Oᵀ: the
-      // products take the transposes as flags and nothing is copied to move an axis.
-      Tensor a_hat_t = mixers::masked_softmax(memory_logits_t(x), mixers::key_mask(ctx.valid));
-      return read_memory(a_hat_t);
+      // The token softmax (invalid tokens get weight 0) and the slot normalisation, one kernel
+      // on Ãᵀ [B, e·h, S, N], where the tokens are the last, contiguous axis; everything up to
+      // Oᵀ stays in that layout: the products take the transposes as flags and nothing is copied
+      // to move an axis.
+      return read_memory(token_softmax_normalize(memory_logits_t(x), ctx.valid, kEps));
     }
     // Causal: the prefix softmax over tokens.
     Tensor logits = memory_logits(x);  // Ã [B, e·h, N, S]
@@ -75,7 +76,7 @@ class ExternalAttention : public Mixer {
     }
     Tensor a_hat = exp(sub(logits, logcumsumexp(logits, 2)));
     if (token_valid.defined()) a_hat = mul(a_hat, token_valid);
-    return read_memory(transpose(a_hat, -1, -2));
+    return read_memory(slot_normalised(a_hat));
   }
 
   // Incremental decoding: the running log-sum-exp over earlier positions, per (head, slot).
@@ -94,7 +95,7 @@ class ExternalAttention : public Mixer {
                     ? contiguous(narrow(logcumsumexp(concat({cache.lse, logits}, 2), 2), 2, 1, 1))
                     : logits;
     ++cache.position;
-    return read_memory(transpose(exp(sub(logits, cache.lse)), -1, -2));
+    return read_memory(slot_normalised(exp(sub(logits, cache.lse))));
   }
 
  private:
@@ -108,12 +109,16 @@ class ExternalAttention : public Mixer {
     Tensor t = matmul(m_k->weight, transpose(xp, -1, -2));  // [S, d_h] · [B, e·h, d_h, N]
     return add(t, reshape(m_k->bias, {slots_, 1}));
   }
-  // From Âᵀ [B, e·h, S, N] (the causal paths pass Â transposed, as a view): the double
-  // normalisation over slots, then O = A M_v + b_v [B, e·h, N, d_h], merged heads, W_p. M_v goes in
-  // as a [1, 1, S, d_h] batch so the product reads A (a transposed view) in place; a 2-D right
-  // operand would fold the batch into rows and need A contiguous.
-  Tensor read_memory(const Tensor& a_hat_t) const {
-    Tensor a = transpose(sum_normalize(a_hat_t, -2, 1e-9), -1, -2);
+  // The causal paths' double normalisation: Â [B, e·h, N, S] to Aᵀ [B, e·h, S, N], normalised
+  // along the slots with the tokens contiguous (a transposed view in, one copy).
+  static Tensor slot_normalised(const Tensor& a_hat) {
+    return sum_normalize(transpose(a_hat, -1, -2), -2, kEps);
+  }
+  // From Aᵀ [B, e·h, S, N]: O = A M_v + b_v [B, e·h, N, d_h], merged heads, W_p. M_v goes in as a
+  // [1, 1, S, d_h] batch so the product reads A (a transposed view) in place; a 2-D right operand
+  // would fold the batch into rows and need A contiguous.
+  Tensor read_memory(const Tensor& a_t) const {
+    Tensor a = transpose(a_t, -1, -2);
     capture_mixing(
         *this, "token-to-memory weights", RowRule::SumToOne, [&] { return a; }, "token",
         "memory slot");
