@@ -79,6 +79,12 @@ void backward_item(const T* dweights, const T* weights, const T* denom, T* dlogi
 }
 
 #if defined(MIXLAB_HAS_LANES)
+// GCC 12 warns that _mm512_max_ps's and _mm512_reduce_max_ps's internal _mm512_undefined_ps()
+// "may be used uninitialized" (GCC bug 105593, as in avx512_math.h); nothing reads it.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // ---- float32 in vector registers: the tokens in whole registers (kWidth at a time: 48 of 49
 // with AVX2 or AVX-512), the last tokens % kWidth one at a time. No masked loads or stores (on
 // AMD's AVX2 a masked store costs several plain ones, and a row of 49 had two a pass), no
@@ -196,6 +202,9 @@ void backward_item_lanes(const float* dweights, const float* weights, const floa
     for (int64_t n = full; n < tokens; ++n) d[n] = w[n] * denom[n] * (d[n] - along);
   }
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 }  // namespace
