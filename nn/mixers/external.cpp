@@ -32,7 +32,7 @@ namespace mixlab {
 namespace {
 
 constexpr int64_t kDefaultSlots = 64;
-constexpr double kEps = 1e-9;  // the double normalisation's (mixers.md §7)
+constexpr double kSlotSumEps = 1e-9;  // the double normalisation's (mixers.md §7)
 
 // A Linear layer whose weight is truncated normal (std 0.02, cut at ±2 std), bias 0.
 std::shared_ptr<Linear> truncated_linear(int64_t in, int64_t out, Generator& gen) {
@@ -65,7 +65,7 @@ class ExternalAttention : public Mixer {
       // on Ãᵀ [B, e·h, S, N], where the tokens are the last, contiguous axis; everything up to
       // Oᵀ stays in that layout: the products take the transposes as flags and nothing is copied
       // to move an axis.
-      return read_memory(token_softmax_normalize(memory_logits_t(x), ctx.valid, kEps));
+      return read_memory(token_softmax_normalize(memory_logits_t(x), ctx.valid, kSlotSumEps));
     }
     // Causal: the prefix softmax over tokens.
     Tensor logits = memory_logits(x);  // Ã [B, e·h, N, S]
@@ -112,7 +112,7 @@ class ExternalAttention : public Mixer {
   // The causal paths' double normalisation: Â [B, e·h, N, S] to Aᵀ [B, e·h, S, N], normalised
   // along the slots with the tokens contiguous (a transposed view in, one copy).
   static Tensor slot_normalised(const Tensor& a_hat) {
-    return sum_normalize(transpose(a_hat, -1, -2), -2, kEps);
+    return sum_normalize(transpose(a_hat, -1, -2), -2, kSlotSumEps);
   }
   // From Aᵀ [B, e·h, S, N]: O = A M_v + b_v [B, e·h, N, d_h], merged heads, W_p. M_v goes in as a
   // [1, 1, S, d_h] batch so the product reads A (a transposed view) in place; a 2-D right operand
