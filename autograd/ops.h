@@ -181,6 +181,9 @@ Tensor sum_normalize(const Tensor& x, int64_t axis, double eps);
 // slots, W = P / (eps + Σ_slots P). One kernel each way; equals
 // sum_normalize(mixers::masked_softmax(logits, valid as [B, 1, .., tokens]), -2, eps).
 Tensor token_softmax_normalize(const Tensor& logits, const Tensor& valid, double eps);
+// gMLP's spatial gate (autograd/ops/spatial_gate.cpp): z ⊙ (g + bias[t]) for g, z [..., N, C]
+// and bias [N], one kernel each way; equals mul(add(g, reshape(bias, {N, 1})), z).
+Tensor spatial_gate(const Tensor& g, const Tensor& bias, const Tensor& z);
 // x + bias along the last axis (bias [cols]) in one row pass.
 Tensor bias_add(const Tensor& x, const Tensor& bias);
 // gelu(x + bias) (erf form) in one pass; the backward yields dGELU and the bias gradient (column

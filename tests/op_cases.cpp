@@ -1378,6 +1378,31 @@ void add_glu_cases(std::vector<OpCase>& t) {
   }
 }
 
+// ---- spatial_gate (gMLP's and aMLP's gate with G's per-token bias) ----
+// z ⊙ (g + bias[t]) on [B, N, C] (C a whole number of vector registers and not), [N, C] and a
+// wider [2, 3, 4, 40]; small cases run gradient mode for all three inputs.
+void add_spatial_gate_cases(std::vector<OpCase>& t) {
+  for (Shape shape : {Shape{2, 3, 5}, Shape{4, 19}, Shape{2, 3, 4, 40}, Shape{8, 49, 64}}) {
+    const int64_t channels = shape.back(), tokens = shape[shape.size() - 2];
+    const bool small = shape[0] * channels <= 80;
+    for (const char* kernel : {"spatial_gate", "spatial_gate_backward"})
+      t.push_back({kernel,
+                   std::string("spatial_gate ") + shape_str(shape),
+                   {Input::leaf(shape, 280), Input::leaf({tokens}, 281), Input::leaf(shape, 282)},
+                   [](const Ctx&, const In& in) { return Out{spatial_gate(in[0], in[1], in[2])}; },
+                   kF32Loose,
+                   kF64Loose,
+                   small,
+                   {DType::F32, DType::F64},
+                   [tokens, channels](const std::vector<std::vector<double>>& v) {
+                     std::vector<double> y(v[0].size());
+                     for (size_t i = 0; i < y.size(); ++i)
+                       y[i] = v[2][i] * (v[0][i] + v[1][(i / channels) % tokens]);
+                     return y;
+                   }});
+  }
+}
+
 // ---- token_softmax_normalize (External attention's memory weights) ----
 // Logits [B, ..., S, N]: the softmax over each slot's valid tokens, then every token's weights
 // normalised over the slots (eps 1e-3). With a mask, example 0 has its last tokens invalid and,
@@ -1656,6 +1681,7 @@ std::vector<OpCase> build_table() {
   add_token_conv_cases(t);
   add_sum_normalize_cases(t);
   add_token_softmax_normalize_cases(t);
+  add_spatial_gate_cases(t);
   add_outer_product_cases(t);
   add_linear_attention_cases(t);
   add_glu_cases(t);

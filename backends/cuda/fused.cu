@@ -340,6 +340,70 @@ void CudaBackend::sum_normalize_backward(const View& dy, const View& y, const Vi
   check_launch("sum_normalize_backward");
 }
 
+// gMLP's spatial gate (kernels.def: spatial_gate): the forward a thread per element, the backward
+// a warp per row (b, t), whose lanes stride over the channels and whose sum of dg is a warp
+// reduction.
+namespace cuda {
+namespace {
+
+template <typename T>
+__global__ void spatial_gate_kernel(const T* g, const T* bias, const T* z, T* y, int64_t n,
+                                    int64_t tokens, int64_t channels) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+    y[i] = z[i] * (g[i] + bias[(i / channels) % tokens]);
+}
+
+template <typename T>
+__global__ void spatial_gate_backward_kernel(const T* dy, const T* g, const T* bias, const T* z,
+                                             T* dg, T* dz, T* row_sums, int64_t rows,
+                                             int64_t tokens, int64_t channels) {
+  const int64_t r = WarpPerRow::row();
+  if (r >= rows) return;  // a whole warp leaves together
+  const T b = bias[r % tokens];
+  T total = 0;
+  for (int64_t c = WarpPerRow::rank(); c < channels; c += WarpPerRow::size()) {
+    const int64_t i = r * channels + c;
+    dg[i] = dy[i] * z[i];
+    dz[i] = dy[i] * (g[i] + b);
+    total += dg[i];
+  }
+  total = WarpPerRow::reduce(total, SumOp(), T(0));
+  if (WarpPerRow::rank() == 0) row_sums[r] = total;
+}
+
+}  // namespace
+}  // namespace cuda
+
+void CudaBackend::spatial_gate(const View& g, const View& bias, const View& z, const View& y,
+                               int64_t batch, int64_t tokens, int64_t channels) {
+  const int64_t n = batch * tokens * channels;
+  if (n == 0) return;
+  activate();
+  dispatch_floating(g.dtype, "spatial_gate", [&](auto tag) {
+    using T = decltype(tag);
+    spatial_gate_kernel<T><<<grid_for(n), kBlock, 0, stream_>>>(g.as<T>(), bias.as<T>(), z.as<T>(),
+                                                                y.as<T>(), n, tokens, channels);
+  });
+  check_launch("spatial_gate");
+}
+
+void CudaBackend::spatial_gate_backward(const View& dy, const View& g, const View& bias,
+                                        const View& z, const View& dg, const View& dz,
+                                        const View& row_sums, int64_t batch, int64_t tokens,
+                                        int64_t channels) {
+  const int64_t rows = batch * tokens;
+  if (rows * channels == 0) return;
+  activate();
+  dispatch_floating(dy.dtype, "spatial_gate_backward", [&](auto tag) {
+    using T = decltype(tag);
+    spatial_gate_backward_kernel<T><<<WarpPerRow::blocks(rows, kBlock), kBlock, 0, stream_>>>(
+        dy.as<T>(), g.as<T>(), bias.as<T>(), z.as<T>(), dg.as<T>(), dz.as<T>(), row_sums.as<T>(),
+        rows, tokens, channels);
+  });
+  check_launch("spatial_gate_backward");
+}
+
 // External attention's memory weights (kernels.def: token_softmax_normalize): one thread block
 // per item's [slots, tokens] block. The softmax runs along a slot's row (one thread per slot), the
 // slot sums down a token's column (one thread per token); __syncthreads between the phases makes

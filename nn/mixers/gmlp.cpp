@@ -92,7 +92,6 @@ class GatedMlp : public Mixer {
     if (config_.causal) w = mul(w, tril_mask(n, n, 0, x.dtype(), x.device()));
     capture_mixing(*this, "spatial gating weights W", RowRule::Free, [&] { return w; });
     Tensor g = matmul(w, mixers::zero_invalid_rows(zn, ctx.valid));  // [N,N]·[B,N,f/2]
-    g = add(g, reshape(narrow(b, 0, 0, n), {n, 1}));
     if (attention_) {
       Tensor q = mixers::split_heads(w_q->forward(x), 1);  // one head: [B, 1, N, d_a]
       Tensor k = mixers::split_heads(w_k->forward(x), 1);
@@ -100,7 +99,8 @@ class GatedMlp : public Mixer {
       Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
       g = add(g, attend(q, k, v, mask));
     }
-    return V->forward(mul(g, z1));
+    // Z₁ ⊙ (G + b), b per token, in one kernel each way (spatial_gate).
+    return V->forward(spatial_gate(g, narrow(b, 0, 0, n), z1));
   }
 
   struct Cache : MixerCache {
@@ -118,8 +118,8 @@ class GatedMlp : public Mixer {
     project(x_t, z1, zn);
     cache.zn = cache.zn.defined() ? concat({cache.zn, zn}, 1) : zn;
     ++cache.position;
-    Tensor w_row = narrow(narrow(W, 0, t, 1), 1, 0, t + 1);       // W[t, :t+1] (tril keeps it all)
-    Tensor g = add(matmul(w_row, cache.zn), narrow(b, 0, t, 1));  // [B, 1, f/2]
+    Tensor w_row = narrow(narrow(W, 0, t, 1), 1, 0, t + 1);  // W[t, :t+1] (tril keeps it all)
+    Tensor g = matmul(w_row, cache.zn);                      // [B, 1, f/2], b added below
     if (attention_) {
       Tensor q = mixers::split_heads(w_q->forward(x_t), 1);
       Tensor k = mixers::split_heads(w_k->forward(x_t), 1);
@@ -128,7 +128,7 @@ class GatedMlp : public Mixer {
       cache.v = cache.v.defined() ? concat({cache.v, v}, 2) : v;
       g = add(g, attend(q, cache.k, cache.v, Tensor()));  // the new query sees every cached key
     }
-    return V->forward(mul(g, z1));
+    return V->forward(spatial_gate(g, narrow(b, 0, t, 1), z1));
   }
 
  private:
