@@ -1404,8 +1404,9 @@ void add_spatial_gate_cases(std::vector<OpCase>& t) {
 }
 
 // ---- token_softmax_normalize (External attention's memory weights) ----
-// Logits [B, ..., S, N]: the softmax over each slot's valid tokens, then every token's weights
-// normalised over the slots (eps 1e-3). With a mask, example 0 has its last tokens invalid and,
+// Logits [B, ..., S, N] and a slot bias [S] (which the softmax cancels; its gradient is checked
+// too): the softmax over each slot's valid tokens, then every token's weights normalised over the
+// slots (eps 1e-3). With a mask, example 0 has its last tokens invalid and,
 // where there are three examples, example 2 has none valid (its weights are all 0); without one,
 // every token counts. Small cases also run gradient mode (invalid tokens get dL = 0 exactly).
 void add_token_softmax_normalize_cases(std::vector<OpCase>& t) {
@@ -1420,49 +1421,50 @@ void add_token_softmax_normalize_cases(std::vector<OpCase>& t) {
     for (int64_t n = tokens / 2 + 1; n < tokens; ++n) marks[n] = 0.0;  // example 0: a short one
     if (batch == 3)
       for (int64_t n = 0; n < tokens; ++n) marks[2 * tokens + n] = 0.0;  // example 2: empty
-    std::vector<Input> inputs{Input::leaf(c.shape, 270, -3, 3)};
+    std::vector<Input> inputs{Input::leaf(c.shape, 270, -3, 3), Input::leaf({slots}, 271)};
     if (c.masked) inputs.push_back(Input::given({batch, tokens}, marks));
     const bool small = c.shape[0] * c.shape[1] * slots <= 60;
     for (const char* kernel : {"token_softmax_normalize", "token_softmax_normalize_backward"})
-      t.push_back(
-          {kernel,
-           std::string("token_softmax_normalize ") + shape_str(c.shape) +
-               (c.masked ? " masked" : ""),
-           inputs,
-           [](const Ctx&, const In& in) {
-             return Out{token_softmax_normalize(in[0], in.size() > 1 ? in[1] : Tensor(), 1e-3)};
-           },
-           kF32Loose,
-           kF64Loose,
-           small,
-           {DType::F32, DType::F64},
-           [c, batch, tokens, slots](const std::vector<std::vector<double>>& v) {
-             const int64_t items = static_cast<int64_t>(v[0].size()) / (slots * tokens);
-             const int64_t groups = items / batch;
-             std::vector<double> y(v[0].size());
-             for (int64_t i = 0; i < items; ++i) {
-               const double* l = v[0].data() + i * slots * tokens;
-               double* w = y.data() + i * slots * tokens;
-               const auto valid = [&](int64_t n) {
-                 return !c.masked || v[1][(i / groups) * tokens + n] != 0;
-               };
-               for (int64_t s = 0; s < slots; ++s) {
-                 double hi = -1e300, total = 0;
-                 for (int64_t n = 0; n < tokens; ++n)
-                   if (valid(n)) hi = std::max(hi, l[s * tokens + n]);
-                 for (int64_t n = 0; n < tokens; ++n)
-                   total += valid(n) ? std::exp(l[s * tokens + n] - hi) : 0.0;
-                 for (int64_t n = 0; n < tokens; ++n)
-                   w[s * tokens + n] = valid(n) ? std::exp(l[s * tokens + n] - hi) / total : 0.0;
-               }
-               for (int64_t n = 0; n < tokens; ++n) {
-                 double total = 1e-3;
-                 for (int64_t s = 0; s < slots; ++s) total += w[s * tokens + n];
-                 for (int64_t s = 0; s < slots; ++s) w[s * tokens + n] /= total;
-               }
-             }
-             return y;
-           }});
+      t.push_back({kernel,
+                   std::string("token_softmax_normalize ") + shape_str(c.shape) +
+                       (c.masked ? " masked" : ""),
+                   inputs,
+                   [](const Ctx&, const In& in) {
+                     return Out{token_softmax_normalize(in[0], in[1],
+                                                        in.size() > 2 ? in[2] : Tensor(), 1e-3)};
+                   },
+                   kF32Loose,
+                   kF64Loose,
+                   small,
+                   {DType::F32, DType::F64},
+                   [c, batch, tokens, slots](const std::vector<std::vector<double>>& v) {
+                     const int64_t items = static_cast<int64_t>(v[0].size()) / (slots * tokens);
+                     const int64_t groups = items / batch;
+                     std::vector<double> y(v[0].size());
+                     for (int64_t i = 0; i < items; ++i) {
+                       const double* l = v[0].data() + i * slots * tokens;
+                       double* w = y.data() + i * slots * tokens;
+                       const auto valid = [&](int64_t n) {  // the bias v[1] cancels in the softmax
+                         return !c.masked || v[2][(i / groups) * tokens + n] != 0;
+                       };
+                       for (int64_t s = 0; s < slots; ++s) {
+                         double hi = -1e300, total = 0;
+                         for (int64_t n = 0; n < tokens; ++n)
+                           if (valid(n)) hi = std::max(hi, l[s * tokens + n]);
+                         for (int64_t n = 0; n < tokens; ++n)
+                           total += valid(n) ? std::exp(l[s * tokens + n] - hi) : 0.0;
+                         for (int64_t n = 0; n < tokens; ++n)
+                           w[s * tokens + n] =
+                               valid(n) ? std::exp(l[s * tokens + n] - hi) / total : 0.0;
+                       }
+                       for (int64_t n = 0; n < tokens; ++n) {
+                         double total = 1e-3;
+                         for (int64_t s = 0; s < slots; ++s) total += w[s * tokens + n];
+                         for (int64_t s = 0; s < slots; ++s) w[s * tokens + n] /= total;
+                       }
+                     }
+                     return y;
+                   }});
   }
 }
 

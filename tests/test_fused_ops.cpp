@@ -313,7 +313,7 @@ TEST_CASE("fused: token_softmax_normalize agrees with masked softmax then sum_no
   const Tensor valid = token_marks(3, 21, DType::F32);
   check_agree(
       [&](const Inputs& x) {
-        return std::vector<Tensor>{token_softmax_normalize(x[0], valid, 1e-9)};
+        return std::vector<Tensor>{token_softmax_normalize(x[0], Tensor(), valid, 1e-9)};
       },
       [&](const Inputs& x) {
         Tensor mask = reshape(valid, {3, 1, 1, 21});
@@ -321,10 +321,39 @@ TEST_CASE("fused: token_softmax_normalize agrees with masked softmax then sum_no
       },
       Inputs{leaf32({3, 2, 16, 21}, 60)});
   const Tensor valid64 = token_marks(3, 21, DType::F64);
-  CHECK_GRADS([&](const Inputs& x) { return token_softmax_normalize(x[0], valid64, 1e-3); },
-              (Inputs{rand64({3, 2, 5, 21}, 61)}));
-  CHECK_GRADS([](const Inputs& x) { return token_softmax_normalize(x[0], Tensor(), 1e-3); },
-              (Inputs{rand64({2, 4, 7}, 62)}));
+  CHECK_GRADS([&](const Inputs& x) { return token_softmax_normalize(x[0], x[1], valid64, 1e-3); },
+              (Inputs{rand64({3, 2, 5, 21}, 61), rand64({5}, 65)}));
+  CHECK_GRADS(
+      [](const Inputs& x) { return token_softmax_normalize(x[0], Tensor(), Tensor(), 1e-3); },
+      (Inputs{rand64({2, 4, 7}, 62)}));
+}
+
+TEST_CASE(
+    "fused: token_softmax_normalize's slot bias cancels, and its gradient is the unfused one") {
+  // The bias is constant along each slot's row of tokens, so the softmax cancels it: the weights
+  // are those without it, and its gradient (what add's broadcast rule sums) is 0 up to rounding.
+  const Tensor valid = token_marks(3, 21, DType::F64);
+  Tensor logits = rand64({3, 2, 16, 21}, 66), bias = rand64({16}, 67);
+  Tensor with = token_softmax_normalize(logits, bias, valid, 1e-9);
+  Tensor without = token_softmax_normalize(logits.detach(), Tensor(), valid, 1e-9);
+  CHECK(with.to_double_vector() == without.to_double_vector());
+  Tensor up = rand64({3, 2, 16, 21}, 68, false);
+  sum(mul(with, up)).backward();
+  Tensor bias2 = bias.detach().clone().set_requires_grad();
+  Tensor unfused =
+      sum_normalize(mixers::masked_softmax(add(logits.detach(), reshape(bias2, {16, 1})),
+                                           reshape(valid, {3, 1, 1, 21})),
+                    -2, 1e-9);
+  sum(mul(unfused, up)).backward();
+  const std::vector<double> fused_db = bias.grad().to_double_vector(),
+                            unfused_db = bias2.grad().to_double_vector();
+  double largest = 0;
+  for (double v : logits.grad().to_double_vector()) largest = std::max(largest, std::abs(v));
+  for (size_t s = 0; s < fused_db.size(); ++s) {
+    INFO("slot " << s << ": " << fused_db[s] << " vs " << unfused_db[s]);
+    CHECK(std::abs(fused_db[s]) <= 1e-12 * largest * 2 * 21);
+    CHECK(std::abs(fused_db[s] - unfused_db[s]) <= 1e-12 * largest * 2 * 21);
+  }
 }
 
 TEST_CASE("fused: token_softmax_normalize ignores what invalid tokens hold, and gives them 0") {
@@ -340,8 +369,8 @@ TEST_CASE("fused: token_softmax_normalize ignores what invalid tokens hold, and 
       if (invalid(i)) wild[i] = i % 2 ? 1e30 : std::numeric_limits<double>::quiet_NaN();
     Tensor a = Tensor::from_data(plain, {3, 2, 16, 21}).to(dtype).set_requires_grad();
     Tensor b = Tensor::from_data(wild, {3, 2, 16, 21}).to(dtype).set_requires_grad();
-    Tensor wa = token_softmax_normalize(a, valid, 1e-9),
-           wb = token_softmax_normalize(b, valid, 1e-9);
+    Tensor wa = token_softmax_normalize(a, Tensor(), valid, 1e-9),
+           wb = token_softmax_normalize(b, Tensor(), valid, 1e-9);
     CHECK(wa.to_double_vector() == wb.to_double_vector());
     Tensor up = rand64({3, 2, 16, 21}, 64, false).to(dtype);
     sum(mul(wa, up)).backward();

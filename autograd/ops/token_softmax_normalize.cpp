@@ -1,47 +1,65 @@
 // External attention's memory weights (mixers.md §7) as one kernel each way, where masked_fill,
 // softmax, a multiply by the "any valid token" mask and sum_normalize took four passes forward
-// and as many backward. For logits Ãᵀ [B, ..., S, N] (slots, tokens):
+// and as many backward. For logits Ãᵀ [B, ..., S, N] (slots, tokens) and an optional bias b [S]
+// added to each slot's row (M_k's):
 //
-//   forward:   P = softmax over the valid tokens of each slot's row (0 at invalid tokens, and
-//              everywhere when an example has none),  D_n = eps + Σ_s P_sn,  W = P / D
-//   backward:  P = W ∘ D,  dP = (dW − Σ_s dW ∘ W) / D,  dL = P ∘ (dP − Σ_n P ∘ dP)
+//   forward:   P = softmax over the valid tokens of each slot's row of L + b (0 at invalid
+//              tokens, and everywhere when an example has none),  D_n = eps + Σ_s P_sn,  W = P / D
+//   backward:  P = W ∘ D,  dP = (dW − Σ_s dW ∘ W) / D,  dL = P ∘ (dP − Σ_n P ∘ dP),
+//              db_s = Σ_(items, n) dL_sn
 //
+// b is constant along the softmax's axis, so it cancels: the kernel never adds it (a pass and its
+// gradient's reduction saved) and its gradient, zero but for rounding, is the rows' sums of dL.
 // Only W (the output) and D ([items, tokens]) are kept for the backward: P is not stored.
 #include "autograd/ops/op_utils.h"
 
 namespace mixlab {
 using namespace ops_detail;
 
-Tensor token_softmax_normalize(const Tensor& logits, const Tensor& valid, double eps) {
+Tensor token_softmax_normalize(const Tensor& logits, const Tensor& slot_bias, const Tensor& valid,
+                               double eps) {
   const char* op = "token_softmax_normalize";
   check_same(op, {&logits});
   check(logits.dim() >= 3, op, ": logits must be [B, ..., slots, tokens], got ",
         shape_str(logits.shape()));
   const int64_t batch = logits.size(0), slots = logits.size(-2), tokens = logits.size(-1);
   const int64_t items = slots * tokens == 0 ? 0 : logits.numel() / (slots * tokens);
+  if (slot_bias.defined()) {
+    check_same(op, {&logits, &slot_bias});
+    check(slot_bias.dim() == 1 && slot_bias.size(0) == slots, op, ": slot_bias must be [slots] = [",
+          slots, "] for logits ", shape_str(logits.shape()), ", got ",
+          shape_str(slot_bias.shape()));
+  }
   if (valid.defined()) {
     check_same(op, {&logits, &valid});
     check(valid.dim() == 2 && valid.size(0) == batch && valid.size(1) == tokens, op,
           ": valid must be [batch, tokens] = [", batch, ", ", tokens, "] for logits ",
           shape_str(logits.shape()), ", got ", shape_str(valid.shape()));
   }
-  const int64_t groups = batch == 0 ? 1 : items / batch;
+  const int64_t groups = batch == 0 ? 1 : std::max<int64_t>(items / batch, 1);
   Tensor in = dense(logits);
   Tensor mask = valid.defined() ? dense(valid) : Tensor();
   Tensor weights = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor denom = Tensor::empty({items, tokens}, logits.dtype(), logits.device());
   if (logits.numel() > 0)
     backend_of(logits).token_softmax_normalize(in.view(), view_or_none(mask, logits.dtype()),
-                                               weights.view(), denom.view(), items,
-                                               std::max<int64_t>(groups, 1), slots, tokens, eps);
-  return record(op, weights, {logits},
-                [out = weights.detach(), denom, items, slots, tokens](const Tensor& g) {
+                                               weights.view(), denom.view(), items, groups, slots,
+                                               tokens, eps);
+  std::vector<Tensor> inputs{logits};
+  if (slot_bias.defined()) inputs.push_back(slot_bias);
+  const bool with_bias = slot_bias.defined();
+  return record(op, weights, inputs,
+                [out = weights.detach(), denom, items, slots, tokens, with_bias](const Tensor& g) {
                   Tensor gd = dense(g);
                   Tensor dx = Tensor::empty(out.shape(), out.dtype(), out.device());
+                  Tensor sums = with_bias ? Tensor::zeros({items, slots}, out.dtype(), out.device())
+                                          : Tensor();
                   if (out.numel() > 0)
                     backend_of(out).token_softmax_normalize_backward(
-                        gd.view(), out.view(), denom.view(), dx.view(), items, slots, tokens);
-                  return std::vector<Tensor>{dx};
+                        gd.view(), out.view(), denom.view(), dx.view(),
+                        view_or_none(sums, out.dtype()), items, slots, tokens);
+                  if (!with_bias) return std::vector<Tensor>{dx};
+                  return std::vector<Tensor>{dx, sum(sums, {0})};
                 });
 }
 

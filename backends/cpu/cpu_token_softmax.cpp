@@ -58,9 +58,10 @@ void forward_item(const T* logits, const T* valid, T* weights, T* denom, int64_t
     for (int64_t n = 0; n < tokens; ++n) weights[s * tokens + n] /= denom[n];
 }
 
+// `slot_sums` (null: not wanted) gets each slot's row sum of dL.
 template <typename T>
-void backward_item(const T* dweights, const T* weights, const T* denom, T* dlogits, int64_t slots,
-                   int64_t tokens, T* dot) {
+void backward_item(const T* dweights, const T* weights, const T* denom, T* dlogits, T* slot_sums,
+                   int64_t slots, int64_t tokens, T* dot) {
   std::fill_n(dot, tokens, T(0));
   for (int64_t s = 0; s < slots; ++s)
     for (int64_t n = 0; n < tokens; ++n)
@@ -74,7 +75,9 @@ void backward_item(const T* dweights, const T* weights, const T* denom, T* dlogi
       d[n] = (dw[n] - dot[n]) / denom[n];
       along += w[n] * denom[n] * d[n];
     }
-    for (int64_t n = 0; n < tokens; ++n) d[n] = w[n] * denom[n] * (d[n] - along);
+    T total = 0;
+    for (int64_t n = 0; n < tokens; ++n) total += (d[n] = w[n] * denom[n] * (d[n] - along));
+    if (slot_sums) slot_sums[s] = total;
   }
 }
 
@@ -158,9 +161,11 @@ void forward_item_lanes(const float* logits, const float* valid, float* weights,
   }
 }
 
-// `scratch` has room for 2 · tokens floats.
+// `scratch` has room for 2 · tokens floats; `slot_sums` (null: not wanted) gets each slot's row
+// sum of dL.
 void backward_item_lanes(const float* dweights, const float* weights, const float* denom,
-                         float* dlogits, int64_t slots, int64_t tokens, float* scratch) {
+                         float* dlogits, float* slot_sums, int64_t slots, int64_t tokens,
+                         float* scratch) {
   constexpr int64_t kW = Lanes::kWidth;
   const int64_t full = tokens - tokens % kW;
   float* dot = scratch;  // Σ_s dW ∘ W per token
@@ -195,11 +200,16 @@ void backward_item_lanes(const float* dweights, const float* weights, const floa
       along += w[n] * denom[n] * d[n];
     }
     const Lanes::V along_b = Lanes::set1(along);
+    Lanes::V total_v = Lanes::zero();
     for (int64_t n = 0; n < full; n += kW) {
       const Lanes::V p = Lanes::mul(Lanes::loadu(w + n), Lanes::loadu(denom + n));
-      Lanes::storeu(d + n, Lanes::mul(p, Lanes::sub(Lanes::loadu(d + n), along_b)));
+      const Lanes::V dl = Lanes::mul(p, Lanes::sub(Lanes::loadu(d + n), along_b));
+      Lanes::storeu(d + n, dl);
+      total_v = Lanes::add(total_v, dl);
     }
-    for (int64_t n = full; n < tokens; ++n) d[n] = w[n] * denom[n] * (d[n] - along);
+    float total = Lanes::sum(total_v);
+    for (int64_t n = full; n < tokens; ++n) total += (d[n] = w[n] * denom[n] * (d[n] - along));
+    if (slot_sums) slot_sums[s] = total;
   }
 }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -237,7 +247,8 @@ void CpuBackend::token_softmax_normalize(const View& logits, const View& valid, 
 
 void CpuBackend::token_softmax_normalize_backward(const View& dweights, const View& weights,
                                                   const View& denom, const View& dlogits,
-                                                  int64_t items, int64_t slots, int64_t tokens) {
+                                                  const View& slot_sums, int64_t items,
+                                                  int64_t slots, int64_t tokens) {
   dispatch_floating(dweights.dtype, "token_softmax_normalize_backward", [&](auto tag) {
     using T = decltype(tag);
     const int64_t block = slots * tokens;
@@ -249,13 +260,14 @@ void CpuBackend::token_softmax_normalize_backward(const View& dweights, const Vi
         const T* w = weights.as<T>() + i * block;
         const T* d = denom.as<T>() + i * tokens;
         T* dl = dlogits.as<T>() + i * block;
+        T* sums = slot_sums.data ? slot_sums.as<T>() + i * slots : nullptr;
 #if defined(MIXLAB_HAS_LANES)
         if constexpr (std::is_same_v<T, float>) {
-          backward_item_lanes(dw, w, d, dl, slots, tokens, scratch.data());
+          backward_item_lanes(dw, w, d, dl, sums, slots, tokens, scratch.data());
           continue;
         }
 #endif
-        backward_item<T>(dw, w, d, dl, slots, tokens, scratch.data());
+        backward_item<T>(dw, w, d, dl, sums, slots, tokens, scratch.data());
       }
     });
   });

@@ -455,8 +455,9 @@ __global__ void token_softmax_normalize_kernel(const T* logits, const T* valid, 
 
 template <typename T>
 __global__ void token_softmax_normalize_backward_kernel(const T* dweights, const T* weights,
-                                                        const T* denom, T* dlogits, int64_t items,
-                                                        int64_t slots, int64_t tokens) {
+                                                        const T* denom, T* dlogits, T* slot_sums,
+                                                        int64_t items, int64_t slots,
+                                                        int64_t tokens) {
   const int64_t block = slots * tokens;
   for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
     const T* dw = dweights + i * block;
@@ -472,8 +473,10 @@ __global__ void token_softmax_normalize_backward_kernel(const T* dweights, const
     for (int64_t s = threadIdx.x; s < slots; s += blockDim.x) {  // dL along a slot's row
       T along = 0;
       for (int64_t n = 0; n < tokens; ++n) along += w[s * tokens + n] * d[n] * dl[s * tokens + n];
+      T total = 0;
       for (int64_t n = 0; n < tokens; ++n)
-        dl[s * tokens + n] = w[s * tokens + n] * d[n] * (dl[s * tokens + n] - along);
+        total += (dl[s * tokens + n] = w[s * tokens + n] * d[n] * (dl[s * tokens + n] - along));
+      if (slot_sums) slot_sums[i * slots + s] = total;
     }
     __syncthreads();
   }
@@ -503,13 +506,15 @@ void CudaBackend::token_softmax_normalize(const View& logits, const View& valid,
 
 void CudaBackend::token_softmax_normalize_backward(const View& dweights, const View& weights,
                                                    const View& denom, const View& dlogits,
-                                                   int64_t items, int64_t slots, int64_t tokens) {
+                                                   const View& slot_sums, int64_t items,
+                                                   int64_t slots, int64_t tokens) {
   if (items * slots * tokens == 0) return;
   activate();
   dispatch_floating(dweights.dtype, "token_softmax_normalize_backward", [&](auto tag) {
     using T = decltype(tag);
     token_softmax_normalize_backward_kernel<T><<<item_grid(items), kItemBlock, 0, stream_>>>(
-        dweights.as<T>(), weights.as<T>(), denom.as<T>(), dlogits.as<T>(), items, slots, tokens);
+        dweights.as<T>(), weights.as<T>(), denom.as<T>(), dlogits.as<T>(),
+        slot_sums.data ? slot_sums.as<T>() : nullptr, items, slots, tokens);
   });
   check_launch("token_softmax_normalize_backward");
 }

@@ -65,7 +65,8 @@ class ExternalAttention : public Mixer {
       // on Ãᵀ [B, e·h, S, N], where the tokens are the last, contiguous axis; everything up to
       // Oᵀ stays in that layout: the products take the transposes as flags and nothing is copied
       // to move an axis.
-      return read_memory(token_softmax_normalize(memory_logits_t(x), ctx.valid, kSlotSumEps));
+      return read_memory(
+          token_softmax_normalize(memory_logits_t(x), m_k->bias, ctx.valid, kSlotSumEps));
     }
     // Causal: the prefix softmax over tokens.
     Tensor logits = memory_logits(x);  // Ã [B, e·h, N, S]
@@ -103,11 +104,11 @@ class ExternalAttention : public Mixer {
     Tensor xp = mixers::split_heads(w_t->forward(x), expansion_ * config_.heads);
     return m_k->forward(xp);
   }
-  // Ãᵀ = M_kᵀ X'ᵀ + b_k, [B, e·h, S, N].
+  // Ãᵀ − b_k = M_kᵀ X'ᵀ, [B, e·h, S, N]: the bias b_k, a constant along each slot's row, is
+  // token_softmax_normalize's to take (it cancels in the softmax over the tokens).
   Tensor memory_logits_t(const Tensor& x) const {
     Tensor xp = mixers::split_heads(w_t->forward(x), expansion_ * config_.heads);
-    Tensor t = matmul(m_k->weight, transpose(xp, -1, -2));  // [S, d_h] · [B, e·h, d_h, N]
-    return add(t, reshape(m_k->bias, {slots_, 1}));
+    return matmul(m_k->weight, transpose(xp, -1, -2));  // [S, d_h] · [B, e·h, d_h, N]
   }
   // The causal paths' double normalisation: Â [B, e·h, N, S] to Aᵀ [B, e·h, S, N], normalised
   // along the slots with the tokens contiguous (a transposed view in, one copy).
