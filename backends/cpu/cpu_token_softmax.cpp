@@ -7,7 +7,9 @@
 //   forward:   P[s, n] = softmax over the valid n of L[s, ·],  D[n] = eps + Σ_s P[s, n],
 //              W[s, n] = P[s, n] / D[n]
 //   backward:  P = W ∘ D,  dP[s, n] = (dW[s, n] − Σ_s' dW[s', n] W[s', n]) / D[n],
-//              dL[s, n] = P[s, n] (dP[s, n] − Σ_n' P[s, n'] dP[s, n'])
+//              dL[s, n] = P[s, n] (dP[s, n] − Σ_n' P[s, n'] dP[s, n']),
+//              and, when asked, Σ_n dL[s, n]: the gradient of a bias on slot s's row (M_k's),
+//              which the softmax cancels, so that the forward never adds it
 //
 // Every pass walks the block row after row (a slot's tokens), in address order, with the sums
 // over the slots kept in a row of `tokens` accumulators: passes down the columns (196 bytes a
