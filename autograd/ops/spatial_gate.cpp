@@ -29,10 +29,14 @@ Tensor spatial_gate(const Tensor& g, const Tensor& bias, const Tensor& z) {
     Tensor dy = dense(grad);
     Tensor dg = Tensor::empty(gd.shape(), gd.dtype(), gd.device());
     Tensor dz = Tensor::empty(zd.shape(), zd.dtype(), zd.device());
-    Tensor row_sums = Tensor::zeros({batch, tokens}, gd.dtype(), gd.device());
-    if (dg.numel() > 0)
+    Tensor row_sums;  // written whole by the kernel; zeros only when rows have no channels
+    if (dg.numel() > 0) {
+      row_sums = Tensor::empty({batch, tokens}, gd.dtype(), gd.device());
       backend_of(gd).spatial_gate_backward(dy.view(), gd.view(), bd.view(), zd.view(), dg.view(),
                                            dz.view(), row_sums.view(), batch, tokens, channels);
+    } else {
+      row_sums = Tensor::zeros({batch, tokens}, gd.dtype(), gd.device());
+    }
     return std::vector<Tensor>{dg, sum(row_sums, {0}), dz};
   });
 }

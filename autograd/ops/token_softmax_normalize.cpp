@@ -52,8 +52,12 @@ Tensor token_softmax_normalize(const Tensor& logits, const Tensor& slot_bias, co
                 [out = weights.detach(), denom, items, slots, tokens, with_bias](const Tensor& g) {
                   Tensor gd = dense(g);
                   Tensor dx = Tensor::empty(out.shape(), out.dtype(), out.device());
-                  Tensor sums = with_bias ? Tensor::zeros({items, slots}, out.dtype(), out.device())
-                                          : Tensor();
+                  // Written whole by the kernel; zeros only when there is nothing to run.
+                  Tensor sums;
+                  if (with_bias)
+                    sums = out.numel() > 0
+                               ? Tensor::empty({items, slots}, out.dtype(), out.device())
+                               : Tensor::zeros({items, slots}, out.dtype(), out.device());
                   if (out.numel() > 0)
                     backend_of(out).token_softmax_normalize_backward(
                         gd.view(), out.view(), denom.view(), dx.view(),

@@ -79,14 +79,6 @@ inline __m256 exp_of_normal_range(__m256 y) {
   return _mm256_mul_ps(p, power_of_two(n));
 }
 
-// The largest of a register's lanes.
-inline float lane_max(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // The softmax of a row x of m scores, written to s (which may be x), over the keys `allowed`
 // marks (a row of m floats, nonzero = allowed; null: every key); the others get probability 0.
 // Returns the row's log-sum-exp, -inf (and a row of zeros) when no key is allowed. The maximum
@@ -98,7 +90,7 @@ inline float softmax_row(const float* x, float* s, int64_t m, const float* allow
     const __m256 v = load_first(x + i, m - i);
     hi = _mm256_max_ps(_mm256_blendv_ps(none, v, allowed_lanes(allowed, i, m)), hi);
   }
-  const float top = lane_max(hi);
+  const float top = L::max_of(hi);
   if (allowed && top == -std::numeric_limits<float>::infinity()) {  // no key allowed
     for (int64_t i = 0; i < m; i += 8) store_first(s + i, m - i, _mm256_setzero_ps());
     return top;

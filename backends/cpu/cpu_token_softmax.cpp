@@ -84,12 +84,6 @@ void backward_item(const T* dweights, const T* weights, const T* denom, T* dlogi
 }
 
 #if defined(MIXLAB_HAS_LANES)
-// GCC 12 warns that _mm512_max_ps's and _mm512_reduce_max_ps's internal _mm512_undefined_ps()
-// "may be used uninitialized" (GCC bug 105593, as in avx512_math.h); nothing reads it.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 // ---- float32 in vector registers: the tokens in whole registers (kWidth at a time: 48 of 49
 // with AVX2 or AVX-512), the last tokens % kWidth one at a time. No masked loads or stores (on
 // AMD's AVX2 a masked store costs several plain ones, and a row of 49 had two a pass), no
@@ -214,9 +208,6 @@ void backward_item_lanes(const float* dweights, const float* weights, const floa
     if (slot_sums) slot_sums[s] = total;
   }
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #endif
 
 }  // namespace
@@ -229,6 +220,7 @@ void CpuBackend::token_softmax_normalize(const View& logits, const View& valid, 
     const int64_t block = slots * tokens;
     parallel_for(items, cpu::rows_per_task(block), [&](int64_t ib, int64_t ie) {
       thread_local std::vector<float> scratch;  // the lanes' 1 / Σ e per slot, then 1 / D
+      scratch.resize(static_cast<size_t>(std::max(slots, tokens)));
       for (int64_t i = ib; i < ie; ++i) {
         const T* mask = valid.data ? valid.as<T>() + (i / groups) * tokens : nullptr;
         const T* l = logits.as<T>() + i * block;
@@ -236,7 +228,6 @@ void CpuBackend::token_softmax_normalize(const View& logits, const View& valid, 
         T* d = denom.as<T>() + i * tokens;
 #if defined(MIXLAB_HAS_LANES)
         if constexpr (std::is_same_v<T, float>) {
-          scratch.resize(static_cast<size_t>(std::max(slots, tokens)));
           forward_item_lanes(l, mask, w, d, slots, tokens, static_cast<float>(eps), scratch.data());
           continue;
         }

@@ -23,6 +23,13 @@
 namespace mixlab::cpu {
 
 #if defined(__AVX512F__)
+// GCC 12 warns that intrinsics' internal _mm512_undefined_ps() "may be used uninitialized"
+// (_mm512_max_ps, the reductions; GCC bug 105593, fixed in GCC 13) wherever a kernel inlines
+// these members; nothing reads an undefined value.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 struct Lanes512 {
   using V = __m512;
   using Mask = __mmask16;  // which lanes a load or store touches
@@ -44,7 +51,6 @@ struct Lanes512 {
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V div(V a, V b) { return _mm512_div_ps(a, b); }
   // a · b rounded to float32 here, never fused by the compiler into a later add (GCC contracts
   // intrinsics under its default -ffp-contract=fast).
   static V mul_rounded(V a, V b) {
@@ -91,6 +97,9 @@ struct Lanes512 {
     }
   }
 };
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 using Lanes = Lanes512;
 
 #else
@@ -130,7 +139,6 @@ struct Lanes256 {
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  static V div(V a, V b) { return _mm256_div_ps(a, b); }
   // The empty asm hides the product from the optimiser, which can then not fuse it into an add.
   static V mul_rounded(V a, V b) {
     V product = _mm256_mul_ps(a, b);

@@ -3,8 +3,6 @@
 // the residual add + dropout + layer norm as one row kernel, and dropout with its mask generated
 // in the kernel. Per-element formulas are the CPU's (backends/fused_ops.h); the dropout draw is
 // the same integer function as dropout_mask's, so masks are bit-identical to the CPU's.
-#include <algorithm>
-
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/cuda_math.cuh"
 #include "backends/fused_ops.h"
@@ -405,7 +403,8 @@ void CudaBackend::spatial_gate_backward(const View& dy, const View& g, const Vie
 }
 
 // External attention's memory weights (kernels.def: token_softmax_normalize): one thread block
-// per item's [slots, tokens] block. The softmax runs along a slot's row (one thread per slot), the
+// per item's [slots, tokens] block (grid_for(items, 1): a block per item, grid-stride beyond the
+// cap). The softmax runs along a slot's row (one thread per slot), the
 // slot sums down a token's column (one thread per token); __syncthreads between the phases makes
 // the first phase's writes to global memory visible to the block's other threads. P is built in
 // W's memory, and the backward takes it as W · D, as the CPU's kernel does.
@@ -482,10 +481,6 @@ __global__ void token_softmax_normalize_backward_kernel(const T* dweights, const
   }
 }
 
-unsigned int item_grid(int64_t items) {
-  return static_cast<unsigned int>(std::min<int64_t>(items, 65535));
-}
-
 }  // namespace
 }  // namespace cuda
 
@@ -497,7 +492,7 @@ void CudaBackend::token_softmax_normalize(const View& logits, const View& valid,
   activate();
   dispatch_floating(logits.dtype, "token_softmax_normalize", [&](auto tag) {
     using T = decltype(tag);
-    token_softmax_normalize_kernel<T><<<item_grid(items), kItemBlock, 0, stream_>>>(
+    token_softmax_normalize_kernel<T><<<grid_for(items, 1), kItemBlock, 0, stream_>>>(
         logits.as<T>(), valid.data ? valid.as<T>() : nullptr, weights.as<T>(), denom.as<T>(), items,
         groups, slots, tokens, static_cast<T>(eps));
   });
@@ -512,7 +507,7 @@ void CudaBackend::token_softmax_normalize_backward(const View& dweights, const V
   activate();
   dispatch_floating(dweights.dtype, "token_softmax_normalize_backward", [&](auto tag) {
     using T = decltype(tag);
-    token_softmax_normalize_backward_kernel<T><<<item_grid(items), kItemBlock, 0, stream_>>>(
+    token_softmax_normalize_backward_kernel<T><<<grid_for(items, 1), kItemBlock, 0, stream_>>>(
         dweights.as<T>(), weights.as<T>(), denom.as<T>(), dlogits.as<T>(),
         slot_sums.data ? slot_sums.as<T>() : nullptr, items, slots, tokens);
   });
