@@ -37,22 +37,23 @@ void in_groups(int64_t count, F&& f) {
 }
 
 #if defined(MIXLAB_HAS_LANES)
-// A block of the weighted sums: kSumRows output rows × kSumColumns registers of features, each
-// weight broadcast once against the block's registers of x's row. AVX-512: 8 × 1, 8 independent
-// accumulator chains, which keep both FMA ports busy through their 4-cycle latency. AVX2: 6 × 2,
-// 12 of its 16 registers (with one register of features per pass, each FMA needed a broadcast
-// of its own, and the loads, not the FMAs, set the pace: the classifier's 49-key items).
+// A block of the weighted sums: kSumRows output rows × C registers of features (C ≤
+// kSumColumns), each weight broadcast once against the block's registers of x's row. AVX-512:
+// 8 × 2, AVX2: 6 × 2: 16 or 12 independent accumulator chains, which keep both FMA ports busy
+// through their latency, and one broadcast serves two FMAs. (With one register of features per
+// pass, every FMA needed a broadcast of its own and x's rows were read once per register: at the
+// classifier's 49 keys and 32 features the loads, not the FMAs, set the pace, 2.5-3.8x slower
+// with AVX-512 on rows 1,536 bytes apart.) Features that fit one register take C = 1.
 constexpr int kSumRows = Lanes::kWidth == 16 ? 8 : 6;
-constexpr int kSumColumns = Lanes::kWidth == 16 ? 1 : 2;
+constexpr int kSumColumns = 2;
 
 // y[r, :cols] = Σ_{t < count} w[r·w_row + t·w_step] · x[t, :cols] for R rows of y: a weighted
 // sum of rows of x, weights broadcast one at a time. E.g. over keys (w_row = W, w_step = 1):
 // P v, dS k; over queries, for R keys (w_row = 1, w_step = W): Pᵀ dout, dSᵀ q.
-template <int R>
+template <int R, int C>
 void weighted_rows(const float* w, int64_t w_row, int64_t w_step, int64_t count, Mat<const float> x,
                    int64_t cols, float* y, int64_t ldy) {
   using L = Lanes;
-  constexpr int C = kSumColumns;
   for (int64_t c0 = 0; c0 < cols; c0 += C * L::kWidth) {
     L::Mask lanes[C];  // (a register wholly past cols: no lane loaded or stored)
     for (int c = 0; c < C; ++c) lanes[c] = L::first(cols - c0 - c * L::kWidth);
@@ -76,10 +77,17 @@ void weighted_rows(const float* w, int64_t w_row, int64_t w_step, int64_t count,
 inline void weighted_sum_rows(const float* w, int64_t w_row, int64_t w_step, int64_t count,
                               Mat<const float> x, int64_t cols, float* y, int64_t ldy,
                               int64_t rows) {
-  in_groups<kSumRows>(rows, [&](auto size, int64_t r0) {
-    constexpr int R = decltype(size)::value;
-    weighted_rows<R>(w + r0 * w_row, w_row, w_step, count, x, cols, y + r0 * ldy, ldy);
-  });
+  auto run = [&](auto registers) {
+    constexpr int C = decltype(registers)::value;
+    in_groups<kSumRows>(rows, [&](auto size, int64_t r0) {
+      constexpr int R = decltype(size)::value;
+      weighted_rows<R, C>(w + r0 * w_row, w_row, w_step, count, x, cols, y + r0 * ldy, ldy);
+    });
+  };
+  if (cols > Lanes::kWidth)
+    run(std::integral_constant<int, kSumColumns>{});
+  else
+    run(std::integral_constant<int, 1>{});
 }
 
 #endif
