@@ -93,11 +93,8 @@ class GatedMlp : public Mixer {
     capture_mixing(*this, "spatial gating weights W", RowRule::Free, [&] { return w; });
     Tensor g = matmul(w, mixers::zero_invalid_rows(zn, ctx.valid));  // [N,N]·[B,N,f/2]
     if (attention_) {
-      Tensor q = mixers::split_heads(w_q->forward(x), 1);  // one head: [B, 1, N, d_a]
-      Tensor k = mixers::split_heads(w_k->forward(x), 1);
-      Tensor v = mixers::split_heads(w_v->forward(x), 1);
       Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
-      g = add(g, attend(q, k, v, mask));
+      g = add(g, mixing_capture_active() ? attend(x, mask) : attend_packed(x, mask));
     }
     // Z₁ ⊙ (G + b), b per token, in one kernel each way (spatial_gate).
     return V->forward(spatial_gate(g, narrow(b, 0, 0, n), z1));
@@ -148,12 +145,24 @@ class GatedMlp : public Mixer {
 
   // The tiny single-head attention's contribution to G: softmax(q kᵀ/√d_a + M) v W_o + b_o.
   Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) const {
-    double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-    Tensor y = mixers::attend(q, k, v, mask, scale, [&](const Tensor& a) {
+    Tensor y = mixers::attend(q, k, v, mask, scale(), [&](const Tensor& a) {
       capture_mixing(*this, "tiny attention", RowRule::SumToOne, [&] { return a; });
     });
     return w_o->forward(mixers::merge_heads(y));
   }
+  Tensor attend(const Tensor& x, const Tensor& mask) const {
+    return attend(mixers::split_heads(w_q->forward(x), 1),  // one head: [B, 1, N, d_a]
+                  mixers::split_heads(w_k->forward(x), 1), mixers::split_heads(w_v->forward(x), 1),
+                  mask);
+  }
+  // The same from one product for q, k and v (their weights stacked), read in place by the
+  // core, as the attention mixer's: the gradient comes back as one buffer, so the backward is one
+  // product for dX instead of three whose results were added, and one for the stacked weights.
+  Tensor attend_packed(const Tensor& x, const Tensor& mask) const {
+    Tensor qkv = linear(x, concat({w_q->weight, w_k->weight, w_v->weight}, 0), Tensor());
+    return w_o->forward(mixers::merge_heads(fused_self_attention(qkv, 1, mask, scale())));
+  }
+  double scale() const { return 1.0 / std::sqrt(static_cast<double>(w_q->out_features)); }
 
   bool attention_;
   std::shared_ptr<Linear> U, V, w_q, w_k, w_v, w_o;
