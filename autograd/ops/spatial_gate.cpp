@@ -29,14 +29,12 @@ Tensor spatial_gate(const Tensor& g, const Tensor& bias, const Tensor& z) {
     Tensor dy = dense(grad);
     Tensor dg = Tensor::empty(gd.shape(), gd.dtype(), gd.device());
     Tensor dz = Tensor::empty(zd.shape(), zd.dtype(), zd.device());
-    Tensor row_sums;  // written whole by the kernel; zeros only when rows have no channels
-    if (dg.numel() > 0) {
-      row_sums = Tensor::empty({batch, tokens}, gd.dtype(), gd.device());
+    // Written whole by the kernel; zeros only when rows have no channels (nothing runs).
+    Tensor row_sums = dg.numel() > 0 ? Tensor::empty({batch, tokens}, gd.dtype(), gd.device())
+                                     : Tensor::zeros({batch, tokens}, gd.dtype(), gd.device());
+    if (dg.numel() > 0)
       backend_of(gd).spatial_gate_backward(dy.view(), gd.view(), bd.view(), zd.view(), dg.view(),
                                            dz.view(), row_sums.view(), batch, tokens, channels);
-    } else {
-      row_sums = Tensor::zeros({batch, tokens}, gd.dtype(), gd.device());
-    }
     return std::vector<Tensor>{dg, sum(row_sums, {0}), dz};
   });
 }

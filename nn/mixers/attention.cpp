@@ -41,14 +41,8 @@ class Attention : public Mixer {
     int64_t h = config_.heads;
     Tensor mask = mixers::attention_mask(kv_valid, config_.causal, x.size(1), kv.size(1), x.dtype(),
                                          x.device());
-    if (!config_.cross && !mixing_capture_active()) {
-      // One product for Q, K and V (the three weights stacked), read in place by the core; its
-      // gradient comes back as one buffer, so the backward is one product for dX and one for
-      // the stacked weights' gradient.
-      Tensor qkv = linear(x, concat({w_q->weight, w_k->weight, w_v->weight}, 0),
-                          concat({w_q->bias, w_k->bias, w_v->bias}, 0));
-      return w_o->forward(mixers::merge_heads(fused_self_attention(qkv, h, mask, scale())));
-    }
+    if (!config_.cross && !mixing_capture_active())
+      return w_o->forward(mixers::packed_self_attention(x, *w_q, *w_k, *w_v, h, mask, scale()));
     Tensor q = mixers::split_heads(w_q->forward(x), h);
     Tensor k = mixers::split_heads(w_k->forward(kv), h);
     Tensor v = mixers::split_heads(w_v->forward(kv), h);

@@ -1,6 +1,8 @@
-// Pieces several mixers share: head splitting and the masked softmax of §0's masking rule.
+// Pieces several mixers share: head splitting, the masked softmax of §0's masking rule and the
+// attention core (fused, or from one packed q, k, v product).
 #pragma once
 #include "autograd/ops.h"
+#include "nn/layers.h"
 #include "nn/mixer.h"
 #include "nn/mixing_capture.h"
 
@@ -29,6 +31,14 @@ Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a
   on_probabilities(a);
   return matmul(a, v);
 }
+
+// Self-attention's core with q, k and v from one product: the three projections' weights (and
+// biases, when they have them) stacked, the result read in place by fused_self_attention. Its
+// gradient comes back as one buffer, so the backward is one product for dX (not three whose
+// results are added) and one for the stacked weights. Returns the heads merged, [B, N, h·d_h].
+// The fused path only: a mixing recorder needs attend()'s unfused one.
+Tensor packed_self_attention(const Tensor& x, const Linear& w_q, const Linear& w_k,
+                             const Linear& w_v, int64_t heads, const Tensor& allowed, double scale);
 
 // The [B, 1, 1, M] key mask from a [B, M] valid mask (undefined stays undefined).
 Tensor key_mask(const Tensor& valid);

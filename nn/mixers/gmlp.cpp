@@ -155,12 +155,9 @@ class GatedMlp : public Mixer {
                   mixers::split_heads(w_k->forward(x), 1), mixers::split_heads(w_v->forward(x), 1),
                   mask);
   }
-  // The same from one product for q, k and v (their weights stacked), read in place by the
-  // core, as the attention mixer's: the gradient comes back as one buffer, so the backward is one
-  // product for dX instead of three whose results were added, and one for the stacked weights.
+  // The same with q, k and v from one product (mixers::packed_self_attention).
   Tensor attend_packed(const Tensor& x, const Tensor& mask) const {
-    Tensor qkv = linear(x, concat({w_q->weight, w_k->weight, w_v->weight}, 0), Tensor());
-    return w_o->forward(mixers::merge_heads(fused_self_attention(qkv, 1, mask, scale())));
+    return w_o->forward(mixers::packed_self_attention(x, *w_q, *w_k, *w_v, 1, mask, scale()));
   }
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(w_q->out_features)); }
 
