@@ -133,13 +133,20 @@ Tensor length_mask(const std::vector<int32_t>& lengths, int64_t n, DType dtype =
 // key gets 0) within rounding, without forming the [B, H, N, M] probabilities: the backward
 // recomputes them from the saved per-row log-sum-exp. The result is a [B, H, N, E] view of a
 // [B, N, H, E] buffer, so merging the heads after it is free.
+// `bias` (may be undefined), broadcastable to [B, H, N, M], is added to the scaled scores before
+// the mask and softmax: softmax(scale·q kᵀ + bias) over the allowed keys, as PyTorch's
+// scaled_dot_product_attention takes a float attn_mask; it gets a gradient (dS, summed over the
+// axes it was broadcast along). Relative-position biases, or another mixer's logits (the
+// synthesizers' mixtures with a dot-product component, mixers.md §3).
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed,
-                       double scale);
+                       double scale, const Tensor& bias = Tensor());
 // Self-attention from one projection: qkv [B, N, 3·H·D] holds Q, K and V side by side (X W_qkvᵀ
 // with W_qkv the three weights stacked), each split into H heads of D; equals fused_attention of
 // its three [B, H, N, D] parts, read in place. Its gradient is one [B, N, 3·H·D] buffer, the three
 // parts' gradients written side by side, so the projection's backward is one product each way.
-Tensor fused_self_attention(const Tensor& qkv, int64_t heads, const Tensor& allowed, double scale);
+// `bias` as fused_attention's.
+Tensor fused_self_attention(const Tensor& qkv, int64_t heads, const Tensor& allowed, double scale,
+                            const Tensor& bias = Tensor());
 // The synthesizers' core (mixers.md §3): softmax(L + M) v per (batch, head) in one kernel, the
 // logits L [B or 1, H, N, M] given (not scaled; [1, H, N, M]: the same logits for every example,
 // their gradient summed over the batch), v [B, H, M, E] -> [B, H, N, E], `allowed` as

@@ -3,6 +3,7 @@
 // aliasing, dtypes, flags). Sizes 1, 17, 1000 and those where a backend switches strategy
 // (warp or block per row past 1024 columns, split reductions), non-contiguous views,
 // broadcasting and edge values. Adding a kernel or an op adds rows here (tests/op_harness.h).
+#include <array>
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -1048,10 +1049,13 @@ void add_softmax_weighted_row(std::vector<double> w, const std::vector<bool>& ok
 }
 
 // softmax of scale·q kᵀ over the allowed keys, times v, in plain C++ (a row with no allowed key
-// is 0). q, k, v row-major [B, H, ·, ·]; allowed(b, i, j) says whether query i sees key j.
+// is 0). q, k, v row-major [B, H, ·, ·]; allowed(b, i, j) says whether query i sees key j;
+// bias(b, h, i, j) (if given) is added to the scaled score.
+using ScoreBias = std::function<double(int64_t, int64_t, int64_t, int64_t)>;
 std::vector<double> attention_reference(
     const std::vector<std::vector<double>>& in, AttnDims s,
-    const std::function<bool(int64_t, int64_t, int64_t)>& allowed) {
+    const std::function<bool(int64_t, int64_t, int64_t)>& allowed,
+    const ScoreBias& bias = nullptr) {
   double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
   std::vector<double> out(static_cast<size_t>(s.b * s.h * s.n * s.e), 0.0);
   for (int64_t b = 0; b < s.b; ++b)
@@ -1065,6 +1069,7 @@ std::vector<double> attention_reference(
           for (int64_t c = 0; c < s.d; ++c)
             w[j] += in[0][(item * s.n + i) * s.d + c] * in[1][(item * s.m + j) * s.d + c];
           w[j] *= scale;
+          if (bias) w[j] += bias(b, h, i, j);
         }
         add_softmax_weighted_row(w, ok, &in[2][item * s.m * s.e], s.e,
                                  &out[(item * s.n + i) * s.e]);
@@ -1220,6 +1225,82 @@ void add_attention_cases(std::vector<OpCase>& t) {
                    return Out{fused_attention(x[0], x[1], x[2], mask, scale(s))};
                  },
                  Tol{1e-3, 1e-4}, kF64Loose});
+  }
+}
+
+// ---- attention with an additive bias on the scores (fused_attention's bias) ----
+// The bias of attention_reference from in[3], row-major with dims `dims` (each 1 or the full
+// size: broadcast there).
+ScoreBias bias_from(const std::vector<std::vector<double>>& in, std::array<int64_t, 4> dims) {
+  return [&in, dims](int64_t b, int64_t h, int64_t i, int64_t j) {
+    b = dims[0] == 1 ? 0 : b, h = dims[1] == 1 ? 0 : h, i = dims[2] == 1 ? 0 : i,
+    j = dims[3] == 1 ? 0 : j;
+    return in[3][static_cast<size_t>(((b * dims[1] + h) * dims[2] + i) * dims[3] + j)];
+  };
+}
+
+void add_biased_attention_cases(std::vector<OpCase>& t) {
+  // q, k, v, then the bias (over ±3, so it moves the weights as much as the scores do), then the
+  // mask's data (if any).
+  auto inputs = [](AttnDims s, std::array<int64_t, 4> bias, uint64_t seed) {
+    return std::vector<Input>{Input::leaf({s.b, s.h, s.n, s.d}, seed, -2, 2),
+                              Input::leaf({s.b, s.h, s.m, s.d}, seed + 1, -2, 2),
+                              Input::leaf({s.b, s.h, s.m, s.e}, seed + 2),
+                              Input::leaf({bias[0], bias[1], bias[2], bias[3]}, seed + 3, -3, 3)};
+  };
+  auto name = [](const std::string& what, AttnDims s, std::array<int64_t, 4> bias) {
+    return what + " q " + dims_str({s.b, s.h, s.n, s.d}) + " k " + dims_str({s.b, s.h, s.m, s.d}) +
+           " bias " + dims_str({bias[0], bias[1], bias[2], bias[3]});
+  };
+  using Allowed = std::function<bool(int64_t, int64_t, int64_t)>;
+  // Causal over padded keys (the last key of item 1 and, for m > n, the causal offset), the
+  // bias per example and head, shared by the batch, shared by batch and heads, or one per key
+  // (broadcast along the queries: the op copies it to rows).
+  for (AttnDims s : {AttnDims{2, 2, 5, 5, 3, 3}, AttnDims{2, 2, 13, 17, 20, 36},
+                     AttnDims{2, 2, 13, 49, 8, 8}, AttnDims{1, 2, 13, 65, 8, 12}}) {
+    const int64_t offset = s.m - s.n;
+    std::vector<double> keys(static_cast<size_t>(s.b * s.m), 1.0);
+    if (s.b > 1) keys[static_cast<size_t>(2 * s.m - 1)] = 0;
+    const Allowed allowed = [keys, s, offset](int64_t b, int64_t i, int64_t j) {
+      return keys[static_cast<size_t>(b * s.m + j)] != 0 && j <= i + offset;
+    };
+    const std::array<int64_t, 4> biases[] = {
+        {s.b, s.h, s.n, s.m}, {1, s.h, s.n, s.m}, {1, 1, s.n, s.m}, {s.b, 1, 1, s.m}};
+    for (const std::array<int64_t, 4>& bias : biases) {
+      if (s.b == 1 && &bias == &biases[1]) continue;  // the same as the first
+      std::vector<Input> in = inputs(s, bias, 260);
+      in.push_back(Input::given({s.b, 1, 1, s.m}, keys));
+      t.push_back({"attention_backward",
+                   name("bias, causal and padded keys,", s, bias),
+                   std::move(in),
+                   [s, offset](const Ctx& c, const In& x) {
+                     Tensor mask = mul(x[4], tril_mask(s.n, s.m, offset, c.dtype, c.device));
+                     return Out{fused_attention(x[0], x[1], x[2], mask,
+                                                1.0 / std::sqrt(static_cast<double>(s.d)), x[3])};
+                   },
+                   kF32Loose,
+                   kF64Loose,
+                   /*grad=*/true,
+                   {DType::F32, DType::F64},
+                   [s, bias, allowed](const std::vector<std::vector<double>>& v) {
+                     return attention_reference(v, s, allowed, bias_from(v, bias));
+                   }});
+    }
+  }
+  // Self-attention from one packed projection with a bias per head shared by the batch (the
+  // synthesizers' mixtures: a random synthesizer's logits beside the dot-product ones), padded.
+  {
+    std::vector<double> keys = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+    t.push_back({"attention_backward",
+                 "self-attention from packed qkv [2, 5, 3·2·4] with a bias [1, 2, 5, 5], padded",
+                 {Input::leaf({2, 5, 24}, 270, -2, 2), Input::leaf({1, 2, 5, 5}, 271, -3, 3),
+                  Input::given({2, 1, 1, 5}, keys)},
+                 [](const Ctx&, const In& x) {
+                   return Out{fused_self_attention(x[0], 2, x[2], 0.5, x[1])};
+                 },
+                 kF32Loose,
+                 kF64Loose,
+                 true});
   }
 }
 
@@ -1678,6 +1759,7 @@ std::vector<OpCase> build_table() {
   add_optimizer_cases(t);
   add_flat_optimizer_cases(t);
   add_attention_cases(t);
+  add_biased_attention_cases(t);
   add_synthesized_attention_cases(t);
   add_fused_cases(t);
   add_token_conv_cases(t);

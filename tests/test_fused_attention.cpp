@@ -199,6 +199,34 @@ TEST_CASE("fused_attention: wrong shapes name the op and the shapes") {
                        Error);
   CHECK_THROWS_WITH_AS(fused_attention(q, k, cast(v, DType::F64), Tensor(), 1.0),
                        doctest::Contains("fused_attention: dtypes differ"), Error);
+  CHECK_THROWS_WITH_AS(fused_attention(q, k, v, Tensor(), 1.0, rand32({2, 3, 3, 5}, 5)),
+                       doctest::Contains("fused_attention: the bias [2,3,3,5] does not broadcast "
+                                         "to the scores [B, H, N, M] = [2,2,3,5]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(fused_attention(q, k, v, Tensor(), 1.0, rand32({5, 3}, 5)),
+                       doctest::Contains("the bias [5,3] does not broadcast"), Error);
+  CHECK_THROWS_WITH_AS(fused_attention(q, k, v, Tensor(), 1.0, cast(rand32({3, 5}, 5), DType::F64)),
+                       doctest::Contains("fused_attention: the bias [3,5] is float64"), Error);
+}
+
+TEST_CASE("fused_attention: a bias gets the gradient of the scores, summed where broadcast") {
+  // dL/dbias = dS, the softmax's gradient, which the unfused path gives as the gradient of the
+  // logits it adds the bias to; a bias [H, N, M] shared by the batch gets the batch's sum, and a
+  // bias that does not need a gradient gets none (the kernel skips writing it).
+  Tensor q = leaf32({2, 2, 3, 4}, 1), k = leaf32({2, 2, 5, 4}, 2), v = leaf32({2, 2, 5, 6}, 3);
+  Tensor bias = leaf32({2, 3, 5}, 4);
+  Tensor w = rand32({2, 2, 3, 6}, 5);
+  Tensor mask = reshape(length_mask({5, 3}, 5), {2, 1, 1, 5});
+  sum(mul(fused_attention(q, k, v, mask, 0.5, bias), w)).backward();
+  Tensor bias2 = leaf32({2, 3, 5}, 4);
+  Tensor scores = add(mul(matmul(q.detach(), transpose(k.detach(), -1, -2)), 0.5), bias2);
+  sum(mul(matmul(mixers::masked_softmax(scores, mask), v.detach()), w)).backward();
+  check_close(bias.grad().to_double_vector(), bias2.grad().to_double_vector(), 1e-5);
+  Tensor fixed = rand32({2, 3, 5}, 4);
+  Tensor q3 = leaf32({2, 2, 3, 4}, 1);
+  sum(mul(fused_attention(q3, k.detach(), v.detach(), mask, 0.5, fixed), w)).backward();
+  CHECK_FALSE(fixed.grad().defined());
+  CHECK(q3.grad().defined());
 }
 
 TEST_CASE("fused_self_attention: equals fused_attention on the three parts of qkv, and its grads") {

@@ -31,6 +31,17 @@ Tensor heads_major(int64_t b, int64_t h, int64_t n, int64_t c, const Tensor& lik
   return transpose(Tensor::empty({b, n, h, c}, like.dtype(), like.device()), 1, 2);
 }
 
+// Whether t broadcasts to the [B, H, N, M] scores (each of its axes, aligned on the right, 1 or
+// the scores' size).
+bool broadcasts_to(const Tensor& t, const Shape& scores) {
+  bool fits = t.dim() <= 4;
+  for (int i = 0; fits && i < t.dim(); ++i) {
+    int64_t size = t.shape()[i], want = scores[4 - t.dim() + i];
+    fits = size == want || size == 1;
+  }
+  return fits;
+}
+
 // The mask (if any) is on `like`'s device and broadcasts to the [B, H, N, M] scores.
 void check_mask(const char* op, const Tensor& allowed, const Shape& scores, const char* like_name,
                 const Tensor& like) {
@@ -38,12 +49,7 @@ void check_mask(const char* op, const Tensor& allowed, const Shape& scores, cons
   check(allowed.device() == like.device(), op, ": the mask ", shape_str(allowed.shape()), " is on ",
         allowed.device().str(), ", ", like_name, " ", shape_str(like.shape()), " on ",
         like.device().str());
-  bool fits = allowed.dim() <= 4;
-  for (int i = 0; fits && i < allowed.dim(); ++i) {
-    int64_t size = allowed.shape()[i], want = scores[4 - allowed.dim() + i];
-    fits = size == want || size == 1;
-  }
-  check(fits, op, ": the mask ", shape_str(allowed.shape()),
+  check(broadcasts_to(allowed, scores), op, ": the mask ", shape_str(allowed.shape()),
         " does not broadcast to the scores [B, H, N, M] = ", shape_str(scores));
 }
 
@@ -61,11 +67,32 @@ void check_shapes(const char* op, const Tensor& q, const Tensor& k, const Tensor
   check_mask(op, allowed, {q.size(0), q.size(1), q.size(2), k.size(2)}, "q", q);
 }
 
+// The bias (if any) is on q's device and dtype and broadcasts to the [B, H, N, M] scores.
+void check_bias(const char* op, const Tensor& bias, const Shape& scores, const Tensor& q) {
+  if (!bias.defined()) return;
+  check(bias.device() == q.device() && bias.dtype() == q.dtype(), op, ": the bias ",
+        shape_str(bias.shape()), " is ", dtype_name(bias.dtype()), " on ", bias.device().str(),
+        ", q ", shape_str(q.shape()), " ", dtype_name(q.dtype()), " on ", q.device().str());
+  check(broadcasts_to(bias, scores), op, ": the bias ", shape_str(bias.shape()),
+        " does not broadcast to the scores [B, H, N, M] = ", shape_str(scores));
+}
+
+// The bias as the kernels read it: [B or 1, H or 1, N, M] with rows of unit stride (a bias
+// broadcast along the queries or keys is expanded there and copied; the batch and head axes stay
+// broadcast, stride 0 in the view).
+Tensor readable_bias(const Tensor& bias, const Shape& scores) {
+  NoGradGuard no_grad;
+  Tensor b = bias;
+  while (b.dim() < 4) b = unsqueeze(b, 0);
+  b = expand(b, {b.size(0), b.size(1), scores[2], scores[3]});
+  return rows_readable(b) ? b : contiguous(b);
+}
+
 // What the backward needs of a forward: the operands as the kernel read them, the mask, the
-// output and each row's log-sum-exp.
+// bias, the output and each row's log-sum-exp.
 struct Saved {
-  Tensor q, k, v, mask;
-  View mask_view;
+  Tensor q, k, v, mask, bias;
+  View mask_view, bias_view;
   double scale;
   Tensor out, lse;
 };
@@ -74,54 +101,97 @@ struct Saved {
 // The result will carry the op's graph node; what is saved for its closure keeps a detached
 // handle of it (the same handle would be a cycle, node -> closure -> tensor -> node, never freed).
 Saved attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed,
-                        double scale, Tensor& result) {
+                        const Tensor& bias, double scale, Tensor& result) {
   const int64_t b = q.size(0), h = q.size(1), n = q.size(2), m = k.size(2), e = v.size(3);
-  Saved s{q.detach(), k.detach(), v.detach(), Tensor(), View(), scale, Tensor(), Tensor()};
+  Saved s{q.detach(), k.detach(), v.detach(), Tensor(), Tensor(),
+          View(),     View(),     scale,      Tensor(), Tensor()};
   if (allowed.defined()) {
     NoGradGuard no_grad;
     s.mask = allowed.dtype() == q.dtype() ? allowed.detach() : cast(allowed, q.dtype());
   }
-  s.mask_view.dtype = q.dtype();
+  s.mask_view.dtype = s.bias_view.dtype = q.dtype();
   if (s.mask.defined()) s.mask_view = broadcast_view(s.mask, {b, h, n, m});
+  if (bias.defined()) {
+    s.bias = readable_bias(bias.detach(), {b, h, n, m});
+    s.bias_view = broadcast_view(s.bias, {b, h, n, m});
+  }
   s.out = heads_major(b, h, n, e, q);
   s.lse = Tensor::empty({b, h, n}, q.dtype(), q.device());
   if (s.out.numel() > 0 || s.lse.numel() > 0)
-    backend_of(q).attention(q.view(), k.view(), v.view(), s.mask_view, scale, s.out.view(),
-                            s.lse.view());
+    backend_of(q).attention(q.view(), k.view(), v.view(), s.mask_view, s.bias_view, scale,
+                            s.out.view(), s.lse.view());
   result = s.out;
   s.out = result.detach();
   return s;
 }
 
-// The backward kernel: writes every element of dq, dk and dv (shaped and strided like q, k, v).
-void attention_backward(const Saved& s, const Tensor& grad, const Tensor& dq, const Tensor& dk,
-                        const Tensor& dv) {
+// Whether the caller's bias needs a gradient, its shape, and whether it is a heads view of a
+// [B, N, H, M] buffer (the dense synthesizers' per-token logits): its gradient is then written in
+// that layout, which their producer's backward reads without a copy.
+struct BiasGrad {
+  bool wanted = false;
+  Shape shape;
+  bool heads_view = false;
+};
+BiasGrad bias_grad_of(const Tensor& bias) {
+  if (!bias.defined() || !bias.requires_grad()) return {};
+  const Shape& z = bias.shape();
+  const bool heads_view = bias.dim() == 4 && bias.strides()[3] == 1 && bias.strides()[1] == z[3] &&
+                          bias.strides()[2] == z[1] * z[3] &&
+                          bias.strides()[0] == z[2] * z[1] * z[3];
+  return {true, z, heads_view};
+}
+
+// The backward kernel: writes every element of dq, dk and dv (shaped and strided like q, k, v);
+// returns the bias's gradient in the bias's own shape where one is wanted.
+Tensor attention_backward(const Saved& s, const Tensor& grad, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dv, const BiasGrad& wanted) {
   Tensor g = readable(grad);
-  if (s.q.size(0) * s.q.size(1) > 0)
-    backend_of(s.q).attention_backward(s.q.view(), s.k.view(), s.v.view(), s.mask_view, s.scale,
-                                       s.out.view(), s.lse.view(), g.view(), dq.view(), dk.view(),
-                                       dv.view());
+  const int64_t b = s.q.size(0), h = s.q.size(1), n = s.q.size(2), m = s.k.size(2);
+  const bool bias_grad = wanted.wanted;
+  Tensor dbias = !bias_grad          ? Tensor()
+                 : wanted.heads_view ? heads_major(b, h, n, m, s.q)
+                                     : Tensor::empty({b, h, n, m}, s.q.dtype(), s.q.device());
+  View dbias_view;
+  dbias_view.dtype = s.q.dtype();
+  if (bias_grad) dbias_view = dbias.view();
+  if (b * h > 0)
+    backend_of(s.q).attention_backward(s.q.view(), s.k.view(), s.v.view(), s.mask_view, s.bias_view,
+                                       s.scale, s.out.view(), s.lse.view(), g.view(), dq.view(),
+                                       dk.view(), dv.view(), dbias_view);
+  if (!bias_grad) return Tensor();
+  NoGradGuard no_grad;
+  return sum_to(dbias, wanted.shape);  // the blocks of a broadcast bias summed
 }
 
 }  // namespace
 
 Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                       const Tensor& allowed, double scale) {
-  check_shapes("fused_attention", q_in, k_in, v_in, allowed);
+                       const Tensor& allowed, double scale, const Tensor& bias) {
+  const char* op = "fused_attention";
+  check_shapes(op, q_in, k_in, v_in, allowed);
+  check_bias(op, bias, {q_in.size(0), q_in.size(1), q_in.size(2), k_in.size(2)}, q_in);
   Tensor out;
-  Saved s = attention_forward(readable(q_in), readable(k_in), readable(v_in), allowed, scale, out);
-  return record("fused_attention", out, {q_in, k_in, v_in}, [s = std::move(s)](const Tensor& grad) {
-    const int64_t b = s.q.size(0), h = s.q.size(1), n = s.q.size(2), m = s.k.size(2);
-    Tensor dq = heads_major(b, h, n, s.q.size(3), s.q);
-    Tensor dk = heads_major(b, h, m, s.k.size(3), s.q);
-    Tensor dv = heads_major(b, h, m, s.v.size(3), s.q);
-    attention_backward(s, grad, dq, dk, dv);
-    return std::vector<Tensor>{dq, dk, dv};
-  });
+  Saved s =
+      attention_forward(readable(q_in), readable(k_in), readable(v_in), allowed, bias, scale, out);
+  std::vector<Tensor> inputs{q_in, k_in, v_in};
+  if (bias.defined()) inputs.push_back(bias);
+  return record(op, out, std::move(inputs),
+                [s = std::move(s), has_bias = bias.defined(),
+                 bias_grad = bias_grad_of(bias)](const Tensor& grad) {
+                  const int64_t b = s.q.size(0), h = s.q.size(1), n = s.q.size(2), m = s.k.size(2);
+                  Tensor dq = heads_major(b, h, n, s.q.size(3), s.q);
+                  Tensor dk = heads_major(b, h, m, s.k.size(3), s.q);
+                  Tensor dv = heads_major(b, h, m, s.v.size(3), s.q);
+                  Tensor dbias = attention_backward(s, grad, dq, dk, dv, bias_grad);
+                  std::vector<Tensor> grads{dq, dk, dv};
+                  if (has_bias) grads.push_back(dbias);
+                  return grads;
+                });
 }
 
 Tensor fused_self_attention(const Tensor& qkv_in, int64_t heads, const Tensor& allowed,
-                            double scale) {
+                            double scale, const Tensor& bias) {
   const char* op = "fused_self_attention";
   check(qkv_in.dim() == 3 && heads > 0 && qkv_in.size(2) % (3 * heads) == 0, op,
         ": needs qkv [B, N, 3·H·D] and H > 0 heads, got qkv ", shape_str(qkv_in.shape()), " and ",
@@ -137,13 +207,21 @@ Tensor fused_self_attention(const Tensor& qkv_in, int64_t heads, const Tensor& a
     return make_view(t, shape, strides, t.offset() + p * d);
   };
   check_shapes(op, part(qkv, 0), part(qkv, 1), part(qkv, 2), allowed);
+  check_bias(op, bias, {b, heads, n, n}, qkv_in);
   Tensor out;
-  Saved s = attention_forward(part(qkv, 0), part(qkv, 1), part(qkv, 2), allowed, scale, out);
-  return record(op, out, {qkv_in}, [s = std::move(s), part, b, n, width](const Tensor& grad) {
-    Tensor dqkv = Tensor::empty({b, n, width}, s.q.dtype(), s.q.device());
-    attention_backward(s, grad, part(dqkv, 0), part(dqkv, 1), part(dqkv, 2));
-    return std::vector<Tensor>{dqkv};
-  });
+  Saved s = attention_forward(part(qkv, 0), part(qkv, 1), part(qkv, 2), allowed, bias, scale, out);
+  std::vector<Tensor> inputs{qkv_in};
+  if (bias.defined()) inputs.push_back(bias);
+  return record(op, out, std::move(inputs),
+                [s = std::move(s), part, b, n, width, has_bias = bias.defined(),
+                 bias_grad = bias_grad_of(bias)](const Tensor& grad) {
+                  Tensor dqkv = Tensor::empty({b, n, width}, s.q.dtype(), s.q.device());
+                  Tensor dbias = attention_backward(s, grad, part(dqkv, 0), part(dqkv, 1),
+                                                    part(dqkv, 2), bias_grad);
+                  std::vector<Tensor> grads{dqkv};
+                  if (has_bias) grads.push_back(dbias);
+                  return grads;
+                });
 }
 
 // ---- the synthesizers' core: softmax(L + M) v with the logits L given ----

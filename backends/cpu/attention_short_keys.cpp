@@ -132,18 +132,36 @@ float row_dot(const float* a, const float* b, int64_t cols) {
 // dS for R rows of queries from i0, KV registers each: P ∘ (dP − rowsum(dout ∘ out)) · scale,
 // P's rows in p (W = kLanes·KV floats apart), dP in acc; stored to dst's rows (row stride ld),
 // the lanes of the m keys only.
+// unscaled (where not null: the bias's gradient) gets P ∘ (dP − rowsum(dout ∘ out)) itself.
 template <int R, int KV>
 void store_softmax_grad(const V (&acc)[R][KV], const float* p, Mat<const float> dout,
                         Mat<const float> out, int64_t i0, int64_t m, int64_t e, V scale, float* dst,
-                        int64_t ld) {
+                        int64_t ld, Mat<float> unscaled = {nullptr, 0}) {
   constexpr int64_t W = kLanes * KV;
   for (int r = 0; r < R; ++r) {
     const int64_t i = i0 + r;
     const V dot = L::set1(row_dot(dout.data + i * dout.ld, out.data + i * out.ld, e));
     for (int kv = 0; kv < KV; ++kv) {
       const V pr = L::load(p + i * W + kLanes * kv);
-      L::store(dst + i * ld + kLanes * kv, L::first(m - kLanes * kv),
-               L::mul(L::mul(pr, L::sub(acc[r][kv], dot)), scale));
+      const L::Mask keys = L::first(m - kLanes * kv);
+      const V ds = L::mul(pr, L::sub(acc[r][kv], dot));
+      L::store(dst + i * ld + kLanes * kv, keys, L::mul(ds, scale));
+      if (unscaled.data) L::store(unscaled.data + i * unscaled.ld + kLanes * kv, keys, ds);
+    }
+  }
+}
+
+// Adds the bias's rows i0..i0+R (m keys; data null: nothing) to P's rows of scaled scores.
+template <int R, int KV>
+void add_bias_rows(Mat<const float> bias, int64_t i0, int64_t m, float* p) {
+  if (!bias.data) return;
+  constexpr int64_t W = kLanes * KV;
+  for (int r = 0; r < R; ++r) {
+    const float* row = bias.data + (i0 + r) * bias.ld;
+    for (int kv = 0; kv < KV; ++kv) {
+      float* lanes = p + (i0 + r) * W + kLanes * kv;
+      L::store(lanes,
+               L::add(L::load(lanes), L::load(row + kLanes * kv, L::first(m - kLanes * kv))));
     }
   }
 }
@@ -156,8 +174,8 @@ constexpr int kScoreRows = kLanes == 16 ? (KV <= 2 ? 8 : 4) : std::clamp(12 / KV
 
 template <int KV>
 void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const float> q,
-             Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask, Mat<float> out,
-             float* lse) {
+             Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask,
+             Mat<const float> bias, Mat<float> out, float* lse) {
   constexpr int64_t W = kLanes * KV;
   float* kt = scratch(0, d * W);
   float* p = scratch(2, n * W);  // P, a row of W per query
@@ -169,6 +187,7 @@ void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const 
     V s[R][KV];
     rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, s);
     store_scaled<R, KV>(s, scale_v, p + i0 * W);
+    add_bias_rows<R, KV>(bias, i0, m, p);
     for (int64_t i = i0; i < i0 + R; ++i) lse[i] = softmax_allowed(p + i * W, m, mask, i);
   });
   weighted_sum_rows(p, W, 1, m, v, e, out.data, out.ld, n);  // P v
@@ -177,8 +196,8 @@ void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const 
 template <int KV>
 void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const float> q,
               Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask,
-              Mat<const float> out, const float* lse, Mat<const float> dout, Mat<float> dq,
-              Mat<float> dk, Mat<float> dv) {
+              Mat<const float> bias, Mat<const float> out, const float* lse, Mat<const float> dout,
+              Mat<float> dq, Mat<float> dk, Mat<float> dv, Mat<float> dbias) {
   constexpr int64_t W = kLanes * KV;
   float* kt = scratch(0, d * W);
   float* vt = scratch(1, e * W);
@@ -193,9 +212,10 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
     V acc[R][KV];
     rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, acc);
     store_scaled<R, KV>(acc, scale_v, p + i0 * W);
+    add_bias_rows<R, KV>(bias, i0, m, p);
     for (int64_t i = i0; i < i0 + R; ++i) probabilities_again(p + i * W, m, mask, i, lse[i]);
     rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
-    store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, scale_v, ds, W);
+    store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, scale_v, ds, W, dbias);
   });
   // dq = dS k per group of queries; dv = Pᵀ dout and dk = dSᵀ q per group of keys.
   weighted_sum_rows(ds, W, 1, m, k, d, dq.data, dq.ld, n);
@@ -259,18 +279,20 @@ void with_key_registers(int64_t m, F&& f) {
 
 void short_keys_forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const float> q,
                         Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask,
-                        Mat<float> out, float* lse) {
+                        Mat<const float> bias, Mat<float> out, float* lse) {
   with_key_registers(m, [&](auto kv) {
-    forward<decltype(kv)::value>(n, m, d, e, scale, q, k, v, mask, out, lse);
+    forward<decltype(kv)::value>(n, m, d, e, scale, q, k, v, mask, bias, out, lse);
   });
 }
 
 void short_keys_backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale,
                          Mat<const float> q, Mat<const float> k, Mat<const float> v,
-                         const MaskRows<float>& mask, Mat<const float> out, const float* lse,
-                         Mat<const float> dout, Mat<float> dq, Mat<float> dk, Mat<float> dv) {
+                         const MaskRows<float>& mask, Mat<const float> bias, Mat<const float> out,
+                         const float* lse, Mat<const float> dout, Mat<float> dq, Mat<float> dk,
+                         Mat<float> dv, Mat<float> dbias) {
   with_key_registers(m, [&](auto kv) {
-    backward<decltype(kv)::value>(n, m, d, e, scale, q, k, v, mask, out, lse, dout, dq, dk, dv);
+    backward<decltype(kv)::value>(n, m, d, e, scale, q, k, v, mask, bias, out, lse, dout, dq, dk,
+                                  dv, dbias);
   });
 }
 
@@ -301,14 +323,14 @@ void short_keys_synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const 
   throw Error(std::string(what) + ": the short-keys attention core needs an AVX2 or AVX-512 build");
 }
 void short_keys_forward(int64_t, int64_t, int64_t, int64_t, float, Mat<const float>,
-                        Mat<const float>, Mat<const float>, const MaskRows<float>&, Mat<float>,
-                        float*) {
+                        Mat<const float>, Mat<const float>, const MaskRows<float>&,
+                        Mat<const float>, Mat<float>, float*) {
   no_short_keys("short_keys_forward");
 }
 void short_keys_backward(int64_t, int64_t, int64_t, int64_t, float, Mat<const float>,
                          Mat<const float>, Mat<const float>, const MaskRows<float>&,
-                         Mat<const float>, const float*, Mat<const float>, Mat<float>, Mat<float>,
-                         Mat<float>) {
+                         Mat<const float>, Mat<const float>, const float*, Mat<const float>,
+                         Mat<float>, Mat<float>, Mat<float>, Mat<float>) {
   no_short_keys("short_keys_backward");
 }
 void short_keys_synthesized_forward(int64_t, int64_t, int64_t, Mat<const float>, Mat<const float>,

@@ -17,17 +17,20 @@ constexpr int64_t kMaxKeys = 64;
 // heads of d ≥ 1 and e ≥ 1, and a mask (if any) contiguous along the keys (col == 1).
 bool short_keys_fit(int64_t m, int64_t d, int64_t e, const MaskRows<float>& mask);
 
-// One item's forward: out [n, e] = softmax(scale·q kᵀ over the allowed keys) v and each row's
-// log-sum-exp (-inf and a row of zeros where no key is allowed).
+// One item's forward: out [n, e] = softmax(scale·q kᵀ + bias over the allowed keys) v and each
+// row's log-sum-exp (-inf and a row of zeros where no key is allowed). bias [n, m] (data null:
+// none) is added to the rounded scaled scores.
 void short_keys_forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const float> q,
                         Mat<const float> k, Mat<const float> v, const MaskRows<float>& mask,
-                        Mat<float> out, float* lse);
+                        Mat<const float> bias, Mat<float> out, float* lse);
 
-// Its gradients, P recomputed from q, k and lse: dq, dk and dv overwritten.
+// Its gradients, P recomputed from q, k, the bias and lse: dq, dk and dv overwritten, and dbias
+// [n, m] = dS (unscaled) where its data is not null.
 void short_keys_backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale,
                          Mat<const float> q, Mat<const float> k, Mat<const float> v,
-                         const MaskRows<float>& mask, Mat<const float> out, const float* lse,
-                         Mat<const float> dout, Mat<float> dq, Mat<float> dk, Mat<float> dv);
+                         const MaskRows<float>& mask, Mat<const float> bias, Mat<const float> out,
+                         const float* lse, Mat<const float> dout, Mat<float> dq, Mat<float> dk,
+                         Mat<float> dv, Mat<float> dbias);
 
 // The synthesizers' core for one item (kernels.def, synthesized_attention): the logits given
 // (not scaled), out [n, e] = softmax(logits over the allowed keys) v and each row's log-sum-exp.

@@ -129,6 +129,23 @@ void softmax_grad_row(T* p_row, const T* dp_row, const T* g_row, const T* o_row,
   for (int64_t j = 0; j < m; ++j) p_row[j] = p_row[j] * (dp_row[j] - dot);
 }
 
+// Item it's block of a bias (or of its gradient) broadcast to [B, H, N, M]; data null: none.
+template <typename T>
+Mat<T> bias_of(const View& bias, const Item<T>& it) {
+  if (!bias.data) return {nullptr, 0};
+  return mat<T>(bias, it.b, it.h);
+}
+
+// s's rows [i0, i0 + rows) (m wide) += the bias's rows (nothing without a bias).
+template <typename T>
+void add_bias(Mat<T> bias, int64_t i0, int64_t rows, int64_t m, T* s) {
+  if (!bias.data) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = bias.data + (i0 + r) * bias.ld;
+    for (int64_t j = 0; j < m; ++j) s[r * m + j] += row[j];
+  }
+}
+
 // Rows [0, n) of src (m wide) copied into dst.
 template <typename T>
 void copy_rows(Mat<const T> src, int64_t n, int64_t m, Mat<T> dst) {
@@ -139,7 +156,7 @@ void copy_rows(Mat<const T> src, int64_t n, int64_t m, Mat<T> dst) {
 }  // namespace
 
 void CpuBackend::attention(const View& q, const View& k, const View& v, const View& mask,
-                           double scale, const View& out, const View& lse) {
+                           const View& bias, double scale, const View& out, const View& lse) {
   const Sizes z = sizes_of(q, k, v);
   const int64_t n = z.n, m = z.m, d = z.d, e = z.e, tile = z.tile;
   dispatch_floating(q.dtype, "attention", [&](auto tag) {
@@ -151,6 +168,7 @@ void CpuBackend::attention(const View& q, const View& k, const View& v, const Vi
         Mat<T> qm = it.q, km = it.k, vm = it.v, om = it.out;
         T* row_lse = it.lse;
         const MaskRows<T>& allowed = it.allowed;
+        const Mat<T> bm = bias_of<T>(bias, it);
         if (item + 1 < end) {
           Item<T> next = item_of<T>(item + 1, q, k, v, mask, out, lse);
           prefetch_rows(next.q, n, d);
@@ -160,7 +178,8 @@ void CpuBackend::attention(const View& q, const View& k, const View& v, const Vi
         if constexpr (std::is_same_v<T, float>)
           if (cpu::short_keys_fit(m, d, e, allowed)) {
             cpu::short_keys_forward(n, m, d, e, static_cast<float>(scale), {qm.data, qm.ld},
-                                    {km.data, km.ld}, {vm.data, vm.ld}, allowed, om, row_lse);
+                                    {km.data, km.ld}, {vm.data, vm.ld}, allowed, {bm.data, bm.ld},
+                                    om, row_lse);
             continue;
           }
         if (m == 0) {  // no keys: every row is empty
@@ -171,6 +190,7 @@ void CpuBackend::attention(const View& q, const View& k, const View& v, const Vi
         for (int64_t i0 = 0; i0 < n; i0 += tile) {
           int64_t rows = std::min(tile, n - i0);
           scores(rows, m, d, scale, qm.data + i0 * qm.ld, qm.ld, km, s);
+          add_bias(bm, i0, rows, m, s);
           for (int64_t r = 0; r < rows; ++r)
             row_lse[i0 + r] = softmax_allowed(s + r * m, m, allowed, i0 + r);
           if (e > 0)
@@ -183,9 +203,9 @@ void CpuBackend::attention(const View& q, const View& k, const View& v, const Vi
 }
 
 void CpuBackend::attention_backward(const View& q, const View& k, const View& v, const View& mask,
-                                    double scale, const View& out, const View& lse,
-                                    const View& dout, const View& dq, const View& dk,
-                                    const View& dv) {
+                                    const View& bias, double scale, const View& out,
+                                    const View& lse, const View& dout, const View& dq,
+                                    const View& dk, const View& dv, const View& dbias) {
   const Sizes z = sizes_of(q, k, v);
   const int64_t n = z.n, m = z.m, d = z.d, e = z.e, tile = z.tile;
   dispatch_floating(q.dtype, "attention_backward", [&](auto tag) {
@@ -200,6 +220,7 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
         const MaskRows<T>& allowed = it.allowed;
         Mat<T> gm = mat<T>(dout, it.b, it.h), dqm = mat<T>(dq, it.b, it.h);
         Mat<T> dkm = mat<T>(dk, it.b, it.h), dvm = mat<T>(dv, it.b, it.h);
+        const Mat<T> bm = bias_of<T>(bias, it), dbm = bias_of<T>(dbias, it);
         if (item + 1 < end) {
           Item<T> next = item_of<T>(item + 1, q, k, v, mask, out, lse);
           prefetch_rows(next.q, n, d);
@@ -211,14 +232,16 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
         if constexpr (std::is_same_v<T, float>)
           if (n > 0 && cpu::short_keys_fit(m, d, e, allowed)) {
             cpu::short_keys_backward(n, m, d, e, static_cast<float>(scale), {qm.data, qm.ld},
-                                     {km.data, km.ld}, {vm.data, vm.ld}, allowed, {om.data, om.ld},
-                                     row_lse, {gm.data, gm.ld}, dqm, dkm, dvm);
+                                     {km.data, km.ld}, {vm.data, vm.ld}, allowed, {bm.data, bm.ld},
+                                     {om.data, om.ld}, row_lse, {gm.data, gm.ld}, dqm, dkm, dvm,
+                                     dbm);
             continue;
           }
         if (n == 0 || m == 0) {  // no pairs: every gradient is 0
           zero_rows(dqm, n, d);
           zero_rows(dkm, m, d);
           zero_rows(dvm, m, e);
+          if (dbm.data) zero_rows(dbm, n, m);
           continue;
         }
         for (int64_t i0 = 0; i0 < n; i0 += tile) {
@@ -229,6 +252,7 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
           const T* q_tile = qm.data + i0 * qm.ld;
           const T* g_tile = gm.data + i0 * gm.ld;
           scores(rows, m, d, scale, q_tile, qm.ld, km, p);
+          add_bias(bm, i0, rows, m, p);
           for (int64_t r = 0; r < rows; ++r)
             probabilities_again(p + r * m, m, allowed, i0 + r, row_lse[i0 + r]);
           if (e > 0) {
@@ -241,6 +265,7 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
           for (int64_t r = 0; r < rows; ++r)
             softmax_grad_row(p + r * m, dp + r * m, g_tile + r * gm.ld, om.data + (i0 + r) * om.ld,
                              m, e);
+          if (dbm.data) copy_rows<T>({p, m}, rows, m, {dbm.data + i0 * dbm.ld, dbm.ld});  // dS
           if (d > 0) {
             gemm_rows(false, false, rows, d, m, scale, p, m, km.data, km.ld, 0.0,
                       dqm.data + i0 * dqm.ld, dqm.ld);

@@ -39,14 +39,16 @@ __device__ __forceinline__ T dot(const T* a, const T* b, int64_t n) {
 }
 
 // Score (i, j) of an item: scale·q_i·k_j for attention (rounded to T before anything subtracts
-// from it), the given logit for the synthesizers.
+// from it or adds to it), plus the bias where there is one; the given logit for the synthesizers.
 template <typename T>
 struct DotScores {
   HeadRows<const T> q, k;
   T scale;
   int64_t d;
+  HeadRows<const T> bias;  // data null: none
   __device__ __forceinline__ T operator()(int64_t item, int64_t i, int64_t j) const {
-    return d_mul_rounded(scale, dot(q.row(item, i), k.row(item, j), d));
+    T s = d_mul_rounded(scale, dot(q.row(item, i), k.row(item, j), d));
+    return bias.data ? s + bias.row(item, i)[j] : s;
   }
 };
 template <typename T>
@@ -91,12 +93,14 @@ __global__ void attention_rows_kernel(Scores scores, HeadMask<T> mask, T* p, T* 
   if (G::rank() == 0) lse[row] = hi + d_log(total);
 }
 
-// Per query row: p again from the scores and lse, and ds = p ∘ (dout vᵀ − rowsum(dout ∘ out)).
+// Per query row: p again from the scores and lse, and ds = p ∘ (dout vᵀ − rowsum(dout ∘ out)),
+// written to ds and, where its data is not null, to ds_copy (attention's bias gradient).
 template <typename G, typename T, typename Scores>
 __global__ void attention_grad_rows_kernel(Scores scores, HeadRows<const T> v, HeadMask<T> mask,
                                            HeadRows<const T> out, const T* lse,
                                            HeadRows<const T> dout, T* p, HeadRows<T> ds,
-                                           int64_t rows, int64_t n, int64_t m, int64_t e) {
+                                           HeadRows<T> ds_copy, int64_t rows, int64_t n, int64_t m,
+                                           int64_t e) {
   int64_t row = G::row();
   if (row >= rows) return;
   int64_t item = row / n, i = row % n;
@@ -110,7 +114,9 @@ __global__ void attention_grad_rows_kernel(Scores scores, HeadRows<const T> v, H
     T pj = 0;
     if (l != -d_inf<T>() && mask.allowed(item, i, j)) pj = d_exp(scores(item, i, j) - l);
     p[row * m + j] = pj;
-    ds.row(item, i)[j] = pj * (dot(gi, v.row(item, j), e) - row_dot);
+    const T g = pj * (dot(gi, v.row(item, j), e) - row_dot);
+    ds.row(item, i)[j] = g;
+    if (ds_copy.data) ds_copy.row(item, i)[j] = g;
   }
 }
 
@@ -140,13 +146,20 @@ void weighted_sum(cudaStream_t stream, const T* w, int64_t w_item, int64_t w_r, 
       w, w_item, w_r, w_t, head_rows<const T>(x), head_rows<T>(y), items, rows, cols, inner, alpha);
 }
 
+// A bias (or its gradient) as rows; data null: none.
+template <typename T>
+HeadRows<T> optional_rows(const View& view, int64_t heads) {
+  if (!view.data) return {nullptr, 0, 0, 0, heads};
+  return head_rows<T>(view);
+}
+
 }  // namespace
 }  // namespace cuda
 
 using namespace cuda;
 
 void CudaBackend::attention(const View& q, const View& k, const View& v, const View& mask,
-                            double scale, const View& out, const View& lse) {
+                            const View& bias, double scale, const View& out, const View& lse) {
   const int64_t items = q.shape[0] * q.shape[1], n = q.shape[2], d = q.shape[3];
   const int64_t m = k.shape[2], e = v.shape[3];
   if (items == 0 || n == 0) return;
@@ -157,7 +170,8 @@ void CudaBackend::attention(const View& q, const View& k, const View& v, const V
     launch_rows(items * n, m, [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
       attention_rows_kernel<G, T><<<blocks, threads, 0, stream_>>>(
-          DotScores<T>{head_rows<const T>(q), head_rows<const T>(k), T(scale), d},
+          DotScores<T>{head_rows<const T>(q), head_rows<const T>(k), T(scale), d,
+                       optional_rows<const T>(bias, q.shape[1])},
           head_mask<T>(mask, q.shape[1]), p.as<T>(), lse.as<T>(), items * n, n, m);
     });
     weighted_sum<T>(stream_, p.as<T>(), n * m, m, 1, v, out, items, n, e, m, T(1));
@@ -166,9 +180,9 @@ void CudaBackend::attention(const View& q, const View& k, const View& v, const V
 }
 
 void CudaBackend::attention_backward(const View& q, const View& k, const View& v, const View& mask,
-                                     double scale, const View& out, const View& lse,
-                                     const View& dout, const View& dq, const View& dk,
-                                     const View& dv) {
+                                     const View& bias, double scale, const View& out,
+                                     const View& lse, const View& dout, const View& dq,
+                                     const View& dk, const View& dv, const View& dbias) {
   const int64_t items = q.shape[0] * q.shape[1], n = q.shape[2], d = q.shape[3];
   const int64_t m = k.shape[2], e = v.shape[3];
   if (items == 0) return;
@@ -180,10 +194,12 @@ void CudaBackend::attention_backward(const View& q, const View& k, const View& v
     launch_rows(items * n, std::max(m, e), [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
       attention_grad_rows_kernel<G, T><<<blocks, threads, 0, stream_>>>(
-          DotScores<T>{head_rows<const T>(q), head_rows<const T>(k), T(scale), d},
+          DotScores<T>{head_rows<const T>(q), head_rows<const T>(k), T(scale), d,
+                       optional_rows<const T>(bias, q.shape[1])},
           head_rows<const T>(v), head_mask<T>(mask, q.shape[1]), head_rows<const T>(out),
           lse.as<T>(), head_rows<const T>(dout), p.as<T>(),
-          HeadRows<T>{ds.as<T>(), q.shape[1] * n * m, n * m, m, q.shape[1]}, items * n, n, m, e);
+          HeadRows<T>{ds.as<T>(), q.shape[1] * n * m, n * m, m, q.shape[1]},
+          optional_rows<T>(dbias, q.shape[1]), items * n, n, m, e);
     });
     // dq = scale·dS k; dk = scale·dSᵀ q; dv = Pᵀ dout (the transposes by strides).
     weighted_sum<T>(stream_, ds.as<T>(), n * m, m, 1, k, dq, items, n, d, m, T(scale));
@@ -231,7 +247,8 @@ void CudaBackend::synthesized_attention_backward(const View& logits, const View&
       attention_grad_rows_kernel<G, T><<<blocks, threads, 0, stream_>>>(
           GivenScores<T>{head_rows<const T>(logits)}, head_rows<const T>(v),
           head_mask<T>(mask, v.shape[1]), head_rows<const T>(out), lse.as<T>(),
-          head_rows<const T>(dout), p.as<T>(), head_rows<T>(dlogits), items * n, n, m, e);
+          head_rows<const T>(dout), p.as<T>(), head_rows<T>(dlogits),
+          optional_rows<T>(View(), v.shape[1]), items * n, n, m, e);
     });
     weighted_sum<T>(stream_, p.as<T>(), n * m, 1, m, dout, dv, items, m, e, n, T(1));  // Pᵀ dout
   });
