@@ -3,11 +3,13 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "autograd/grad_mode.h"
 #include "nn/mixer_registry.h"
+#include "nn/mixing_capture.h"
 #include "tests/test_helpers.h"
 
 namespace mixlab::testing {
@@ -67,6 +69,25 @@ inline void set_param(const Mixer& m, const std::string& name, const std::vector
   Tensor p = param(m, name);
   REQUIRE(static_cast<int64_t>(values.size()) == p.numel());
   assign_in_place(p, Tensor::from_data(values, p.shape()));
+}
+
+// A mixer's output on x and the gradients of sum(y ∘ w) for x and each parameter, as doubles
+// (output first, then x's, then the parameters' in order); with `capture`, under a mixing
+// recorder, whose forward runs the formula's path (mixing_capture.h), and which must record.
+inline std::vector<std::vector<double>> output_and_gradients(Mixer& m, const Tensor& x,
+                                                             const Tensor& w,
+                                                             const MixerContext& ctx,
+                                                             bool capture) {
+  m.zero_grad();
+  x.zero_grad();
+  std::optional<MixingRecorder> recorder;
+  if (capture) recorder.emplace(m);
+  Tensor y = m.forward(x, ctx);
+  sum(mul(y, w)).backward();
+  if (capture) CHECK_FALSE(recorder->matrices().empty());
+  std::vector<std::vector<double>> out{y.to_double_vector(), x.grad().to_double_vector()};
+  for (auto& p : m.parameters()) out.push_back(p.grad().to_double_vector());
+  return out;
 }
 
 }  // namespace mixlab::testing

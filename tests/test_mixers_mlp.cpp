@@ -3,10 +3,8 @@
 // test_mixers.cpp.
 #include <cmath>
 #include <map>
-#include <optional>
 
 #include "nn/layers.h"
-#include "nn/mixing_capture.h"
 #include "tests/mixer_harness.h"
 
 using namespace mixlab;
@@ -303,19 +301,8 @@ TEST_CASE("mixer values: amlp's stacked q, k, v product equals three separate pr
     Tensor w = rand64({2, 6, 8}, 42, false);
     MixerContext ctx =
         context_for(x, causal ? std::vector<int32_t>{} : std::vector<int32_t>{6, 4}, causal);
-    auto run = [&](bool three_products) {
-      m->zero_grad();
-      x.zero_grad();
-      std::optional<MixingRecorder> recorder;
-      if (three_products) recorder.emplace(*m);
-      Tensor y = m->forward(x, ctx);
-      sum(mul(y, w)).backward();
-      if (three_products) CHECK_FALSE(recorder->matrices().empty());
-      std::vector<std::vector<double>> out{y.to_double_vector(), x.grad().to_double_vector()};
-      for (auto& p : m->parameters()) out.push_back(p.grad().to_double_vector());
-      return out;
-    };
-    auto stacked = run(false), three = run(true);
+    auto stacked = output_and_gradients(*m, x, w, ctx, false);
+    auto three = output_and_gradients(*m, x, w, ctx, true);  // the formula's three products
     REQUIRE(stacked.size() == three.size());
     for (size_t i = 0; i < stacked.size(); ++i) check_close(stacked[i], three[i], 1e-12);
   }

@@ -451,6 +451,39 @@ TEST_CASE("mixer values: synth-mix:R+V is the random plus dot-product mixture of
   });
 }
 
+TEST_CASE("mixer values: a mix with V takes the attention core with a bias, as the formula") {
+  // forward() gives a mix with a V component to the attention core: Q', K and V from one stacked
+  // product, the other components' logits as the scores' bias. Under a mixing capture it runs the
+  // formula (logits summed, then softmax and the weighted sum). Outputs and every gradient must
+  // agree: padded and causal; the other components shared by the batch (R, Fix), per example
+  // (D, FD), several, or none.
+  for (const char* name : {"synth-mix:R+V", "synth-mix:D+V", "synth-mix:V+Fix+FD", "synth-mix:V"})
+    for (bool causal : {false, true}) {
+      INFO(std::string(name) << (causal ? " causal" : " padded"));
+      MixerConfig c = small_config(name, causal);
+      c.max_len = 6;
+      auto m = build64(c);
+      {  // α away from uniform, so each component's weight is checked
+        NoGradGuard no_grad;
+        Tensor theta = param(*m, "theta");
+        std::vector<double> t(static_cast<size_t>(theta.numel()));
+        for (size_t i = 0; i < t.size(); ++i) t[i] = 0.3 * static_cast<double>(i) - 0.2;
+        theta.copy_(Tensor::from_data(t, theta.shape()));
+      }
+      Tensor x = rand64({2, 6, 8}, 51);
+      Tensor w = rand64({2, 6, 8}, 52, false);
+      MixerContext ctx =
+          context_for(x, causal ? std::vector<int32_t>{} : std::vector<int32_t>{6, 4}, causal);
+      auto fused = output_and_gradients(*m, x, w, ctx, false);
+      auto formula = output_and_gradients(*m, x, w, ctx, true);
+      REQUIRE(fused.size() == formula.size());
+      for (size_t i = 0; i < fused.size(); ++i) {
+        INFO("result " << i);
+        check_close(fused[i], formula[i], 1e-12);
+      }
+    }
+}
+
 TEST_CASE("mixer values: synth-mix names its valid components on a bad name") {
   for (const char* bad : {"synth-mix:R+X", "synth-mix:R+R", "synth-mix:", "synth-mix",
                           "synth-mix:R++V", "synth-mix:r"}) {

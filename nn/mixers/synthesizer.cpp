@@ -229,12 +229,19 @@ class DotProductComponent : public Component {
     return matmul(q, transpose(k_cache, -1, -2));
   }
 
+  // The query and key maps as weights and biases {W_Q', b_Q', W_K, b_K}, W_Q' and b_Q' carrying
+  // α/√d_h as in queries(): the mixer stacks them with W_V into one projection whose Q' and K
+  // the attention core reads in place (Synthesizer::attend_with_dot_products).
+  std::vector<Tensor> projections(const Tensor& alpha) const {
+    return {scaled(mul(w_q_->weight, scale_), alpha), scaled(mul(w_q_->bias, scale_), alpha),
+            w_k_->weight, w_k_->bias};
+  }
+
  private:
   // Q·α/√d_h: the scale and α are folded into W_Q and b_Q, so the logits need no pass of their own.
   Tensor queries(const Tensor& x, const Tensor& alpha) const {
-    Tensor w = scaled(mul(w_q_->weight, scale_), alpha);
-    Tensor b = scaled(mul(w_q_->bias, scale_), alpha);
-    return mixers::split_heads(linear(x, w, b), heads_);
+    std::vector<Tensor> p = projections(alpha);
+    return mixers::split_heads(linear(x, p[0], p[1]), heads_);
   }
 
   int64_t heads_;
@@ -338,6 +345,11 @@ class Synthesizer : public Mixer {
     for (Kind k : kinds_) components_.push_back(kind_info(k).make(reg));
     if (mix)
       theta = register_parameter("theta", init::zeros({static_cast<int64_t>(kinds_.size())}));
+    for (size_t c = 0; mix && c < kinds_.size(); ++c)
+      if (kinds_[c] == Kind::V) {
+        dot_products_ = static_cast<const DotProductComponent*>(components_[c].get());
+        dot_product_index_ = static_cast<int64_t>(c);
+      }
     w_v = register_module("w_v", std::make_shared<Linear>(c.dim, c.dim, true, gen));
     w_o = register_module("w_o", std::make_shared<Linear>(c.dim, c.dim, true, gen));
   }
@@ -356,10 +368,11 @@ class Synthesizer : public Mixer {
   Tensor forward(const Tensor& x, const MixerContext& ctx) override {
     check_input(x, ctx);
     int64_t n = x.size(1), h = config_.heads;
+    Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
+    if (dot_products_ && !mixing_capture_active()) return attend_with_dot_products(x, mask);
     Tensor v = mixers::split_heads(w_v->forward(x), h);
     Tensor logits =
         combine([&](const Component& c, const Tensor& alpha) { return c.logits(x, alpha); });
-    Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
     if (theta.defined() && mixing_capture_active()) capture_mixture(x, mask);
     return attend(logits, mask, v);
   }
@@ -399,12 +412,14 @@ class Synthesizer : public Mixer {
   // L = Σ_c α_c L^{(c)} for a mix, the single component's logits otherwise. Each component
   // applies its α_c itself (see Component). The terms that depend on positions only (R, Fix,
   // FR: [1, h, N, N]) are summed while they are small and added to the per-example sum once.
+  // `skip` (if not null) is left out of the sum (an empty sum is undefined).
   using MakeLogits = std::function<Tensor(const Component&, const Tensor& alpha)>;
-  Tensor combine(const MakeLogits& make) const {
+  Tensor combine(const MakeLogits& make, const Component* skip = nullptr) const {
     if (!theta.defined()) return make(*components_.front(), Tensor());
     Tensor alpha = softmax(theta, 0);
     Tensor shared, per_example;
     for (size_t c = 0; c < components_.size(); ++c) {
+      if (components_[c].get() == skip) continue;
       Tensor term = make(*components_[c], narrow(alpha, 0, static_cast<int64_t>(c), 1));
       Tensor& sum = term.size(0) == 1 ? shared : per_example;
       sum = sum.defined() ? add(sum, term) : term;
@@ -433,6 +448,26 @@ class Synthesizer : public Mixer {
     return w_o->forward(mixers::merge_heads(matmul(a, v)));
   }
 
+  // A mix with a V component: softmax(Q' Kᵀ + L_rest + M) V, where L_rest is the other
+  // components' Σ α_c L^{(c)} and Q' = Q·α_V/√d_h. Q', K and V come from one product of the
+  // stacked weights [W_Q'; W_K; W_V] and go to the attention core with L_rest as its bias
+  // (fused_self_attention): the dot-product logits are never formed as a [B, h, N, N] tensor,
+  // the core reads the three projections in place, and their gradient comes back as one buffer,
+  // so the backward is one input-gradient product instead of three and two adds. The same
+  // numbers as the formula's path (forward's other branch, which `mixlab inspect` takes) up to
+  // rounding.
+  Tensor attend_with_dot_products(const Tensor& x, const Tensor& mask) const {
+    Tensor alpha = softmax(theta, 0);
+    const Tensor alpha_v = narrow(alpha, 0, dot_product_index_, 1);
+    Tensor rest =
+        combine([&](const Component& c, const Tensor& a) { return c.logits(x, a); }, dot_products_);
+    std::vector<Tensor> qk = dot_products_->projections(alpha_v);
+    Tensor qkv =
+        linear(x, concat({qk[0], qk[2], w_v->weight}, 0), concat({qk[1], qk[3], w_v->bias}, 0));
+    return w_o->forward(
+        mixers::merge_heads(fused_self_attention(qkv, config_.heads, mask, 1.0, rest)));
+  }
+
   // For `mixlab inspect`: each component's own attention softmax(L_c + M) and the weights α.
   void capture_mixture(const Tensor& x, const Tensor& mask) const {
     for (size_t c = 0; c < components_.size(); ++c)
@@ -449,6 +484,8 @@ class Synthesizer : public Mixer {
 
   std::vector<Kind> kinds_;
   std::vector<std::unique_ptr<Component>> components_;
+  const DotProductComponent* dot_products_ = nullptr;  // a mix's V component, if it has one
+  int64_t dot_product_index_ = 0;                      // its place in the mix (its α)
   Tensor theta;
   std::shared_ptr<Linear> w_v, w_o;
 };
