@@ -43,6 +43,9 @@
 //   Generator(seed) in the order the components are listed, then W_V, W_O.
 // - step() attends over every cached position (decoding has no padding), like attention's step;
 //   decoding past ℓ positions is an error naming max_len.
+// - A mix with a V component trains through the attention core: softmax(Q'Kᵀ + L_rest + M) V
+//   with Q', K, V from one stacked product and the other components' logits as the scores' bias
+//   (attend_with_dot_products); `mixlab inspect` and decoding take the formula's path.
 #include <algorithm>
 #include <cmath>
 #include <functional>
