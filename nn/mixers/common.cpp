@@ -12,12 +12,19 @@ Tensor merge_heads(const Tensor& x) {
   return reshape(transpose(x, 1, 2), {b, n, h * dh});
 }
 
+Tensor packed_self_attention(const Tensor& x, const Projections& weights, const Projections& biases,
+                             int64_t heads, const Tensor& allowed, double scale,
+                             const Tensor& score_bias) {
+  Tensor bias = biases[0].defined() ? concat({biases[0], biases[1], biases[2]}, 0) : Tensor();
+  Tensor qkv = linear(x, concat({weights[0], weights[1], weights[2]}, 0), bias);
+  return merge_heads(fused_self_attention(qkv, heads, allowed, scale, score_bias));
+}
+
 Tensor packed_self_attention(const Tensor& x, const Linear& w_q, const Linear& w_k,
                              const Linear& w_v, int64_t heads, const Tensor& allowed,
                              double scale) {
-  Tensor bias = w_q.bias.defined() ? concat({w_q.bias, w_k.bias, w_v.bias}, 0) : Tensor();
-  Tensor qkv = linear(x, concat({w_q.weight, w_k.weight, w_v.weight}, 0), bias);
-  return merge_heads(fused_self_attention(qkv, heads, allowed, scale));
+  return packed_self_attention(x, {w_q.weight, w_k.weight, w_v.weight},
+                               {w_q.bias, w_k.bias, w_v.bias}, heads, allowed, scale);
 }
 
 Tensor masked_softmax(const Tensor& logits, const Tensor& allowed) {

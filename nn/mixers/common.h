@@ -1,6 +1,8 @@
 // Pieces several mixers share: head splitting, the masked softmax of §0's masking rule and the
 // attention core (fused, or from one packed q, k, v product).
 #pragma once
+#include <array>
+
 #include "autograd/ops.h"
 #include "nn/layers.h"
 #include "nn/mixer.h"
@@ -39,6 +41,13 @@ Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a
 // The fused path only: a mixing recorder needs attend()'s unfused one.
 Tensor packed_self_attention(const Tensor& x, const Linear& w_q, const Linear& w_k,
                              const Linear& w_v, int64_t heads, const Tensor& allowed, double scale);
+// The same from the three weights and biases as tensors (biases all undefined, or all defined),
+// with an optional bias on the scores (fused_attention's): the synthesizers' mixtures, whose W_Q
+// carries the mixture weight.
+using Projections = std::array<Tensor, 3>;  // Q, K, V
+Tensor packed_self_attention(const Tensor& x, const Projections& weights, const Projections& biases,
+                             int64_t heads, const Tensor& allowed, double scale,
+                             const Tensor& score_bias = Tensor());
 
 // The [B, 1, 1, M] key mask from a [B, M] valid mask (undefined stays undefined).
 Tensor key_mask(const Tensor& valid);

@@ -374,8 +374,8 @@ class Synthesizer : public Mixer {
     Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
     if (dot_products_ && !mixing_capture_active()) return attend_with_dot_products(x, mask);
     Tensor v = mixers::split_heads(w_v->forward(x), h);
-    Tensor logits =
-        combine([&](const Component& c, const Tensor& alpha) { return c.logits(x, alpha); });
+    Tensor logits = combine(
+        [&](const Component& c, const Tensor& alpha) { return c.logits(x, alpha); }, mixture());
     if (theta.defined() && mixing_capture_active()) capture_mixture(x, mask);
     return attend(logits, mask, v);
   }
@@ -404,9 +404,10 @@ class Synthesizer : public Mixer {
     Tensor v_t = mixers::split_heads(w_v->forward(x_t), config_.heads);
     cache->v = cache->v.defined() ? concat({cache->v, v_t}, 2) : v_t;
     size_t index = 0;
-    Tensor logits = combine([&](const Component& c, const Tensor& alpha) {
-      return c.row(x_t, i, cache->states[index++], alpha);
-    });
+    Tensor logits =
+        combine([&](const Component& c,
+                    const Tensor& alpha) { return c.row(x_t, i, cache->states[index++], alpha); },
+                mixture());
     ++cache->position;
     return attend(logits, Tensor(), cache->v);  // the new row sees every cached position
   }
@@ -415,11 +416,12 @@ class Synthesizer : public Mixer {
   // L = Σ_c α_c L^{(c)} for a mix, the single component's logits otherwise. Each component
   // applies its α_c itself (see Component). The terms that depend on positions only (R, Fix,
   // FR: [1, h, N, N]) are summed while they are small and added to the per-example sum once.
-  // `skip` (if not null) is left out of the sum (an empty sum is undefined).
+  // `alpha` is mixture()'s; `skip` (if not null) is left out of the sum (an empty sum is
+  // undefined).
   using MakeLogits = std::function<Tensor(const Component&, const Tensor& alpha)>;
-  Tensor combine(const MakeLogits& make, const Component* skip = nullptr) const {
-    if (!theta.defined()) return make(*components_.front(), Tensor());
-    Tensor alpha = softmax(theta, 0);
+  Tensor combine(const MakeLogits& make, const Tensor& alpha,
+                 const Component* skip = nullptr) const {
+    if (!alpha.defined()) return make(*components_.front(), Tensor());
     Tensor shared, per_example;
     for (size_t c = 0; c < components_.size(); ++c) {
       if (components_[c].get() == skip) continue;
@@ -460,16 +462,16 @@ class Synthesizer : public Mixer {
   // numbers as the formula's path (forward's other branch, which `mixlab inspect` takes) up to
   // rounding.
   Tensor attend_with_dot_products(const Tensor& x, const Tensor& mask) const {
-    Tensor alpha = softmax(theta, 0);
-    const Tensor alpha_v = narrow(alpha, 0, dot_product_index_, 1);
-    Tensor rest =
-        combine([&](const Component& c, const Tensor& a) { return c.logits(x, a); }, dot_products_);
-    std::vector<Tensor> qk = dot_products_->projections(alpha_v);
-    Tensor qkv =
-        linear(x, concat({qk[0], qk[2], w_v->weight}, 0), concat({qk[1], qk[3], w_v->bias}, 0));
-    return w_o->forward(
-        mixers::merge_heads(fused_self_attention(qkv, config_.heads, mask, 1.0, rest)));
+    const Tensor alpha = mixture();
+    Tensor rest = combine([&](const Component& c, const Tensor& a) { return c.logits(x, a); },
+                          alpha, dot_products_);
+    std::vector<Tensor> qk = dot_products_->projections(narrow(alpha, 0, dot_product_index_, 1));
+    return w_o->forward(mixers::packed_self_attention(
+        x, {qk[0], qk[2], w_v->weight}, {qk[1], qk[3], w_v->bias}, config_.heads, mask, 1.0, rest));
   }
+
+  // The mixture weights α = softmax(θ) (undefined for a single component).
+  Tensor mixture() const { return theta.defined() ? softmax(theta, 0) : Tensor(); }
 
   // For `mixlab inspect`: each component's own attention softmax(L_c + M) and the weights α.
   void capture_mixture(const Tensor& x, const Tensor& mask) const {
@@ -480,7 +482,7 @@ class Synthesizer : public Mixer {
     capture_mixing(
         *this, "mixture weights softmax(θ)", RowRule::SumToOne,
         [&] {
-          return reshape(softmax(theta, 0), {1, theta.size(0)});
+          return reshape(mixture(), {1, theta.size(0)});
         },
         "mixture", "component");
   }
