@@ -3,8 +3,8 @@
 // aliasing, dtypes, flags). Sizes 1, 17, 1000 and those where a backend switches strategy
 // (warp or block per row past 1024 columns, split reductions), non-contiguous views,
 // broadcasting and edge values. Adding a kernel or an op adds rows here (tests/op_harness.h).
-#include <array>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 
