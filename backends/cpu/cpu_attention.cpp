@@ -57,6 +57,7 @@ using cpu::mask_rows;
 using cpu::MaskRows;
 using cpu::Mat;
 using cpu::mat;
+using cpu::prefetch_rows;
 using cpu::probabilities_again;
 using cpu::softmax_allowed;
 
@@ -108,21 +109,6 @@ Item<T> item_of(int64_t item, const View& q, const View& k, const View& v, const
 template <typename T>
 void zero_rows(Mat<T> x, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; ++i) std::fill(x.data + i * x.ld, x.data + i * x.ld + cols, T(0));
-}
-
-// Asks for rows [0, rows) of x (cols each) to be brought into cache: the next item's operands,
-// while this item computes. Into L2 (locality 2: prefetcht1), not L1: an item's lines come in a
-// burst (the classifier's 49-row heads: 294 lines in the forward, 490 in the backward), and
-// prefetcht0 requests held L1's few miss buffers that the item's own loads then waited on. In
-// the step (1 thread, traced, session 25) per call: classifier (49 tokens) forward 4.4-5.0 ->
-// 3.8-4.3 ms, backward 8.4-9.7 -> 7.7-8.1 ms; translator d=128 (12 tokens) backward 1.10-1.60
-// -> 0.81-0.99 ms. Two items ahead, or the rows about to be written (prefetchw) as well,
-// measured no better.
-template <typename T>
-void prefetch_rows(Mat<T> x, int64_t rows, int64_t cols) {
-  constexpr int64_t kLine = 64 / sizeof(T);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t c = 0; c < cols; c += kLine) __builtin_prefetch(x.data + i * x.ld + c, 0, 2);
 }
 
 // p_row[j] ← P_ij (dP_ij − rowsum(dout_i ∘ out_i)) over the m keys: dS of a softmax row from its

@@ -128,6 +128,12 @@ void CpuBackend::linear_attention(const View& q, const View& k, const View& v, d
         Mat<const T> qm = mat<const T>(q, b, h), km = mat<const T>(k, b, h);
         Mat<const T> vm = mat<const T>(v, b, h);
         Mat<T> om = mat<T>(out, b, h);
+        if (item + 1 < end) {  // the next item's operands, while this one computes
+          const int64_t nb = (item + 1) / z.heads, nh = (item + 1) % z.heads;
+          cpu::prefetch_rows(mat<const T>(q, nb, nh), z.n, z.d);
+          cpu::prefetch_rows(mat<const T>(k, nb, nh), z.m, z.d);
+          cpu::prefetch_rows(mat<const T>(v, nb, nh), z.m, z.e);
+        }
 #if defined(MIXLAB_HAS_LANES)
         if constexpr (std::is_same_v<T, float>) {
           item_forward(qm, km, vm, z.n, z.m, z.d, z.e, static_cast<float>(eps), om, s, zs);
@@ -171,6 +177,14 @@ void CpuBackend::linear_attention_backward(const View& q, const View& k, const V
         Mat<const T> vm = mat<const T>(v, b, h), om = mat<const T>(out, b, h);
         Mat<const T> gm = mat<const T>(dout, b, h);
         Mat<T> dqm = mat<T>(dq, b, h), dkm = mat<T>(dk, b, h), dvm = mat<T>(dv, b, h);
+        if (item + 1 < end) {  // the next item's operands, while this one computes
+          const int64_t nb = (item + 1) / z.heads, nh = (item + 1) % z.heads;
+          cpu::prefetch_rows(mat<const T>(q, nb, nh), z.n, z.d);
+          cpu::prefetch_rows(mat<const T>(k, nb, nh), z.m, z.d);
+          cpu::prefetch_rows(mat<const T>(v, nb, nh), z.m, z.e);
+          cpu::prefetch_rows(mat<const T>(out, nb, nh), z.n, z.e);
+          cpu::prefetch_rows(mat<const T>(dout, nb, nh), z.n, z.e);
+        }
 #if defined(MIXLAB_HAS_LANES)
         if constexpr (std::is_same_v<T, float>) {
           item_backward(qm, km, vm, om, gm, z.n, z.m, z.d, z.e, static_cast<float>(eps), dqm, dkm,
