@@ -61,10 +61,36 @@ std::string epilogue_label(const GemmArgs& g, GemmEpilogue e) {
   return gemm_label(g) + what;
 }
 
+class TracingBackend;
+
+// The tracers alive, for reset_kernel_trace().
+struct LiveTracers {
+  std::mutex mutex;
+  std::vector<TracingBackend*> list;
+};
+LiveTracers& live_tracers() {
+  static LiveTracers* tracers = new LiveTracers;  // never destroyed: tracers outlive statics
+  return *tracers;
+}
+
 class TracingBackend final : public Backend {
  public:
-  TracingBackend(Backend& inner, int level) : inner_(inner), level_(level) {}
-  ~TracingBackend() override { report(); }
+  TracingBackend(Backend& inner, int level) : inner_(inner), level_(level) {
+    LiveTracers& live = live_tracers();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    live.list.push_back(this);
+  }
+  ~TracingBackend() override {
+    report();
+    LiveTracers& live = live_tracers();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    live.list.erase(std::remove(live.list.begin(), live.list.end(), this), live.list.end());
+  }
+
+  void reset() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.clear();
+  }
 
   const char* name() const override { return inner_.name(); }
   DeviceType device_type() const override { return inner_.device_type(); }
@@ -134,6 +160,12 @@ class TracingBackend final : public Backend {
 
 std::unique_ptr<Backend> make_tracing_backend(Backend& inner, int level) {
   return std::make_unique<TracingBackend>(inner, level);
+}
+
+void reset_kernel_trace() {
+  LiveTracers& live = live_tracers();
+  std::lock_guard<std::mutex> lock(live.mutex);
+  for (TracingBackend* tracer : live.list) tracer->reset();
 }
 
 }  // namespace mixlab

@@ -15,5 +15,9 @@ namespace mixlab {
 int debug_level();
 // `inner` wrapped in a tracer (backend_for() does this when debug_level() > 0).
 std::unique_ptr<Backend> make_tracing_backend(Backend& inner, int level);
+// Forgets the calls every tracer has counted so far: the exit table then covers only what runs
+// after, e.g. a benchmark's timed steps without its warm-up (whose first touches of fresh memory
+// land in whichever kernel writes it first). Nothing to do when no tracer exists.
+void reset_kernel_trace();
 
 }  // namespace mixlab

@@ -8,8 +8,8 @@ bytes). Both sides take the same step: label-smoothed cross-entropy (0.1), gradi
 1, AdamW, the same batch, dropout and thread count; each side runs in its own process, so each
 peak RSS is that training's alone. It prints both sides' median step, the ratio mixlab / PyTorch
 in examples per second (above 1: mixlab is faster), the share of mixlab's kernel time spent in
-matrix products (from a second, shorter mixlab run under MIXLAB_DEBUG=1) and both parameter
-counts, which must agree.
+matrix products over the timed steps (from a second, shorter mixlab run under MIXLAB_DEBUG=1)
+and both parameter counts, which must agree.
 
     python3 bench/vs_torch.py [--task translate|classify] [--mixer NAME] [--threads N]
         [--dim D] [--layers L] [--batch B] [--len T] [--patch P] [--dropout R] [--steps K]
@@ -31,7 +31,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MIXLAB_DEBUG_STEPS = 3  # steps of the MIXLAB_DEBUG run (after bench_train_step's 3 warm-ups)
+# Steps of the MIXLAB_DEBUG run; its kernel table counts these only, not bench_train_step's 3
+# warm-ups before them (their first touches of fresh memory would be charged to other kernels).
+MIXLAB_DEBUG_STEPS = 5
 
 
 def parse_json_line(out, who):
