@@ -247,7 +247,8 @@ int main(int argc, char** argv) {
   }
   AdamW optimizer(param_groups(*model, 0.01), AdamOptions{1e-3});
   std::vector<double> times;
-  for (int64_t s = 0; s < o.steps + 3; ++s) {  // 3 warm-up steps
+  constexpr int64_t kWarmUp = 3;  // steps before the timed ones
+  for (int64_t s = 0; s < o.steps + kWarmUp; ++s) {
     auto t0 = std::chrono::steady_clock::now();
     Tensor loss = task->loss(b);
     loss.backward();
@@ -256,10 +257,10 @@ int main(int argc, char** argv) {
     optimizer.step();
     optimizer.zero_grad();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s >= 3) times.push_back(secs);
+    if (s >= kWarmUp) times.push_back(secs);
     // MIXLAB_DEBUG's table counts the timed steps only, as the median does: the warm-up's first
     // touches of fresh memory would be charged to whichever kernels write it first.
-    if (s == 2) reset_kernel_trace();
+    if (s == kWarmUp - 1) reset_kernel_trace();
   }
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2];
