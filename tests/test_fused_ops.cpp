@@ -164,11 +164,11 @@ TEST_CASE("fused: feed_forward and linear agree with matmul, add and gelu in flo
 }
 
 TEST_CASE("fused: feed_forward's forward slope gives linear_gelu's gradients, bit for bit") {
-  // feed_forward keeps gelu'(pre) from its forward (BiasGeluSlope) and multiplies by it in the
-  // backward (Times); linear_gelu recomputes gelu'(pre) in its backward. The same formula on the
-  // same products: every value and gradient has the same bits, but b₁'s, which the two sum in
-  // different orders (row sums with dW₁, column sums of dpre). 300 rows: the tall kernel's
-  // epilogue; 40: OpenBLAS and a pass of its own.
+  // Both keep gelu'(pre) from their forward (BiasGeluSlope); feed_forward multiplies by it in
+  // its second product's epilogue (Times), linear_gelu in a pass over the gradient linear's
+  // backward hands it. Both sum b₁'s gradient with W₁'s (RowSums). The same formulas on the same
+  // products: every value and gradient has the same bits. 300 rows: the tall kernel's epilogue;
+  // 40: OpenBLAS and a pass of its own.
   for (int64_t rows : {40, 300}) {
     INFO("rows = " << rows);
     Inputs in{leaf32({rows, 48}, 75), leaf32({96, 48}, 76), leaf32({96}, 77), leaf32({40, 96}, 78),
@@ -188,12 +188,10 @@ TEST_CASE("fused: feed_forward's forward slope gives linear_gelu's gradients, bi
         },
         in);
     REQUIRE(fused.size() == 6);
-    for (size_t k : {0, 1, 2, 4, 5}) {
+    for (size_t k = 0; k < fused.size(); ++k) {
       INFO("value " << k << " (0: output, then the gradients of x, W1, b1, W2, b2)");
       CHECK(fused[k] == layered[k]);
     }
-    for (size_t i = 0; i < fused[3].size(); ++i)
-      CHECK(fused[3][i] == doctest::Approx(layered[3][i]).epsilon(1e-4));
   }
 }
 
