@@ -456,8 +456,10 @@ TEST_CASE("mixer values: a mix with V takes the attention core with a bias, as t
   // product, the other components' logits as the scores' bias. Under a mixing capture it runs the
   // formula (logits summed, then softmax and the weighted sum). Outputs and every gradient must
   // agree: padded and causal; the other components shared by the batch (R, Fix), per example
-  // (D, FD), several, or none.
-  for (const char* name : {"synth-mix:R+V", "synth-mix:D+V", "synth-mix:V+Fix+FD", "synth-mix:V"})
+  // (D, FD), several, or none. Without V (R+D+FD) the summed logits, a heads view of a
+  // [B, N, h, N] buffer, go to the synthesized core: the same check.
+  for (const char* name :
+       {"synth-mix:R+V", "synth-mix:D+V", "synth-mix:V+Fix+FD", "synth-mix:V", "synth-mix:R+D+FD"})
     for (bool causal : {false, true}) {
       INFO(std::string(name) << (causal ? " causal" : " padded"));
       MixerConfig c = small_config(name, causal);
