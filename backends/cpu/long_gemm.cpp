@@ -1,11 +1,11 @@
-// The long product (long_gemm.h). k is taken 128 steps (a chunk) at a time. Each chunk's rows of
+// The long product (long_gemm.h). k is taken 256 steps (a chunk) at a time. Each chunk's rows of
 // A and B are first copied, in memory order, into small buffers laid out for the tiles: A as
 // tiles of 6 of its columns (6 floats per step), B as panels of 64 of its columns (64 floats per
-// step, aligned). Read where they are, 128 rows 512 B to 2 KB apart fall into a few sets of L1
+// step, aligned). Read where they are, rows 512 B to 2 KB apart fall into a few sets of L1
 // and evict each other (that version ran at half OpenBLAS's speed). A tile of C, 6 rows × 64
 // columns, is held in 24 AVX-512 accumulators: per step, 4 loads of the panel's row and 6
-// broadcasts of the tile's elements of A feed 24 fused multiply-adds. A panel (32 KB) stays in
-// L1 while every tile of rows passes over it; the tiles' sums are added into C, which is read
+// broadcasts of the tile's elements of A feed 24 fused multiply-adds. A panel (64 KB) stays in
+// L2 while every tile of rows passes over it; the tiles' sums are added into C, which is read
 // and written once per chunk from L2. While a chunk computes, the next one's rows of A and B are
 // prefetched into L2, one line per step of each tile, so packing does not wait on memory (a
 // burst of prefetches per tile stalled on the fill buffers; spread out, the step's weight
@@ -32,10 +32,14 @@ namespace {
 
 constexpr int kRows = kTileRows;        // rows of C per tile (columns of A)
 constexpr int64_t kPanel = kTilePanel;  // columns of C (and of B) per panel
-constexpr int64_t kChunk = 128;         // steps along k per pass over C
+// Steps along k per pass over C. 256 rather than 128 (C read and written half as often, the
+// panel out of L1): on Zen 4 (32 KB of L1 data), one thread, the long shapes ran 1-3%
+// faster (k = 3136 and 6272, the classifier's weight gradients at 2 and 1 threads; k = 1536 at
+// d = 256), the d = 128 translator's at k = 1536 unchanged (session 26, interleaved means).
+constexpr int64_t kChunk = 256;
 constexpr int64_t kMinInner = 256;
 // A packed tile of A (a chunk's 6 columns) and panel of B (its 64 columns) are one cache line
-// longer than their data: at 3 KB and 32 KB apart, packing a row of A into every tile (and a row
+// longer than their data: at 6 KB and 64 KB apart, packing a row of A into every tile (and a row
 // of B into every panel) would hit the same few sets of L1 each time, and evict itself.
 constexpr int64_t kTileFloats = kChunk * kRows + 16;
 constexpr int64_t kPanelFloats = kChunk * kPanel + 16;
