@@ -77,6 +77,22 @@ void add_memory_cases(std::vector<OpCase>& t) {
                },
                Tol{1e-7, 0},
                kExact});
+  // Swapped inner axes (the float32 copy's blocked transposes, transpose_copy.h): sizes that are
+  // not multiples of 8 or 16 lanes, one matrix and a batch, a source whose rows are narrowed,
+  // and mlp-mixer's [B, N, d] -> [B, d, N].
+  t.push_back({"copy",
+               "transposed inner axes [3, 37, 21], [50, 17], [2, 49, 128]",
+               {Input::uniform({3, 37, 21}, 6, -10, 10), Input::uniform({50, 17}, 7, -10, 10),
+                Input::uniform({2, 49, 128}, 8, -10, 10)},
+               [](const Ctx&, const In& in) {
+                 NoGradGuard no_grad;
+                 return Out{contiguous(transpose(in[0], 1, 2)),
+                            contiguous(transpose(narrow(in[0], 2, 1, 19), 1, 2)),
+                            contiguous(transpose(in[1], 0, 1)), contiguous(transpose(in[2], 1, 2)),
+                            contiguous(transpose(contiguous(transpose(in[2], 1, 2)), 1, 2))};
+               },
+               Tol{1e-7, 0},
+               kExact});
   // Casts to int32 truncate: integer-valued inputs keep float32 and float64 runs comparable.
   t.push_back({"copy",
                "casts to and from int32 [17, 9]",

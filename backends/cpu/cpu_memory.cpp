@@ -4,6 +4,7 @@
 #include "backends/cpu/caching_allocator.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
+#include "backends/cpu/transpose_copy.h"
 #include "core/dtype_dispatch.h"
 
 namespace mixlab {
@@ -17,7 +18,34 @@ void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);
 }
 
+namespace {
+
+// A float32 copy whose innermost axis is contiguous in dst and strided in src, and whose next
+// axis is contiguous in src (at most one axis outside them, after coalescing): a batch of
+// matrix transposes, taken by blocks in registers (transpose_copy.h). False: not that pattern.
+bool copy_as_transposes(const View& src, const View& dst) {
+  if (src.dtype != DType::F32 || dst.dtype != DType::F32) return false;
+  const cpu::StridedLoop<2> loop(dst, {&src, &dst});
+  const int n = loop.ndim;
+  if (n < 2 || n > 3) return false;
+  const int64_t inner = loop.shape[n - 1], next = loop.shape[n - 2];
+  const int64_t src_inner = loop.strides[0][n - 1], dst_next = loop.strides[1][n - 2];
+  if (loop.strides[1][n - 1] != 1 || loop.strides[0][n - 2] != 1 || src_inner <= 1 ||
+      dst_next < inner || inner < 8 || next < 8)
+    return false;
+  const int64_t count = n == 3 ? loop.shape[0] : 1;
+  const int64_t src_step = n == 3 ? loop.strides[0][0] : 0,
+                dst_step = n == 3 ? loop.strides[1][0] : 0;
+  // Source rows are dst's inner index (src_inner apart), their elements dst's next index.
+  cpu::transpose_matrices(src.as<float>(), src_inner, src_step, dst.as<float>(), dst_next, dst_step,
+                          inner, next, count);
+  return true;
+}
+
+}  // namespace
+
 void CpuBackend::copy(const View& src, const View& dst) {
+  if (copy_as_transposes(src, dst)) return;
   dispatch_all(src.dtype, [&](auto s_tag) {
     dispatch_all(dst.dtype, [&](auto d_tag) {
       using S = decltype(s_tag);
