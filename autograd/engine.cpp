@@ -32,9 +32,7 @@ void add_in_place(const Tensor& sum, const Tensor& incoming) {
 // incoming gradient is added where the entry is (the same float additions as add()'s), instead
 // of into a fresh tensor: no new buffer to write (a residual stream's gradient, once per block).
 void accumulate_into(Tensor& slot, const Tensor& incoming) {
-  const bool sole_owner = slot.defined() && slot.impl_ptr().use_count() == 1 &&
-                          slot.impl().storage.use_count() == 1 && !slot.requires_grad();
-  if (sole_owner && slot.is_contiguous() && slot.shape() == incoming.shape() &&
+  if (slot.sole_owner() && slot.is_contiguous() && slot.shape() == incoming.shape() &&
       slot.dtype() == incoming.dtype() && slot.device() == incoming.device()) {
     add_in_place(slot, incoming);
     return;

@@ -195,6 +195,27 @@ TEST_CASE("fused: feed_forward's forward slope gives linear_gelu's gradients, bi
   }
 }
 
+TEST_CASE("fused: linear_gelu multiplies a gradient it does not own into a buffer of its own") {
+  // The backward writes g ⊙ gelu'(pre) over g only when nothing else holds g. An upstream
+  // gradient the caller passes to backward() is held by the caller: it must come back unchanged,
+  // and the gradients must be those of a gradient the engine owns (the same ones, bit for bit).
+  for (int64_t rows : {40, 300}) {
+    INFO("rows = " << rows);
+    Tensor x = leaf32({rows, 48}, 81), w = leaf32({96, 48}, 82), b = leaf32({96}, 83);
+    Tensor gy = rand32({rows, 96}, 84);
+    const std::vector<float> gy_before(gy.data<float>(), gy.data<float>() + gy.numel());
+    linear_gelu(x, w, b).backward(gy);
+    CHECK(std::vector<float>(gy.data<float>(), gy.data<float>() + gy.numel()) == gy_before);
+    const std::vector<float> gx(x.grad().data<float>(), x.grad().data<float>() + x.numel());
+    const std::vector<float> gw(w.grad().data<float>(), w.grad().data<float>() + w.numel());
+    x.zero_grad(), w.zero_grad(), b.zero_grad();
+    // The same gradient made inside the graph (a product's fresh output): owned by the engine.
+    sum(mul(linear_gelu(x, w, b), gy)).backward();
+    CHECK(std::vector<float>(x.grad().data<float>(), x.grad().data<float>() + x.numel()) == gx);
+    CHECK(std::vector<float>(w.grad().data<float>(), w.grad().data<float>() + w.numel()) == gw);
+  }
+}
+
 TEST_CASE("fused: gradcheck scale_shift with and without the shift, and on a view") {
   Inputs in{rand64({2, 3, 5}, 30), rand64({5}, 31), rand64({5}, 32)};
   CHECK_GRADS([](const Inputs& x) { return scale_shift(x[0], x[1], x[2]); }, in);

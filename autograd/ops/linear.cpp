@@ -200,7 +200,16 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return record("linear_gelu", out, {x, weight, bias},
                 [x2, slope, x_shape = x.shape(), weight, needs = needs_of(x, weight, bias),
                  cols](const Tensor& g) {
-                  Tensor dpre = mul(reshape(dense(g), {-1, cols}), slope);
+                  // dpre = g ⊙ slope, written over g when the engine's handle is its only
+                  // holder (a fresh gradient, as LayerNorm's or the gMLP gate's backward gives):
+                  // no new buffer to fill.
+                  Tensor dpre;
+                  if (g.sole_owner() && g.is_contiguous()) {
+                    dpre = reshape(g.detach(), {-1, cols});
+                    backend_of(dpre).binary(BinaryOp::Mul, dpre.view(), slope.view(), dpre.view());
+                  } else {
+                    dpre = mul(reshape(dense(g), {-1, cols}), slope);
+                  }
                   return linear_gradients(dpre, x2, x_shape, weight, needs);
                 });
 }
