@@ -5,6 +5,7 @@
 // kWidth × kWidth floats goes through registers (Lanes::transpose): kWidth loads of source rows,
 // one transpose, kWidth stores of destination rows.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "backends/cpu/simd_lanes.h"
@@ -21,7 +22,8 @@ inline void transpose_matrices(const float* src, int64_t ld_src, int64_t src_ste
   using L = Lanes;
   constexpr int W = L::kWidth;
   const int64_t row_blocks = (rows + W - 1) / W;
-  // A task is at least 16 blocks of rows' worth of columns (a few thousand floats).
+  // Tasks are (matrix, block of W source rows); a thread takes enough of them to move at least
+  // 4,096 floats, so that a small copy is not split.
   const int64_t grain = std::max<int64_t>(1, 16 * 256 / (W * std::max<int64_t>(cols, 1)));
   parallel_for(count * row_blocks, grain, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
