@@ -74,15 +74,9 @@ template <int KV>
 void key_columns(Mat<const float> x, int64_t m, int64_t cols, float* t) {
   constexpr int64_t W = kLanes * KV;
   for (int64_t j0 = 0; j0 < W; j0 += kLanes)
-    for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
-      const L::Mask lanes = L::first(cols - c0);
-      V rows[kLanes], columns[kLanes];
-      for (int64_t j = 0; j < kLanes; ++j)
-        rows[j] = j0 + j < m ? L::load(x.data + (j0 + j) * x.ld + c0, lanes) : L::zero();
-      L::transpose(rows, columns);
-      const int64_t count = std::min<int64_t>(kLanes, cols - c0);
-      for (int64_t c = 0; c < count; ++c) L::store(t + (c0 + c) * W + j0, columns[c]);
-    }
+    for (int64_t c0 = 0; c0 < cols; c0 += kLanes)
+      transpose_block(x.data + j0 * x.ld + c0, x.ld, std::clamp<int64_t>(m - j0, 0, kLanes),
+                      std::min<int64_t>(kLanes, cols - c0), t + c0 * W + j0, W, L::all());
 }
 
 // acc[r][kv] = Σ_c a[r, c] · t[c·W + kLanes·kv ..] for R rows of a (row stride lda): each row

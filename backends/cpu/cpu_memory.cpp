@@ -20,12 +20,12 @@ void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
 
 namespace {
 
-// A float32 copy whose innermost axis is contiguous in dst and strided in src, and whose next
-// axis is contiguous in src (at most one axis outside them, after coalescing): a batch of
-// matrix transposes, taken by blocks in registers (transpose_copy.h). False: not that pattern.
-bool copy_as_transposes(const View& src, const View& dst) {
+// A float32 copy (its axes as `loop` coalesced them) whose innermost axis is contiguous in dst
+// and strided in src, and whose next axis is contiguous in src (at most one axis outside them):
+// a batch of matrix transposes, taken by blocks in registers (transpose_copy.h). False: not
+// that pattern.
+bool copy_as_transposes(const cpu::StridedLoop<2>& loop, const View& src, const View& dst) {
   if (src.dtype != DType::F32 || dst.dtype != DType::F32) return false;
-  const cpu::StridedLoop<2> loop(dst, {&src, &dst});
   const int n = loop.ndim;
   if (n < 2 || n > 3) return false;
   const int64_t inner = loop.shape[n - 1], next = loop.shape[n - 2];
@@ -45,14 +45,15 @@ bool copy_as_transposes(const View& src, const View& dst) {
 }  // namespace
 
 void CpuBackend::copy(const View& src, const View& dst) {
-  if (copy_as_transposes(src, dst)) return;
+  const cpu::StridedLoop<2> loop(dst, {&src, &dst});
+  if (copy_as_transposes(loop, src, dst)) return;
   dispatch_all(src.dtype, [&](auto s_tag) {
     dispatch_all(dst.dtype, [&](auto d_tag) {
       using S = decltype(s_tag);
       using D = decltype(d_tag);
       const S* in = src.as<S>();
       D* out = dst.as<D>();
-      cpu::StridedLoop<2>(dst, {&src, &dst}).run([&](auto off, int64_t n, auto st) {
+      loop.run([&](auto off, int64_t n, auto st) {
         const S* a = in + off[0];
         D* b = out + off[1];
         if (st[0] == 1 && st[1] == 1) {

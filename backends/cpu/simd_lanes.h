@@ -189,5 +189,30 @@ struct Lanes256 {
 using Lanes = Lanes256;
 #endif
 
+// (GCC 12 takes the 512-bit shuffles' undefined first operands, inlined here, for uninitialised
+// values, as in register_tile.h: a false -Wuninitialized.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// One block of a transpose through registers: dst[c·ld_dst + r] = src[r·ld_src + c] for
+// r < rows and c < cols (each at most Lanes::kWidth; rows may be 0). Source rows past `rows`
+// read as zeros; each destination row is written in the lanes of `store` (all of them, to keep
+// those zeros, for a packed buffer; the first `rows`, for a matrix that ends there).
+inline void transpose_block(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                            float* dst, int64_t ld_dst, Lanes::Mask store) {
+  using L = Lanes;
+  const L::Mask lanes = L::first(cols);
+  L::V in[L::kWidth], out[L::kWidth];
+  for (int64_t r = 0; r < L::kWidth; ++r)
+    in[r] = r < rows ? L::load(src + r * ld_src, lanes) : L::zero();
+  L::transpose(in, out);
+  for (int64_t c = 0; c < cols; ++c) L::store(dst + c * ld_dst, store, out[c]);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 }  // namespace mixlab::cpu
 #endif

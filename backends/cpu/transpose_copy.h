@@ -3,7 +3,7 @@
 // feed-forward-only mixer's, and their gradients). The element-by-element loop of the copy kernel
 // reads such a source one float per cache line and ran at about 1 ns an element; here a block of
 // kWidth × kWidth floats goes through registers (Lanes::transpose): kWidth loads of source rows,
-// one transpose, kWidth stores of destination rows.
+// one transpose, kWidth stores of destination rows (transpose_block, simd_lanes.h).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -30,17 +30,11 @@ inline void transpose_matrices(const float* src, int64_t ld_src, int64_t src_ste
       const int64_t item = t / row_blocks, i0 = (t % row_blocks) * W;
       const float* s = src + item * src_step;
       float* d = dst + item * dst_step;
-      const int live_rows = static_cast<int>(std::min<int64_t>(W, rows - i0));
+      const int64_t live_rows = std::min<int64_t>(W, rows - i0);
       const typename L::Mask row_lanes = L::first(live_rows);
-      for (int64_t j0 = 0; j0 < cols; j0 += W) {
-        const int live_cols = static_cast<int>(std::min<int64_t>(W, cols - j0));
-        const typename L::Mask col_lanes = L::first(live_cols);
-        typename L::V in[W], out[W];
-        for (int r = 0; r < W; ++r)
-          in[r] = r < live_rows ? L::load(s + (i0 + r) * ld_src + j0, col_lanes) : L::zero();
-        L::transpose(in, out);
-        for (int c = 0; c < live_cols; ++c) L::store(d + (j0 + c) * ld_dst + i0, row_lanes, out[c]);
-      }
+      for (int64_t j0 = 0; j0 < cols; j0 += W)
+        transpose_block(s + i0 * ld_src + j0, ld_src, live_rows, std::min<int64_t>(W, cols - j0),
+                        d + j0 * ld_dst + i0, ld_dst, row_lanes);
     }
   });
 #else
