@@ -138,9 +138,14 @@ void gemm_block(const GemmArgs& g, int64_t i, const Block& blk) {
 // call, interleaved runs): the synthesizers' dR = Σ_b dY Vᵀ 2.5 -> 1.7-2.0 ms on 1 thread and
 // 1.3-1.6 -> 0.9 ms on 2; gMLP's W Z 3.5-3.6 -> 3.0-3.3 ms and its Σ_b dY Zᵀ 3.4 -> 2.9-3.0 ms
 // (1 thread). Prefetching the rows of C to be written as well (prefetchw) gained nothing more.
+// An operand of more than kMaxPrefetchBytes (a large item summed over the outer level) is left
+// to the hardware: brought in whole, it would push the current item's operands out of L2.
+constexpr int64_t kMaxPrefetchBytes = 256 * 1024;
+
 void prefetch_item(const GemmArgs& g, int64_t i) {
   const int64_t elem = g.dtype == DType::F64 ? 8 : 4;
   auto rows = [&](const void* base, int64_t offset, int64_t count, int64_t width, int64_t ld) {
+    if (count * width * elem > kMaxPrefetchBytes) return;
     const char* p = static_cast<const char*>(base) + offset * elem;
     for (int64_t r = 0; r < count; ++r)
       for (int64_t c = 0; c < width * elem; c += 64)
