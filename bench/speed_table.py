@@ -16,6 +16,8 @@ dropout 0.1), threads 1 and 2. --quick: tiny sizes, two mixers, a few steps, plu
 check that every mixer's classifier is the same function on both sides: equal parameter counts,
 and mixlab's initial weights loaded into the PyTorch model give mixlab's logits (--check-only:
 that check alone). The quick timings check the pipeline end to end; their numbers mean little.
+After the table, one line per target of issue 14 says whether this run's rows met it
+(bench/speed_targets.py).
 """
 import argparse
 import json
@@ -29,6 +31,7 @@ import time
 from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import speed_targets  # noqa: E402
 import vs_torch  # noqa: E402
 
 QUICK_MIXERS = ["attention", "fnet"]
@@ -163,6 +166,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         images = os.path.join(tmp, "images.bin")
         written_for = None
+        scored = []  # the timed rows, for issue 14's targets after the table
         for label, flags in configurations(args):
             known = flags["task"] == "translate" or torch_knows(args.python, flags["mixer"])
             for n in threads:
@@ -180,6 +184,9 @@ def main():
                     params = str(m["params"]) if row["params_match"] else \
                         f"DIFFER {m['params']}/{t['params']}"
                     failures += not row["params_match"]
+                    scored.append(speed_targets.row(label, n, row["ratio"], row["matmul_share"],
+                                                    m["examples_per_s"], m["peak_rss_kib"],
+                                                    t["peak_rss_kib"]))
                     cells = [label, str(n), f"{m['examples_per_s']:.0f}", f"{t['examples_per_s']:.0f}",
                              f"{row['ratio']:.2f}", f"{100 * row['matmul_share']:.0f}",
                              row["top_other"], mib(m["peak_rss_kib"]), mib(t["peak_rss_kib"]),
@@ -193,6 +200,12 @@ def main():
           f"(above 1: mixlab is faster); matmul % = share of mixlab's kernel time in matrix "
           f"products (FNet's and the convolutions' classifiers: with their own kernels, "
           f"{', '.join(sorted(set(k for ks in vs_torch.MIXER_OWN_KERNELS.values() for k in ks)))})")
+    print("# issue 14's targets in this run (one run's rows: on a shared machine single ratios move"
+          " by 20% between runs)" if not args.quick else
+          "# issue 14's targets scored on this run's rows (--quick: tiny models, not issue 14's;"
+          " these verdicts only show that the scoring runs)")
+    for line in speed_targets.score(scored):
+        print(f"#   {line}")
     return 1 if failures else 0
 
 

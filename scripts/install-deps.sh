@@ -7,6 +7,7 @@ pkgs=(cmake g++ make pkg-config libopenblas-dev libfftw3-dev doctest-dev libcli1
       nlohmann-json3-dev
       libopenmpi-dev openmpi-bin)  # MPI: optional for the build, needed by `mpirun -np N mixlab`
 if [[ "${1:-}" == "--with-data" ]]; then pkgs+=(dataset-fashion-mnist); fi
+pkgs+=(python3)  # the suite's tests of bench/speed_targets.py (and the bench scripts)
 pkgs+=(librsvg2-bin)  # rsvg-convert: turns the SVG pictures of `mixlab study` into the PNGs under docs/
 # --with-clang: clang and its runtimes (sanitizers, libFuzzer) for scripts/ci-extra.sh and fuzz/.
 for arg in "$@"; do if [[ "$arg" == "--with-clang" ]]; then pkgs+=(clang libclang-rt-dev); fi; done

@@ -1,0 +1,94 @@
+"""Issue 14's speed targets, scored against one speed table's rows (bench/speed_table.py).
+
+A row is a dict: label ("translator d=128", "classifier attention", ...), threads, ratio
+(mixlab / PyTorch examples per second), share (mixlab's kernel time in matrix products, 0-1),
+mixlab_rss and torch_rss (peak KiB), mixlab_eps (mixlab's examples per second). Each target
+gives one line: the numbers it reads, then "met", "not met" or "not in this run" (its rows
+were not timed: a --mixers or --threads subset, or --quick's other sizes). Numbers are compared
+as the table prints them (ratios to two decimals, shares to whole percents), so a line and the
+table's rows never disagree.
+
+>>> rows = [row("translator d=128", 1, 1.9, .86, 8.0), row("translator d=256", 1, 1.2, .91, 2.0),
+...         row("translator d=256", 2, 1.5, .90, 3.8), row("classifier attention", 1, 1.3, .84, 3.0),
+...         row("classifier attention", 2, 1.6, .82, 5.4), row("classifier fnet", 2, 1.3, .79, 9.0)]
+>>> for line in score(rows): print(line)
+ratio >= 1.8, translator d=128 at 1 thread: 1.90: met
+ratio >= 1.3, translator d=256 at 1 thread: 1.20: not met
+ratio >= 1.4, every classifier at 2 threads: 1 of 2 (below: fnet 1.30): not met
+products >= 90%, translator d=256 and classifier attention: 91, 90, 84, 82% (below: classifier attention 1 thr 84, classifier attention 2 thr 82): not met
+products >= 80%, every classifier: 2 of 3 rows (below: fnet 2 thr 79): not met
+peak RSS <= PyTorch's, every row: 6 of 6: met
+1 -> 2 threads >= 1.85x, translator d=256 and classifier attention: 1.90x, 1.80x: not met
+>>> score([row("translator d=32", 1, 1.0, .5, 1.0)])[0]
+'ratio >= 1.8, translator d=128 at 1 thread: not in this run'
+"""
+
+
+def row(label, threads, ratio, share, mixlab_eps, mixlab_rss=400, torch_rss=1000):
+    """A table row as score() reads it."""
+    return dict(label=label, threads=threads, ratio=ratio, share=share, mixlab_eps=mixlab_eps,
+                mixlab_rss=mixlab_rss, torch_rss=torch_rss)
+
+
+def verdict(ok):
+    return "met" if ok else "not met"
+
+
+def short(label):
+    return label.removeprefix("classifier ")
+
+
+def score(rows):
+    """One line per target of issue 14, in the issue's order."""
+    find = {(r["label"], r["threads"]): r for r in rows}
+    classifiers = [r for r in rows if r["label"].startswith("classifier ")]
+    lines = []
+
+    for width, bar in ((128, 1.8), (256, 1.3)):
+        what = f"ratio >= {bar}, translator d={width} at 1 thread"
+        r = find.get((f"translator d={width}", 1))
+        lines.append(f"{what}: " + (f"{r['ratio']:.2f}: {verdict(round(r['ratio'], 2) >= bar)}" if r
+                                    else "not in this run"))
+
+    what = "ratio >= 1.4, every classifier at 2 threads"
+    two = [r for r in classifiers if r["threads"] == 2]
+    below = [f"{short(r['label'])} {r['ratio']:.2f}" for r in two if round(r["ratio"], 2) < 1.4]
+    lines.append(f"{what}: " + (
+        f"{len(two) - len(below)} of {len(two)}"
+        + (f" (below: {', '.join(below)})" if below else "") + f": {verdict(not below)}"
+        if two else "not in this run"))
+
+    what = "products >= 90%, translator d=256 and classifier attention"
+    named = [r for r in rows if r["label"] in ("translator d=256", "classifier attention")]
+    below = [f"{r['label']} {r['threads']} thr {100 * r['share']:.0f}" for r in named
+             if round(100 * r["share"]) < 90]
+    lines.append(f"{what}: " + (
+        ", ".join(f"{100 * r['share']:.0f}" for r in named) + "%"
+        + (f" (below: {', '.join(below)})" if below else "") + f": {verdict(not below)}"
+        if named else "not in this run"))
+
+    what = "products >= 80%, every classifier"
+    below = [f"{short(r['label'])} {r['threads']} thr {100 * r['share']:.0f}" for r in classifiers
+             if round(100 * r["share"]) < 80]
+    lines.append(f"{what}: " + (
+        f"{len(classifiers) - len(below)} of {len(classifiers)} rows"
+        + (f" (below: {', '.join(below)})" if below else "") + f": {verdict(not below)}"
+        if classifiers else "not in this run"))
+
+    what = "peak RSS <= PyTorch's, every row"
+    above = [f"{r['label']} {r['threads']} thr" for r in rows if r["mixlab_rss"] > r["torch_rss"]]
+    lines.append(f"{what}: " + (
+        f"{len(rows) - len(above)} of {len(rows)}"
+        + (f" (above: {', '.join(above)})" if above else "") + f": {verdict(not above)}"
+        if rows else "not in this run"))
+
+    what = "1 -> 2 threads >= 1.85x, translator d=256 and classifier attention"
+    pairs = [(find.get((name, 1)), find.get((name, 2)))
+             for name in ("translator d=256", "classifier attention")]
+    if all(one and two for one, two in pairs):
+        gains = [two["mixlab_eps"] / one["mixlab_eps"] for one, two in pairs]
+        lines.append(f"{what}: " + ", ".join(f"{g:.2f}x" for g in gains)
+                     + f": {verdict(all(round(g, 2) >= 1.85 for g in gains))}")
+    else:
+        lines.append(f"{what}: not in this run")
+    return lines
