@@ -8,7 +8,7 @@ void add_mixers_command(CLI::App& root);
 void add_classify_commands(CLI::App& root);
 void add_translate_commands(CLI::App& root);
 void add_average_command(CLI::App& root);
-void add_export_command(CLI::App& root);  // apps/export.cpp
+void add_export_command(CLI::App& root);   // apps/export.cpp
 void add_inspect_command(CLI::App& root);  // apps/inspect.cpp
 void add_study_command(CLI::App& root);    // apps/study.cpp
 
