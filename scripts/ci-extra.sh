@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI beyond the README's test command (.ci/run calls it after scripts/test.sh), in build-sanitize/
-# (clang, CUDA off):
+# (clang, CUDA off), after a check that every C++ and CUDA source is clang-formatted
+# (scripts/check-format.sh):
 #   1. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection on
 #      (every report fails the test that caused it);
 #   2. a fuzz smoke run: every target in fuzz/ for a fixed number of executions;
@@ -26,6 +27,9 @@ configure() {  # configure DIR SANITIZERS FUZZ [CMAKE OPTIONS...]
     -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null  # OpenMPI keeps memory by design (LSan)
 }
 root=$(pwd)
+
+echo "== clang-format"
+./scripts/check-format.sh
 
 echo "== ASan + UBSan build and suite"
 t0=$SECONDS

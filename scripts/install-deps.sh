@@ -9,8 +9,9 @@ pkgs=(cmake g++ make pkg-config libopenblas-dev libfftw3-dev doctest-dev libcli1
 if [[ "${1:-}" == "--with-data" ]]; then pkgs+=(dataset-fashion-mnist); fi
 pkgs+=(python3)  # the suite's tests of bench/speed_targets.py (and the bench scripts)
 pkgs+=(librsvg2-bin)  # rsvg-convert: turns the SVG pictures of `mixlab study` into the PNGs under docs/
-# --with-clang: clang and its runtimes (sanitizers, libFuzzer) for scripts/ci-extra.sh and fuzz/.
-for arg in "$@"; do if [[ "$arg" == "--with-clang" ]]; then pkgs+=(clang libclang-rt-dev); fi; done
+# --with-clang: clang and its runtimes (sanitizers, libFuzzer) for scripts/ci-extra.sh and fuzz/,
+# and clang-format for its style check (scripts/check-format.sh).
+for arg in "$@"; do if [[ "$arg" == "--with-clang" ]]; then pkgs+=(clang libclang-rt-dev clang-format); fi; done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
