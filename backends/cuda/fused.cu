@@ -5,6 +5,7 @@
 // the same integer function as dropout_mask's, so masks are bit-identical to the CPU's.
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/cuda_math.cuh"
+#include "backends/cuda/sums.cuh"
 #include "backends/fused_ops.h"
 
 namespace mixlab {
@@ -52,30 +53,6 @@ __global__ void times_kernel(T* c, const T* factor, int64_t n) {
     c[i] *= factor[i];
 }
 
-// sums[i] = Σ_k op(A)[i, k] (element (i, k) at k·lda + i when A is stored transposed, else at
-// i·lda + k), one thread per row of op(A), k in order: deterministic.
-template <typename T>
-__global__ void row_sums_kernel(const T* a, int64_t lda, bool trans_a, int64_t m, int64_t k,
-                                T* sums) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    T total = 0;
-    for (int64_t p = 0; p < k; ++p) total += trans_a ? a[p * lda + i] : a[i * lda + p];
-    sums[i] = total;
-  }
-}
-
-// dbias[c] = sum over rows of dx[r, c], one thread per column, rows in order: deterministic.
-template <typename T>
-__global__ void column_sum_kernel(const T* dx, T* out, int64_t rows, int64_t cols) {
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols;
-       c += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    T acc = 0;
-    for (int64_t r = 0; r < rows; ++r) acc += dx[r * cols + c];
-    out[c] = acc;
-  }
-}
-
 template <typename T>
 __global__ void scale_shift_kernel(const T* x, const T* scale, const T* shift, T* y, int64_t n,
                                    int64_t cols) {
@@ -92,23 +69,6 @@ __global__ void scale_dx_kernel(const T* dy, const T* scale, T* dx, int64_t n, i
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
     dx[i] = dy[i] * scale[i % cols];
-}
-
-// dscale[c] = sum_r dy[r, c] x[r, c] and dshift[c] = sum_r dy[r, c] (when dshift is set), one
-// thread per column, rows in order: deterministic.
-template <typename T>
-__global__ void scale_shift_sums_kernel(const T* dy, const T* x, T* dscale, T* dshift, int64_t rows,
-                                        int64_t cols) {
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols;
-       c += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    T ds = 0, dt = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      ds += dy[r * cols + c] * x[r * cols + c];
-      dt += dy[r * cols + c];
-    }
-    dscale[c] = ds;
-    if (dshift) dshift[c] = dt;
-  }
 }
 
 template <typename G, typename T>
@@ -183,8 +143,7 @@ void CudaBackend::bias_gelu_backward(const View& dy, const View& pre, const View
     if (n > 0)
       bias_gelu_dx_kernel<T>
           <<<grid_for(n), kBlock, 0, stream_>>>(dy.as<T>(), pre.as<T>(), dx.as<T>(), n);
-    column_sum_kernel<T>
-        <<<grid_for(cols), kBlock, 0, stream_>>>(dx.as<T>(), dbias.as<T>(), rows, cols);
+    column_sums<T>(*this, dx.as<T>(), nullptr, cols, rows, cols, dbias.as<T>());
   });
   check_launch("bias_gelu_backward");
 }
@@ -201,8 +160,11 @@ void CudaBackend::gemm_epilogue(const GemmArgs& g, GemmEpilogue epilogue, const 
     activate();
     dispatch_floating(g.dtype, "gemm_epilogue", [&](auto tag) {
       using T = decltype(tag);
-      row_sums_kernel<T><<<grid_for(g.m), kBlock, 0, stream_>>>(static_cast<const T*>(g.a), g.lda,
-                                                                g.trans_a, g.m, g.k, aux.as<T>());
+      const T* a = static_cast<const T*>(g.a);
+      if (g.trans_a)  // A stored [k, m]: op(A)'s rows are its columns
+        column_sums<T>(*this, a, nullptr, g.lda, g.k, g.m, aux.as<T>());
+      else
+        row_sums<T>(*this, a, g.lda, g.m, g.k, aux.as<T>());
     });
     check_launch("gemm_epilogue");
     return;
@@ -249,8 +211,8 @@ void CudaBackend::scale_shift_backward(const View& dy, const View& x, const View
     if (n > 0)
       scale_dx_kernel<T>
           <<<grid_for(n), kBlock, 0, stream_>>>(dy.as<T>(), scale.as<T>(), dx.as<T>(), n, cols);
-    scale_shift_sums_kernel<T><<<grid_for(cols), kBlock, 0, stream_>>>(
-        dy.as<T>(), x.as<T>(), dscale.as<T>(), dshift.as<T>(), rows, cols);
+    column_sums<T>(*this, dy.as<T>(), x.as<T>(), cols, rows, cols, dscale.as<T>());
+    if (dshift.data) column_sums<T>(*this, dy.as<T>(), nullptr, cols, rows, cols, dshift.as<T>());
   });
   check_launch("scale_shift_backward");
 }
