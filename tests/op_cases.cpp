@@ -668,9 +668,12 @@ void add_gemm_epilogue_cases(std::vector<OpCase>& t) {
 }
 
 void add_row_cases(std::vector<OpCase>& t) {
+  // Column counts reach every register-cache size of the CUDA row kernels (common.cuh's
+  // launch_cached_rows): a warp per row with 4, 16 and 32 elements a lane, a block per row with
+  // 16 a thread, and rows too wide for registers (9000).
   for (int64_t rows : {1, 17, 300}) {
-    for (int64_t cols : {1, 17, 1000, 1025, 5000}) {
-      if (rows == 300 && cols == 5000) continue;
+    for (int64_t cols : {1, 17, 300, 1000, 1025, 5000, 9000}) {
+      if (rows == 300 && cols >= 5000) continue;
       for (bool log : {false, true}) {
         t.push_back({log ? "softmax_backward" : "softmax",
                      std::string(log ? "log_softmax" : "softmax") + " " + dims_str({rows, cols}),
@@ -691,8 +694,11 @@ void add_row_cases(std::vector<OpCase>& t) {
                kF32Loose,
                kF64Loose});
 
-  for (int64_t rows : {1, 17, 300}) {
-    for (int64_t cols : {1, 17, 1000, 3000}) {
+  // [4500, 40]: more rows than the CUDA backward's warps (a few blocks per multiprocessor), so
+  // warps take several rows and add their parameter gradients across them.
+  for (int64_t rows : {1, 17, 300, 4500}) {
+    for (int64_t cols : {1, 17, 40, 300, 1000, 3000, 9000}) {
+      if ((rows == 4500) != (cols == 40) || (rows == 300 && cols == 9000)) continue;
       for (int affine = 0; affine < 3; ++affine) {  // gamma and beta / gamma only / none
         std::vector<Input> inputs{Input::leaf({rows, cols}, 150, -2.5, 3.5)};
         if (affine < 2) inputs.push_back(Input::leaf({cols}, 151, 0.5, 1.5));
@@ -711,8 +717,8 @@ void add_row_cases(std::vector<OpCase>& t) {
   }
 
   for (int64_t rows : {1, 17, 300}) {
-    for (int64_t cols : {1, 17, 1000, 5000}) {
-      if (rows == 300 && cols == 5000) continue;
+    for (int64_t cols : {1, 17, 300, 1000, 5000, 9000}) {
+      if (rows == 300 && cols >= 5000) continue;
       for (double smoothing : {0.0, 0.1}) {
         for (bool all_ignored : {false, true}) {
           t.push_back({smoothing == 0 ? "cross_entropy" : "cross_entropy_backward",

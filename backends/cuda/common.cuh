@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_backend.h"
@@ -150,6 +151,92 @@ void launch_rows(int64_t rows, int64_t cols, const L& launch) {
     launch(BlockPerRow{}, BlockPerRow::blocks(rows, threads), threads);
   }
 }
+
+// A row's elements for one thread of its group: with K > 0, the thread's K elements (columns
+// rank, rank + size, ...) are loaded into registers at construction, all loads issued together,
+// and every later pass reads the registers; with K == 0 each pass reads memory again (rows too
+// wide for registers). Either way `each(f)` visits the thread's columns in the same order as
+// the plain strided loop, so a kernel gives the same bits with or without the cache.
+template <typename G, int K, typename T>
+struct RowCache {
+  const T* p;
+  int64_t cols;
+  T v[K > 0 ? K : 1];
+
+  __device__ __forceinline__ RowCache(const T* row, int64_t n) : p(row), cols(n) {
+    if constexpr (K > 0) {
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        int64_t i = G::rank() + static_cast<int64_t>(j) * G::size();
+        v[j] = i < cols ? p[i] : T(0);
+      }
+    }
+  }
+  // f(column, value) for each of this thread's columns.
+  template <typename F>
+  __device__ __forceinline__ void each(F&& f) const {
+    if constexpr (K > 0) {
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        int64_t i = G::rank() + static_cast<int64_t>(j) * G::size();
+        if (i < cols) f(i, v[j]);
+      }
+    } else {
+      for (int64_t i = G::rank(); i < cols; i += G::size()) f(i, p[i]);
+    }
+  }
+  // f(column, value, other's value): two rows of the same length walked together.
+  template <typename F>
+  __device__ __forceinline__ void each_with(const RowCache& other, F&& f) const {
+    if constexpr (K > 0) {
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        int64_t i = G::rank() + static_cast<int64_t>(j) * G::size();
+        if (i < cols) f(i, v[j], other.v[j]);
+      }
+    } else {
+      for (int64_t i = G::rank(); i < cols; i += G::size()) f(i, p[i], other.p[i]);
+    }
+  }
+};
+
+// launch_rows with a register cache size for RowCache: `launch(group_tag, k_tag, blocks,
+// threads)`, k_tag a std::integral_constant<int, K>. A warp per row caches up to 4, 16 or 32
+// elements a lane (rows of up to 128, 512 or 1024), a block per row 16 a thread (rows of up to
+// 4096 with 256 threads, 8192 with 512); other rows read memory on every pass (K = 0). MaxK is
+// the largest cache a kernel gains from, measured on an H200 (bench_cuda): caches of 16 and 32
+// took the forward kernels' occupancy (registers) and made them slower than re-reading rows that
+// the L1 cache still holds, while the backward kernels, which read two rows, gained at every size.
+// Few K values keep compile time down: a larger K than needed costs only predicated-off loads.
+template <int MaxK, typename L>
+void launch_cached_rows(int64_t rows, int64_t cols, const L& launch) {
+  using std::integral_constant;
+  launch_rows(rows, cols, [&](auto group, unsigned int blocks, int threads) {
+    if constexpr (std::is_same_v<decltype(group), WarpPerRow>) {
+      int64_t per_lane = (cols + 31) / 32;
+      if (per_lane <= 4) {
+        launch(group, integral_constant<int, 4>{}, blocks, threads);
+      } else if constexpr (MaxK >= 32) {
+        if (per_lane <= 16)
+          launch(group, integral_constant<int, 16>{}, blocks, threads);
+        else
+          launch(group, integral_constant<int, 32>{}, blocks, threads);
+      } else {
+        launch(group, integral_constant<int, 0>{}, blocks, threads);
+      }
+    } else if constexpr (MaxK >= 32) {
+      if ((cols + threads - 1) / threads <= 16)
+        launch(group, integral_constant<int, 16>{}, blocks, threads);
+      else
+        launch(group, integral_constant<int, 0>{}, blocks, threads);
+    } else {
+      launch(group, integral_constant<int, 0>{}, blocks, threads);
+    }
+  });
+}
+// The two policies rows.cu uses.
+constexpr int kCacheShortRows = 4;  // forward kernels: rows of up to 128 only
+constexpr int kCacheRows = 32;      // backward kernels: every row that fits
 
 // ---- strided walking (the GPU twin of backends/cpu/strided.h) --------------------------------
 
