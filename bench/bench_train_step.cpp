@@ -4,11 +4,13 @@
 // mixer (Fashion-MNIST-shaped images read from a file the comparison script writes, so both
 // sides train on the same bytes). The step is the same in both: label-smoothed cross-entropy
 // (0.1), gradient clipping at 1 and AdamW. Prints mixlab's median step and examples per second,
-// then one machine-readable `json:` line that also holds the parameter count and the process's
-// peak resident set size (getrusage).
+// then one machine-readable `json:` line that also holds the parameter count, the device and the
+// process's peak resident set size (getrusage; on a GPU also the caching allocator's peak bytes
+// in use, "peak_device_bytes").
 //
 //   build/bench_train_step [--task translate|classify] [--mixer NAME] [--threads N] [--dim D]
 //       [--layers L] [--batch B] [--len T] [--patch P] [--images FILE] [--dropout R] [--steps K]
+//       [--device cpu|cuda|cuda:N]
 //   build/bench_train_step --list-mixers      # the mixers the speed table covers, one a line
 //   build/bench_train_step --kernels          # the CPU kernels' registers: AVX-512, AVX2, generic
 //
@@ -19,6 +21,11 @@
 //
 // --images FILE holds B·28·28 float32 pixels then B int32 labels (little-endian), nothing else;
 // without it the classifier trains on an all-zero batch.
+//
+// --device cuda: model, optimizer state and the batch's tensors live on the GPU (the batch is
+// uploaded once, before the steps, as the PyTorch side's is), and each timed step starts and ends
+// with the backend's synchronize() (cudaStreamSynchronize on its stream), so a step's time is
+// its GPU work's, not the time to queue it. Without a GPU it fails at once with one line (exit 1).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -32,15 +39,21 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "backends/cpu/kernel_registers.h"
 #include "backends/cpu/openblas_kernels.h"
 #include "backends/tracing_backend.h"
+#include "core/device.h"
 #include "core/parallel.h"
 #include "nn/mixer_registry.h"
 #include "nn/models.h"
 #include "train/optim/grad_utils.h"
 #include "train/optim/optimizer.h"
 #include "train/loop/tasks.h"
+
+#ifdef MIXLAB_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 using namespace mixlab;
 
@@ -50,7 +63,7 @@ constexpr int64_t kImageSide = 28;  // Fashion-MNIST: 1 channel, 28x28, 10 class
 constexpr int64_t kClasses = 10;
 
 struct Options {
-  std::string task = "translate", mixer = "attention", images, dump;
+  std::string task = "translate", mixer = "attention", images, dump, device = "cpu";
   int64_t dim = 128, layers = 3, batch = 128, len = 12, patch = 4, steps = 20;
   double dropout = -1;  // unset: 0.1 for the translator, 0 for the classifier
 };
@@ -104,6 +117,31 @@ Batch image_batch(const std::string& path, int64_t batch) {
   return b;
 }
 
+// The step's loss on a GPU: TrainTask::loss's, but on the batch's tensors uploaded once here
+// (the task builds them from the host Batch each step, and each upload waits for the device).
+std::function<Tensor()> classification_loss_on(Classifier& model, const Batch& b, Device device) {
+  Tensor pixels = Tensor::from_data(
+      b.features, {b.size, static_cast<int64_t>(b.features.size()) / b.size}, device);
+  Tensor labels = Tensor::from_data(b.labels, {b.size}, device);
+  return
+      [&model, pixels, labels] { return cross_entropy(model.forward(pixels), labels, -100, 0.1); };
+}
+
+// The same for the translator: the target split by shift_targets, as TranslationTask's
+// teacher-forced loss does.
+std::function<Tensor()> translation_loss_on(Translator& model, const Batch& b, Device device) {
+  constexpr int32_t kPad = 0;
+  int64_t t = b.tgt_len - 1;
+  std::vector<int32_t> in, out, lengths;
+  shift_targets(b, in, out, lengths);
+  Tensor src = Tensor::from_data(b.src, {b.size, b.src_len}, device);
+  Tensor tgt_in = Tensor::from_data(in, {b.size, t}, device);
+  Tensor tgt_out = Tensor::from_data(out, {b.size, t}, device);
+  return [&model, src, src_lengths = b.src_lengths, tgt_in, lengths, tgt_out] {
+    return cross_entropy(model.forward(src, src_lengths, tgt_in, lengths), tgt_out, kPad, 0.1);
+  };
+}
+
 // Every mixer the registry builds, families by the members its tests instantiate.
 void list_mixers() {
   for (const MixerInfo& info : MixerRegistry::instance().all())
@@ -129,11 +167,22 @@ void dump_model(const std::string& path, const Module& model, const Tensor& logi
   check(out.good(), "bench_train_step: cannot write --dump-model ", path);
   out << header;
   for (const auto& [name, t] : tensors) {
-    std::vector<float> values = t.to_float_vector();
+    std::vector<float> values = t.to(Device::cpu()).to_float_vector();  // from the GPU if there
     out.write(reinterpret_cast<const char*>(values.data()),
               static_cast<std::streamsize>(values.size() * sizeof(float)));
   }
   check(out.good(), "bench_train_step: writing ", path, " failed");
+}
+
+// The GPU's caching allocator's peak bytes in use (rounded to its size classes); -1 on the CPU.
+long long peak_device_bytes(Device device) {
+#ifdef MIXLAB_HAVE_CUDA
+  if (device.is_cuda())  // the backend itself, not backend_for()'s MIXLAB_DEBUG tracer around it
+    return static_cast<long long>(
+        dynamic_cast<CudaBackend&>(cuda_backend(device.index)).memory_stats().peak_bytes_in_use);
+#endif
+  (void)device;
+  return -1;
 }
 
 long peak_rss_kib() {
@@ -150,8 +199,7 @@ int usage_error(const std::string& what) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  reexec_with_better_openblas_kernels(argv);
+static int run(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
@@ -174,6 +222,8 @@ int main(int argc, char** argv) {
         o.images = value;
       else if (flag == "--dump-model")
         o.dump = value;
+      else if (flag == "--device")
+        o.device = value;
       else if (flag == "--dropout")
         o.dropout = std::stod(value);
       else if (flag == "--threads")
@@ -203,6 +253,27 @@ int main(int argc, char** argv) {
     return usage_error(std::string("--") + e.what());  // "--task 'x' is not one of: ..."
   }
   if (o.steps < 1) return usage_error("--steps must be at least 1");
+  Device device;
+  try {
+    device = parse_device(o.device);
+  } catch (const Error& e) {
+    return usage_error(std::string("--device: ") + e.what());
+  }
+  if (device.is_cuda() && !device_available(DeviceType::CUDA)) {
+    std::fprintf(stderr,
+                 "bench_train_step: --device %s: no CUDA GPU is available in this build or on "
+                 "this machine\n",
+                 o.device.c_str());
+    return 1;
+  }
+  if (device.is_cuda()) {
+    try {
+      backend_for(device);  // cuda:N beyond the GPUs there are: the backend's one-line error
+    } catch (const Error& e) {
+      std::fprintf(stderr, "bench_train_step: --device %s: %s\n", o.device.c_str(), e.what());
+      return 1;
+    }
+  }
 
   c.dim = o.dim;
   c.heads = 4;
@@ -210,6 +281,7 @@ int main(int argc, char** argv) {
   c.dropout = o.dropout >= 0 ? o.dropout : (c.task == ModelTask::Translate ? 0.1 : 0.0);
   std::unique_ptr<Module> model;
   std::unique_ptr<TrainTask> task;
+  std::function<Tensor()> gpu_loss;  // on a GPU: the task's loss on the batch uploaded once
   Batch b;
   std::string shape;
   if (c.task == ModelTask::Translate) {
@@ -219,9 +291,11 @@ int main(int argc, char** argv) {
     c.tgt_vocab = 43;
     auto translator = std::make_unique<Translator>(c);
     translator->train();
-    task = std::make_unique<TranslationTask>(*translator, Device::cpu(), 0.1);
-    model = std::move(translator);
+    translator->to(device);
+    task = std::make_unique<TranslationTask>(*translator, device, 0.1);
     b = synthetic_batch(o.batch, o.len, c.vocab, c.tgt_vocab);
+    if (device.is_cuda()) gpu_loss = translation_loss_on(*translator, b, device);
+    model = std::move(translator);
     shape = "len=" + std::to_string(o.len);
   } else {
     if (o.patch < 1 || kImageSide % o.patch != 0)
@@ -235,27 +309,36 @@ int main(int argc, char** argv) {
     c.max_len = (kImageSide / o.patch) * (kImageSide / o.patch);  // ℓ = the patch count
     auto classifier = std::make_unique<Classifier>(c);
     classifier->train();
-    task = std::make_unique<ClassificationTask>(*classifier, Device::cpu(), 0.1);
+    classifier->to(device);
+    task = std::make_unique<ClassificationTask>(*classifier, device, 0.1);
     b = image_batch(o.images, o.batch);
     if (!o.dump.empty()) {
       NoGradGuard no_grad;
-      Tensor pixels = Tensor::from_data(b.features, {o.batch, kImageSide * kImageSide});
+      Tensor pixels = Tensor::from_data(b.features, {o.batch, kImageSide * kImageSide}, device);
       dump_model(o.dump, *classifier, classifier->forward(pixels));
     }
+    if (device.is_cuda()) gpu_loss = classification_loss_on(*classifier, b, device);
     model = std::move(classifier);
     shape = "patch=" + std::to_string(o.patch) + " tokens=" + std::to_string(c.max_len);
   }
   AdamW optimizer(param_groups(*model, 0.01), AdamOptions{1e-3});
   std::vector<double> times;
   constexpr int64_t kWarmUp = 3;  // steps before the timed ones
+  // On a GPU the host only queues work: wait for the device before starting and before
+  // stopping the clock (the CPU's synchronize() would be a no-op; it is not called there).
+  auto wait_for_device = [&] {
+    if (device.is_cuda()) backend_for(device).synchronize();
+  };
   for (int64_t s = 0; s < o.steps + kWarmUp; ++s) {
+    wait_for_device();
     auto t0 = std::chrono::steady_clock::now();
-    Tensor loss = task->loss(b);
+    Tensor loss = gpu_loss ? gpu_loss() : task->loss(b);
     loss.backward();
     std::vector<Tensor> params = model->parameters();
     clip_grad_norm(params, 1.0);
     optimizer.step();
     optimizer.zero_grad();
+    wait_for_device();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s >= kWarmUp) times.push_back(secs);
     // MIXLAB_DEBUG's table counts the timed steps only, as the median does: the warm-up's first
@@ -266,15 +349,39 @@ int main(int argc, char** argv) {
   double median = times[times.size() / 2];
   long long params = model->parameter_count();
   std::string label = c.task == ModelTask::Translate ? "translator" : "classifier " + o.mixer;
+  long long device_bytes = peak_device_bytes(device);
+  std::string on_device =
+      device.is_cuda() ? " on " + device.str() : "";  // the CPU's line stays as it was
+  std::string device_peak;
+  if (device_bytes >= 0) {
+    char text[64];
+    std::snprintf(text, sizeof text, ", peak device memory %.1f MiB", device_bytes / 1048576.0);
+    device_peak = text;
+  }
   std::printf(
-      "mixlab %s d=%lld layers=%lld batch=%lld %s dropout=%g threads=%d params=%lld: "
-      "median step %.2f ms, %.1f examples/s, peak RSS %.1f MiB\n",
+      "mixlab %s d=%lld layers=%lld batch=%lld %s dropout=%g threads=%d params=%lld%s: "
+      "median step %.2f ms, %.1f examples/s, peak RSS %.1f MiB%s\n",
       label.c_str(), static_cast<long long>(o.dim), static_cast<long long>(o.layers),
       static_cast<long long>(o.batch), shape.c_str(), c.dropout, num_threads(), params,
-      median * 1e3, o.batch / median, peak_rss_kib() / 1024.0);
+      on_device.c_str(), median * 1e3, o.batch / median, peak_rss_kib() / 1024.0,
+      device_peak.c_str());
+  std::string device_json = "\"device\": \"" + device.str() + "\"";
+  if (device_bytes >= 0) device_json += ", \"peak_device_bytes\": " + std::to_string(device_bytes);
   std::printf(
       "json: {\"median_ms\": %.6f, \"examples_per_s\": %.6f, \"params\": %lld, "
-      "\"peak_rss_kib\": %ld, \"threads\": %d}\n",
-      median * 1e3, o.batch / median, params, peak_rss_kib(), num_threads());
+      "\"peak_rss_kib\": %ld, \"threads\": %d, %s}\n",
+      median * 1e3, o.batch / median, params, peak_rss_kib(), num_threads(), device_json.c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  reexec_with_better_openblas_kernels(argv);
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a failed step or file (a GPU's error, too): one line
+    std::string what = e.what();
+    if (what.rfind("bench_train_step:", 0) != 0) what = "bench_train_step: " + what;
+    std::fprintf(stderr, "%s\n", what.c_str());
+    return 1;
+  }
 }

@@ -417,7 +417,8 @@ class Translator(nn.Module):
 
     def forward(self, src, tgt_in):
         s, t = src.size(1), tgt_in.size(1)
-        causal = torch.ones(t, t, dtype=torch.bool).triu(1)  # True: masked, like the padding masks
+        # True: masked, like the padding masks; on the batch's device (a GPU's too)
+        causal = torch.ones(t, t, dtype=torch.bool, device=src.device).triu(1)
         h = self.core(self.src_embed(src) + self.src_pos[:s], self.tgt_embed(tgt_in) + self.tgt_pos[:t],
                       tgt_mask=causal, src_key_padding_mask=src.eq(0),
                       tgt_key_padding_mask=tgt_in.eq(0), memory_key_padding_mask=src.eq(0))

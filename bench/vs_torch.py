@@ -13,6 +13,14 @@ and both parameter counts, which must agree.
 
     python3 bench/vs_torch.py [--task translate|classify] [--mixer NAME] [--threads N]
         [--dim D] [--layers L] [--batch B] [--len T] [--patch P] [--dropout R] [--steps K]
+        [--device cpu|cuda]
+
+--device cuda runs both sides on the GPU (model, batch and optimizer state there; PyTorch in
+full FP32, no TF32, as mixlab's cuBLAS calls): each timed step starts and ends with a device
+synchronisation on both sides, the peak device memory of each (mixlab's caching allocator's
+peak bytes in use; torch.cuda.max_memory_allocated) is printed beside the host RSS, the products
+share is "n/a" (MIXLAB_DEBUG's kernel table times the host's calls, not the GPU's kernels) and a
+last `json:` line holds the row (tests/gpu/train_vs_torch.sh reads it).
 
 bench/speed_table.py runs this for every mixer and both translator sizes and prints the table
 (scripts/bench-speed.sh sets up PyTorch and runs it). PyTorch is only a baseline here, never a
@@ -81,9 +89,11 @@ def torch_worker(args):
 
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
+    device = torch_device(torch, args)
     if args.task == "translate":
-        model = torch_models.Translator(args.dim, args.layers, args.len, args.dropout)
-        src, tgt = torch_models.synthetic_translation_batch(args.batch, args.len)
+        model = torch_models.Translator(args.dim, args.layers, args.len, args.dropout).to(device)
+        src, tgt = (t.to(device)
+                    for t in torch_models.synthetic_translation_batch(args.batch, args.len))
         tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
         loss_fn = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1)
 
@@ -91,30 +101,52 @@ def torch_worker(args):
             logits = model(src, tgt_in)
             return loss_fn(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1))
     else:
-        model = torch_models.Classifier(args.mixer, args.dim, args.layers, args.patch, args.dropout)
-        images, labels = read_images(args.images, args.batch)
+        model = torch_models.Classifier(args.mixer, args.dim, args.layers, args.patch,
+                                        args.dropout).to(device)
+        images, labels = (t.to(device) for t in read_images(args.images, args.batch))
         loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
 
         def loss():
             return loss_fn(model(images), labels)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    # On a GPU the host only queues kernels: wait for them before starting and before stopping
+    # the clock, as bench_train_step does.
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     times = []
     for step in range(args.steps + 3):  # 3 warm-up steps, like bench_train_step
+        sync()
         t0 = time.perf_counter()
         loss().backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad()
+        sync()
         if step >= 3:
             times.append(time.perf_counter() - t0)
     median = statistics.median(times)
-    print("json: " + json.dumps({
+    report = {
         "median_ms": median * 1e3, "examples_per_s": args.batch / median,
         "params": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "rss_after_import_kib": rss_after_import,
-        "threads": torch.get_num_threads(), "version": torch.__version__}))
+        "threads": torch.get_num_threads(), "version": torch.__version__}
+    if device.type == "cuda":
+        report.update(device=str(device), device_name=torch.cuda.get_device_name(device),
+                      peak_device_bytes=torch.cuda.max_memory_allocated(device),
+                      peak_device_reserved_bytes=torch.cuda.max_memory_reserved(device))
+    print("json: " + json.dumps(report))
+
+
+def torch_device(torch, args):
+    """The device of --device; on a GPU, products in full FP32 (no TF32), as mixlab's."""
+    device = torch.device(getattr(args, "device", "cpu"))
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"--device {args.device}: this PyTorch ({torch.__version__}) sees "
+                               "no CUDA GPU")
+        torch.set_float32_matmul_precision("highest")
+    return device
 
 
 # ---- the same function: mixlab's initial weights loaded into the PyTorch model ----
@@ -156,7 +188,8 @@ def check_same_models(args):
     import torch
     sys.path.insert(0, HERE)
     import torch_models
-    images, _ = read_images(args.images, args.batch)
+    device = torch_device(torch, args)
+    images = read_images(args.images, args.batch)[0].to(device)
     report = {}
     for pair in args.check_models:
         mixer, path = pair.split("=", 1)
@@ -164,8 +197,9 @@ def check_same_models(args):
             model = torch_models.Classifier(mixer, args.dim, args.layers, args.patch, 0.0)
             weights, mixlab_logits = read_dump(path)
             model.load_state_dict(weights, strict=True)
+            model.to(device)
             with torch.no_grad():
-                diff = (model.eval()(images) - mixlab_logits).abs().max().item()
+                diff = (model.eval()(images).cpu() - mixlab_logits).abs().max().item()
             report[mixer] = {"params": sum(p.numel() for p in model.parameters()),
                              "max_diff": diff, "scale": mixlab_logits.abs().max().item()}
         except (KeyError, RuntimeError, ValueError) as error:
@@ -183,7 +217,14 @@ def common_flags(args):
         flags += ["--len", args.len]
     else:
         flags += ["--mixer", args.mixer, "--patch", args.patch, "--images", args.images]
+    if on_gpu(args):  # the CPU's command lines stay as they were
+        flags += ["--device", args.device]
     return [str(f) for f in flags]
+
+
+def on_gpu(args):
+    """--device cuda (speed_table.py's rows have no device: the CPU)."""
+    return getattr(args, "device", "cpu") != "cpu"
 
 
 def run_mixlab(args, debug):
@@ -263,6 +304,11 @@ def compare(args):
         mixlab = faster(parse_json_line(run_mixlab(args, debug=False).stdout, "bench_train_step"),
                         mixlab)
         torch_side = faster(run_torch(args), torch_side)
+    if on_gpu(args):  # MIXLAB_DEBUG's table would time the host's calls, not the GPU's kernels
+        return {"mixlab": mixlab, "torch": torch_side,
+                "ratio": mixlab["examples_per_s"] / torch_side["examples_per_s"],
+                "matmul_share": None, "top_other": "n/a",
+                "params_match": mixlab["params"] == torch_side["params"]}
     kernels = kernel_shares(run_mixlab(args, debug=True).stderr)
     total = sum(kernels.values())
     products = sum(ms for k, ms in kernels.items() if counts_as_product(k, args))
@@ -287,6 +333,8 @@ def add_model_flags(p, dim=128, layers=3, batch=128):
     p.add_argument("--dropout", type=float, default=None,
                    help="default: 0.1 for the translator, 0 for the classifier")
     p.add_argument("--steps", type=int, default=20, help="timed steps (after 3 warm-up steps)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where both sides train (cuda: the GPU, the batch uploaded once)")
     p.add_argument("--images", default=None, help=argparse.SUPPRESS)
 
 
@@ -317,6 +365,17 @@ def main():
             args.images = os.path.join(tmp, "images.bin")
             write_images(args.images, args.batch)
         row = compare(args)
+    if on_gpu(args):
+        print_gpu_row(row)
+    else:
+        print_cpu_row(row)
+    if not row["params_match"]:
+        print("parameter counts differ: the two models are not the same", file=sys.stderr)
+        return 1
+    return 0
+
+
+def print_cpu_row(row):
     m, t = row["mixlab"], row["torch"]
     print(f"mixlab: median step {m['median_ms']:.2f} ms, {m['examples_per_s']:.1f} examples/s, "
           f"params {m['params']}, peak RSS {m['peak_rss_kib'] / 1024:.1f} MiB, matrix products "
@@ -326,10 +385,32 @@ def main():
           f"peak RSS {t['peak_rss_kib'] / 1024:.1f} MiB ({t['rss_after_import_kib'] / 1024:.1f} MiB "
           f"of it right after `import torch`)")
     print(f"ratio mixlab/torch (examples/s): {row['ratio']:.2f}")
-    if not row["params_match"]:
-        print("parameter counts differ: the two models are not the same", file=sys.stderr)
-        return 1
-    return 0
+
+
+def print_gpu_row(row):
+    m, t = row["mixlab"], row["torch"]
+    mib = 1024 * 1024
+    device_peak = (f"{m['peak_device_bytes'] / mib:.1f} MiB" if "peak_device_bytes" in m
+                   else "n/a")
+    print(f"mixlab ({m.get('device', '?')}): median step {m['median_ms']:.2f} ms, "
+          f"{m['examples_per_s']:.1f} examples/s, params {m['params']}, peak device memory "
+          f"{device_peak} (its allocator's peak in use), "
+          f"peak RSS {m['peak_rss_kib'] / 1024:.1f} MiB, matrix products n/a")
+    print(f"torch {t['version']} ({t['device']}, {t['device_name']}): median step "
+          f"{t['median_ms']:.2f} ms, {t['examples_per_s']:.1f} examples/s, params {t['params']}, "
+          f"peak device memory {t['peak_device_bytes'] / mib:.1f} MiB (max_memory_allocated; "
+          f"reserved {t['peak_device_reserved_bytes'] / mib:.1f}), "
+          f"peak RSS {t['peak_rss_kib'] / 1024:.1f} MiB")
+    print(f"ratio mixlab/torch (examples/s): {row['ratio']:.2f}")
+    print("json: " + json.dumps({
+        "device": m.get("device"), "device_name": t["device_name"],
+        "mixlab_examples_per_s": m["examples_per_s"], "torch_examples_per_s": t["examples_per_s"],
+        "ratio": row["ratio"], "mixlab_median_ms": m["median_ms"], "torch_median_ms": t["median_ms"],
+        "mixlab_peak_device_bytes": m.get("peak_device_bytes"),
+        "torch_peak_device_bytes": t["peak_device_bytes"],
+        "mixlab_peak_rss_kib": m["peak_rss_kib"], "torch_peak_rss_kib": t["peak_rss_kib"],
+        "mixlab_params": m["params"], "torch_params": t["params"],
+        "params_match": row["params_match"]}))
 
 
 if __name__ == "__main__":

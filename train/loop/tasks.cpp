@@ -39,23 +39,6 @@ DataLoaderOptions eval_loader_options(int64_t batch_size) {
   return o;
 }
 
-// [B, T] target batch -> decoder inputs tgt[:, :-1] and outputs tgt[:, 1:] (pad where short).
-void shift_targets(const Batch& b, std::vector<int32_t>& in, std::vector<int32_t>& out,
-                   std::vector<int32_t>& lengths) {
-  int64_t t = b.tgt_len - 1;
-  in.assign(b.size * t, kPad);
-  out.assign(b.size * t, kPad);
-  lengths.assign(b.size, 0);
-  for (int64_t i = 0; i < b.size; ++i) {
-    int32_t len = b.tgt_lengths[i] - 1;
-    lengths[i] = std::max(len, 0);
-    for (int64_t j = 0; j < len; ++j) {
-      in[i * t + j] = b.tgt[i * b.tgt_len + j];
-      out[i * t + j] = b.tgt[i * b.tgt_len + j + 1];
-    }
-  }
-}
-
 // A progress bar over the batches of one pass, shown only once the pass has taken a second
 // (short evaluations stay silent) and only when the task has somewhere to report.
 class LazyProgress {
@@ -84,6 +67,22 @@ class LazyProgress {
 };
 
 }  // namespace
+
+void shift_targets(const Batch& b, std::vector<int32_t>& in, std::vector<int32_t>& out,
+                   std::vector<int32_t>& lengths) {
+  int64_t t = b.tgt_len - 1;
+  in.assign(b.size * t, kPad);
+  out.assign(b.size * t, kPad);
+  lengths.assign(b.size, 0);
+  for (int64_t i = 0; i < b.size; ++i) {
+    int32_t len = b.tgt_lengths[i] - 1;
+    lengths[i] = std::max(len, 0);
+    for (int64_t j = 0; j < len; ++j) {
+      in[i * t + j] = b.tgt[i * b.tgt_len + j];
+      out[i * t + j] = b.tgt[i * b.tgt_len + j + 1];
+    }
+  }
+}
 
 std::vector<int32_t> strip_target(const std::vector<int32_t>& tgt, int32_t bos, int32_t eos) {
   std::vector<int32_t> out;

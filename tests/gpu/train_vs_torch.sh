@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# mixlab against PyTorch eager on one training step on the GPU (bench/vs_torch.py --device cuda):
+# the translator at d=128 and d=256 (3+3 blocks, batch 128, dropout 0.1) and the image
+# classifier of the speed table (patch 4 = 49 tokens, d=128, 4 blocks, batch 128, dropout 0) with
+# the attention, fnet, mlp-mixer and synth-dense mixers. First it checks that those classifiers
+# are the same function on both GPUs (mixlab's initial weights loaded into PyTorch give mixlab's
+# logits, as speed_table.py --check-only does on the CPU), then prints one line per model: both
+# sides' examples per second, the ratio (above 1: mixlab is faster) and both peak device memories
+# (mixlab's caching allocator's peak in use; torch.cuda.max_memory_allocated). About a minute on
+# an H200: the processes' start-ups dominate, a step takes milliseconds.
+#
+# Usage: tests/gpu/train_vs_torch.sh BUILD_DIR
+#   BUILD_DIR holds bench_train_step built with the CUDA backend (or an unpacked bundle of
+#   tests/gpu/bundle.sh that has it: its lib/ is put on LD_LIBRARY_PATH); python3 on PATH has
+#   PyTorch with CUDA. MIXLAB_VS_TORCH_STEPS: timed steps per side (default 50, after 3 warm-ups).
+# Exit status: 0 every comparison ran, 1 one failed (a side's error, differing parameter counts
+# or logits), 2 usage, 77 skipped (no GPU, or python3 has no PyTorch with CUDA).
+set -uo pipefail
+if (($# != 1)); then
+  echo "usage: $0 BUILD_DIR" >&2
+  exit 2
+fi
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if ! python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+  echo "train_vs_torch: skipped (python3 has no PyTorch with CUDA, or it sees no GPU)"
+  exit 77
+fi
+if [[ ! -x "$1/bench_train_step" ]]; then
+  echo "train_vs_torch: $1/bench_train_step not found (build the bench_train_step target)" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+# Binaries built elsewhere (tests/gpu/bundle.sh's layout: BUILD_DIR/lib beside them) load their
+# OpenBLAS/FFTW from there and the CUDA libraries from this machine's toolkit, as check.sh does.
+[[ -d "$build/lib" ]] && export LD_LIBRARY_PATH="$build/lib:${LD_LIBRARY_PATH:-}"
+if ldd "$build/bench_train_step" 2>/dev/null | grep -q 'not found'; then
+  for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcufft.so.12; do
+    dir=$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -name "$lib" \
+      -printf '%h\n' 2>/dev/null | head -1)
+    [[ -n "$dir" ]] && export LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"
+  done
+  if ldd "$build/bench_train_step" 2>/dev/null | grep 'not found'; then
+    echo "FAIL: $build/bench_train_step misses the libraries above on this machine"
+    exit 1
+  fi
+fi
+steps=${MIXLAB_VS_TORCH_STEPS:-50}
+mixers=(attention fnet mlp-mixer synth-dense)
+vs_torch=$root/bench/vs_torch.py
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+status=0
+start=$SECONDS
+
+# ---- the same models: small classifiers (as speed_table.py's check), dumped by mixlab's GPU ----
+check_ok=1
+python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import vs_torch; \
+vs_torch.write_images(sys.argv[2], 4, seed=1)" "$root/bench" "$tmp/check.bin"
+pairs=()
+for m in "${mixers[@]}"; do
+  if ! timeout 120 "$build/bench_train_step" --device cuda --task classify --mixer "$m" \
+    --dim 32 --layers 2 --batch 4 --images "$tmp/check.bin" --steps 1 --threads 1 \
+    --dump-model "$tmp/model-$m.bin" >"$tmp/dump-$m.out" 2>&1; then
+    echo "FAIL same model $m: bench_train_step --dump-model on the GPU failed:"
+    tail -n 5 "$tmp/dump-$m.out" | sed 's/^/  /'
+    check_ok=0
+    continue
+  fi
+  pairs+=("$m=$tmp/model-$m.bin")
+done
+if ((${#pairs[@]})); then
+  if timeout 120 python3 "$vs_torch" --device cuda --dim 32 --layers 2 --batch 4 \
+    --images "$tmp/check.bin" --check-models "${pairs[@]}" >"$tmp/check.out" 2>&1; then
+    # speed_table.py's test: equal parameter counts, logits within 1e-4 of their scale
+    python3 - "$tmp" "${pairs[@]}" <<'EOF' || check_ok=0
+import json, sys
+tmp, pairs = sys.argv[1], sys.argv[2:]
+def json_line(path):
+    with open(path) as f:
+        return json.loads([l for l in f if l.startswith("json: ")][-1][len("json: "):])
+report, bad = json_line(f"{tmp}/check.out"), 0
+for pair in pairs:
+    m = pair.split("=", 1)[0]
+    r, params = report[m], json_line(f"{tmp}/dump-{m}.out")["params"]
+    if "error" in r:
+        verdict = "FAIL: " + r["error"]
+    elif r["params"] != params:
+        verdict = f"FAIL: parameters mixlab {params}, PyTorch {r['params']}"
+    elif not r["max_diff"] <= 1e-4 * max(1.0, r["scale"]):
+        verdict = f"FAIL: logits differ by {r['max_diff']:.2e} (scale {r['scale']:.2e})"
+    else:
+        verdict = f"ok: {params} parameters, logits within {r['max_diff']:.1e}"
+    bad += verdict.startswith("FAIL")
+    print(f"same model {m} (d=32, 2 blocks, mixlab's GPU weights in PyTorch on the GPU): {verdict}")
+sys.exit(1 if bad else 0)
+EOF
+  else
+    echo "FAIL same models: vs_torch.py --check-models failed:"
+    tail -n 5 "$tmp/check.out" | sed 's/^/  /'
+    check_ok=0
+  fi
+fi
+((check_ok)) || status=1
+
+# ---- the timings: one line per model ----
+header_done=0
+compare() {  # compare LABEL vs_torch-flags...
+  local label=$1
+  shift
+  local out="$tmp/run.out"
+  timeout 150 python3 "$vs_torch" --device cuda --build "$build" --steps "$steps" "$@" \
+    >"$out" 2>&1
+  local rc=$?
+  if ((rc != 0)) || ! grep -q '^json: ' "$out"; then
+    echo "FAIL $label (vs_torch.py exit $rc):"
+    tail -n 8 "$out" | sed 's/^/  /'
+    status=1
+    return
+  fi
+  if ((!header_done)); then
+    python3 - "$out" "$steps" <<'EOF'
+import json, sys
+r = json.loads([l for l in open(sys.argv[1]) if l.startswith("json: ")][-1][6:])
+print(f"# training step on {r['device_name']}: mixlab vs PyTorch eager, median of {sys.argv[2]} "
+      "timed steps each; ratio = mixlab/torch examples per second; peak device MiB: mixlab's "
+      "allocator's peak in use / torch.cuda.max_memory_allocated")
+EOF
+    header_done=1
+  fi
+  python3 - "$out" "$label" <<'EOF' || status=1
+import json, sys
+r = json.loads([l for l in open(sys.argv[1]) if l.startswith("json: ")][-1][6:])
+def mib(n):
+    return "n/a" if n is None else f"{n / 1024 / 1024:.0f}"
+line = (f"{sys.argv[2]:<24} mixlab {r['mixlab_examples_per_s']:9.0f} ex/s ({r['mixlab_median_ms']:7.2f} ms)"
+        f"  torch {r['torch_examples_per_s']:9.0f} ex/s ({r['torch_median_ms']:7.2f} ms)"
+        f"  ratio {r['ratio']:5.2f}  peak device MiB mixlab {mib(r['mixlab_peak_device_bytes']):>6}"
+        f" torch {mib(r['torch_peak_device_bytes']):>6}")
+if not r["params_match"]:
+    line += f"  FAIL: parameters differ ({r['mixlab_params']} / {r['torch_params']})"
+print(line, flush=True)
+sys.exit(0 if r["params_match"] else 1)
+EOF
+}
+
+compare "translator d=128" --task translate
+compare "translator d=256" --task translate --dim 256
+for m in "${mixers[@]}"; do
+  compare "classifier $m" --task classify --mixer "$m" --dim 128 --layers 4 --batch 128 \
+    --patch 4 --dropout 0
+done
+echo "# $((SECONDS - start)) s; $([[ $status == 0 ]] && echo "all comparisons ran" || echo FAILED)"
+exit $status
