@@ -9,15 +9,24 @@
 #      order, allocator, errors, a small model on both devices), checkpoints and optimiser steps
 #      across devices; fails if any of them was skipped (GPU not seen);
 #   3. run the benchmark (bench_cuda): GEMM vs raw cuBLAS, row kernels as fraction of peak
-#      bandwidth; and the op harness's timing mode (each case per backend and dtype);
-#   4. TODO(trainer): train a small model a few hundred steps on CPU and on GPU and compare the
-#      losses. Skipped while build/mixlab (the trainer app) does not exist.
+#      bandwidth; the same kernels against PyTorch's on this GPU (bench/cuda_vs_torch.py, where
+#      python3 has PyTorch with CUDA); a training step of the translator and four classifiers
+#      against PyTorch's (tests/gpu/train_vs_torch.sh); and the op harness's timing mode (each case per backend
+#      and dtype);
+#   4. train the translator 300 steps on CPU and on GPU (same seed, data order and dropout
+#      masks: every random draw is made on the host or counter-based) and compare the losses;
+#   5. the NCCL smoke test, where the build has NCCL and MPI.
 #
-# Usage (from anywhere): tests/gpu/check.sh
+# Usage (from anywhere): tests/gpu/check.sh [--prebuilt .gpu/bundle.tar.gz]
+#   --prebuilt  skip step 1's configure and build: unpack binaries made elsewhere by
+#               tests/gpu/bundle.sh (with the libraries the GPU machine lacks) and check those
 #   MIXLAB_GPU_BUILD_DIR  build folder (default build-gpu)
 #   MIXLAB_JOBS           parallel compile jobs (default: all cores)
-# The build dependencies (scripts/install-deps.sh) must already be installed: the GPU machine
-# may have no network.
+#   MIXLAB_GPU_CHECK_SECONDS  the whole run's time budget (default 470)
+# Without --prebuilt the build dependencies (scripts/install-deps.sh) must already be installed
+# there; a GPU machine with no network and none of them (as this project's lent machines are)
+# takes the bundle: build and pack here as tests/gpu/bundle.sh says, carry .gpu/, then
+#   tests/gpu/check.sh --prebuilt .gpu/bundle.tar.gz
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=${MIXLAB_GPU_BUILD_DIR:-build-gpu}
@@ -25,6 +34,10 @@ jobs=${MIXLAB_JOBS:-$(nproc)}
 budget=${MIXLAB_GPU_CHECK_SECONDS:-470}  # the whole script stays under 8 minutes
 start=$SECONDS
 status=0
+prebuilt=""
+if [[ "${1:-}" == "--prebuilt" ]]; then
+  prebuilt=${2:?"--prebuilt needs the bundle that tests/gpu/bundle.sh wrote"}
+fi
 
 left() { echo $((budget - (SECONDS - start))); }
 # step NAME LIMIT command...: runs with the smaller of LIMIT and the time left.
@@ -52,22 +65,44 @@ echo "== GPU"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null ||
   echo "(nvidia-smi not available)"
 
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-mkdir -p "$build"
-step configure 90 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DMIXLAB_CUDA=ON -DMIXLAB_TESTS=ON -DMIXLAB_BENCH=ON >"$build/configure.log" 2>&1 || {
-  cat "$build/configure.log"
-  echo "FAILED: configure"
-  exit 1
-}
+if [[ -n "$prebuilt" ]]; then
+  # Binaries from another machine: its OpenBLAS/FFTW beside them, the CUDA libraries from here.
+  build=$(mktemp -d)
+  tar -C "$build" -xzf "$prebuilt" || { echo "FAILED: cannot unpack $prebuilt"; exit 1; }
+  mv "$build"/bin/* "$build"/
+  # The CUDA runtime libraries it was linked with, wherever this machine keeps them (the toolkit's
+  # folders, or the nvidia-* wheels of a Python environment).
+  cuda_libs=""
+  for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcufft.so.12; do
+    dir=$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -name "$lib" \
+      -printf '%h\n' 2>/dev/null | head -1)
+    [[ -n "$dir" && ":$cuda_libs" != *":$dir:"* ]] && cuda_libs+="$dir:"
+  done
+  export LD_LIBRARY_PATH="$build/lib:${cuda_libs}${LD_LIBRARY_PATH:-}"
+  export MIXLAB_G2P_DIR=$PWD/data/g2p  # the app's built-in path names the machine it was built on
+  echo "== prebuilt: $prebuilt; CUDA libraries from ${cuda_libs:-(none found: the default search path)}"
+  if ldd "$build/mixlab_tests" | grep 'not found'; then
+    echo "FAILED: the prebuilt binaries miss libraries on this machine"
+    exit 1
+  fi
+else
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  mkdir -p "$build"
+  step configure 90 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DMIXLAB_CUDA=ON -DMIXLAB_TESTS=ON -DMIXLAB_BENCH=ON >"$build/configure.log" 2>&1 || {
+    cat "$build/configure.log"
+    echo "FAILED: configure"
+    exit 1
+  }
 
-targets=(mixlab_tests bench_cuda)
-[[ -n "$(ls apps/*.cpp 2>/dev/null)" ]] && targets+=(mixlab)
-step build 300 cmake --build "$build" -j "$jobs" --target "${targets[@]}" || {
-  echo "FAILED: build"
-  exit 1
-}
+  targets=(mixlab_tests bench_cuda bench_train_step)
+  [[ -n "$(ls apps/*.cpp 2>/dev/null)" ]] && targets+=(mixlab)
+  step build 300 cmake --build "$build" -j "$jobs" --target "${targets[@]}" || {
+    echo "FAILED: build"
+    exit 1
+  }
+fi
 
 # The GPU tests skip themselves without a GPU (doctest::skip): if fewer of them would run than
 # exist, this run does not see one.
@@ -82,18 +117,29 @@ fi
 step "cuda tests" 240 "$build/mixlab_tests" -tc='cuda:*' || status=1
 
 step "benchmark" 90 "$build/bench_cuda" || status=1
+if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  step "benchmark vs PyTorch" 120 python3 bench/cuda_vs_torch.py --bench "$build/bench_cuda" ||
+    status=1
+else
+  echo "== benchmark vs PyTorch: SKIPPED (python3 has no PyTorch with CUDA)"
+fi
+if [[ -x "$build/bench_train_step" ]]; then
+  step "training step vs PyTorch" 200 tests/gpu/train_vs_torch.sh "$build"
+  rc=$?
+  ((rc == 0 || rc == 77)) || status=1  # 77: python3 has no PyTorch with CUDA
+fi
 step "op timing" 60 "$build/mixlab_tests" -tc='ops timing*' --no-skip || status=1
 
-# ---- TODO(trainer): CPU vs GPU training curves --------------------------------------------------
-# Trains the same small model (same seed, data order and dropout masks: every random draw is made
-# on the host or counter-based) for a few hundred steps on each device and compares the final
-# training losses. Adjust the command line below when the trainer's flags settle.
+# ---- CPU vs GPU training ---------------------------------------------------------------------------
+# The same small model for a few hundred steps on each device; the final training losses must
+# agree within 3% (float32 on both, sums in different orders).
 if [[ -x "$build/mixlab" ]]; then
   out=$(mktemp -d)
   train_args=(translate train --data g2p --steps 300 --seed 1 --dim 64 --heads 4 --layers 1
     --batch 32 --dropout 0.1 --log-every 50 --eval-every 100000 --quiet)
   if ! step "train on cpu" 100 "$build/mixlab" "${train_args[@]}" --device cpu --out "$out/cpu"; then
-    echo "== TODO(trainer): the CPU training command failed (flags not final yet?); not compared"
+    echo "FAILED: the CPU training command failed; nothing to compare"
+    status=1
   elif ! step "train on cuda" 100 "$build/mixlab" "${train_args[@]}" --device cuda --out "$out/cuda"; then
     echo "FAILED: training runs on the CPU but not on the GPU"
     status=1
@@ -111,13 +157,14 @@ if [[ -x "$build/mixlab" ]]; then
   fi
   rm -rf "$out"
 else
-  echo "== TODO(trainer): $build/mixlab does not exist yet: CPU vs GPU training comparison skipped"
+  echo "FAILED: $build/mixlab was not built: no CPU vs GPU training comparison"
+  status=1
 fi
 
 # NCCL smoke test (issue 17, train/distributed/distributed_nccl.cpp): one rank on one GPU checks broadcast and
 # the ordered all-reduce on device buffers; skipped where the build found no NCCL or no MPI.
-mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:FILEPATH=//p' "$build/CMakeCache.txt")
-if grep -q "mixlab: NCCL found" "$build/configure.log" && [[ -n "$mpiexec" ]]; then
+mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null)
+if grep -qs "mixlab: NCCL found" "$build/configure.log" && [[ -n "$mpiexec" ]]; then
   step "nccl build" 60 cmake --build "$build" -j "$jobs" --target mixlab_distributed_check &&
     step "nccl smoke test" 40 "$build/mixlab_distributed_check" collectives-under-mpirun \
       --mpirun "$mpiexec" --np 1 --device cuda --self "$build/mixlab_distributed_check" || status=1
