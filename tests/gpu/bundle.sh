@@ -15,14 +15,22 @@
 # MIXLAB_NATIVE=OFF because the GPU machine's processor may lack this one's instructions; MPI off
 # because OpenMPI is not there. On the GPU machine (its working tree carries .gpu):
 #   tests/gpu/check.sh --prebuilt .gpu/bundle.tar.gz
+#
+#   tests/gpu/bundle.sh [BUILD_DIR] [--out FILE]   (default build-gpu, .gpu/bundle.tar.gz)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${1:-build-gpu}
-out=.gpu
+build=build-gpu
+tarball=.gpu/bundle.tar.gz
+while (($#)); do
+  case $1 in
+    --out) tarball=${2:?"--out needs a file name"}; shift 2 ;;
+    *) build=$1; shift ;;
+  esac
+done
 bins=(mixlab_tests bench_cuda bench_train_step mixlab)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/bin" "$stage/lib" "$out"
+mkdir -p "$stage/bin" "$stage/lib" "$(dirname "$tarball")"
 for b in "${bins[@]}"; do
   [[ -x "$build/$b" ]] || { echo "bundle.sh: $build/$b is missing: build it first" >&2; exit 1; }
   cp "$build/$b" "$stage/bin/"
@@ -36,6 +44,9 @@ done | sort -u | while read -r name path; do
   cp -L "$path" "$stage/lib/$name"
 done
 # Data files the tests and the app read from the source tree travel with the working tree itself.
-tar -C "$stage" -czf "$out/bundle.tar.gz" bin lib
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.gpu/' >>.git/info/exclude; }
-echo "bundle.sh: $out/bundle.tar.gz ($(du -h "$out/bundle.tar.gz" | cut -f1)): $(ls "$stage/lib" | tr '\n' ' ')"
+tar -C "$stage" -czf "$tarball" bin lib
+# The default place is inside the checkout: keep it out of git (and travelling as `carry` only).
+if [[ "$tarball" == .gpu/* && -d .git ]]; then
+  grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.gpu/' >>.git/info/exclude; }
+fi
+echo "bundle.sh: $tarball ($(du -h "$tarball" | cut -f1)): $(ls "$stage/lib" | tr '\n' ' ')"
