@@ -287,7 +287,8 @@ void add_classify_commands(CLI::App& root) {
     std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
               << " valid, " << d.test.size() << " test\n"
               << "model: " << config.mixer << " classifier, " << model.parameter_count()
-              << " parameters, max_len " << config.max_len << "\n";
+              << " parameters, max_len " << config.max_len << ", on " << describe_device(device)
+              << "\n";
     if (is_primary_process())  // [distributed] rank 0 alone owns the run folder
       open_run_folder(*train, a->common, a->train, config, d.desc.to_json().dump());
     ClassificationTask task(model, device, a->train.label_smoothing);

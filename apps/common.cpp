@@ -172,6 +172,12 @@ Device setup_runtime(const CommonFlags& f) {
   return d;
 }
 
+std::string describe_device(Device d) {
+  if (d.is_cuda()) return d.str();
+  int n = num_threads();
+  return d.str() + ", " + std::to_string(n) + (n == 1 ? " thread" : " threads");
+}
+
 std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
                                                        const std::vector<std::string>& items) {
   std::map<std::string, std::string> out;

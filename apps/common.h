@@ -75,6 +75,8 @@ void check_stdout();
 
 // Applies --threads and --device; returns the device (a clear error when CUDA is absent).
 Device setup_runtime(const CommonFlags& f);
+// Where a run computes, for its first lines: "cuda:0", or "cpu, 2 threads" (the kernels' pool).
+std::string describe_device(Device d);
 // key=value list -> map, validated by the mixer registry (MixerSpecError: a usage error, exit 2).
 std::map<std::string, std::string> parse_mixer_options(const std::string& mixer,
                                                        const std::vector<std::string>& items);

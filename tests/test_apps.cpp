@@ -141,10 +141,12 @@ TEST_CASE("apps: classify train eval and predict on a tiny labelled text file") 
   Run train =
       run_mixlab("classify train --data " + (dir / "data.tsv").string() +
                  " --mixer gmlp --dim 16 --heads 2 --layers 1 --batch 8 --steps 40 --epochs 10"
-                 " --log-every 5 --lr 3e-3 --warmup 5 --dropout 0 --out " +
+                 " --log-every 5 --lr 3e-3 --warmup 5 --dropout 0 --threads 2 --out " +
                  out);
   INFO(train.output);
   REQUIRE(train.code == 0);
+  // The model line says where the run computes: the device and the --threads given.
+  CHECK(train.output.find(", on cpu, 2 threads\n") != std::string::npos);
   CHECK(fs::exists(fs::path(out) / "best.safetensors"));
   CHECK(fs::exists(fs::path(out) / "config.ini"));
   CHECK(fs::exists(fs::path(out) / "curves.png"));
@@ -191,6 +193,7 @@ TEST_CASE("apps: translate train then run translates stdin") {
   INFO(train.output);
   REQUIRE(train.code == 0);
   CHECK(train.output.find("test exact_match") != std::string::npos);
+  CHECK(train.output.find(" parameters, on cpu, ") != std::string::npos);
   // The run ends with its folder, its files and commands to paste.
   CHECK(train.output.find("run folder: " + out) != std::string::npos);
   CHECK(train.output.find("best.safetensors  config.ini") != std::string::npos);
