@@ -716,6 +716,15 @@ void add_row_cases(std::vector<OpCase>& t) {
     }
   }
 
+  // No rows: gamma's and beta's gradients are sums of nothing, 0 (not left as they were).
+  t.push_back(
+      {"layer_norm_backward",
+       "layer_norm [0, 17] gamma and beta (no rows)",
+       {Input::leaf({0, 17}, 153), Input::leaf({17}, 154, 0.5, 1.5), Input::leaf({17}, 155)},
+       [](const Ctx&, const In& in) { return Out{layer_norm(in[0], in[1], in[2], 1e-5)}; },
+       Tol{1e-3, 1e-4},
+       Tol{1e-9, 1e-10}});
+
   for (int64_t rows : {1, 17, 300}) {
     for (int64_t cols : {1, 17, 300, 1000, 5000, 9000}) {
       if (rows == 300 && cols >= 5000) continue;

@@ -378,8 +378,14 @@ void CudaBackend::layer_norm_backward(const View& dy, const View& x, const View&
                                       const View& rstd, const View& gamma, const View& dx,
                                       const View& dgamma, const View& dbeta, int64_t rows,
                                       int64_t cols) {
-  if (rows == 0 || cols == 0) return;
+  if (cols == 0) return;
   activate();
+  if (rows == 0) {  // no rows: the parameters' gradients are sums of nothing, overwritten with 0
+    size_t bytes = static_cast<size_t>(cols) * dtype_size(x.dtype);
+    if (dgamma.data) MIXLAB_CUDA_CHECK(cudaMemsetAsync(dgamma.data, 0, bytes, stream_));
+    if (dbeta.data) MIXLAB_CUDA_CHECK(cudaMemsetAsync(dbeta.data, 0, bytes, stream_));
+    return;
+  }
   dispatch_floating(x.dtype, "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     if (cols <= kLayerNormByWarpsMaxCols) {
