@@ -18,15 +18,15 @@
 #
 #   tests/gpu/bundle.sh [BUILD_DIR] [--out FILE]   (default build-gpu, .gpu/bundle.tar.gz)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-build=build-gpu
+build="build-gpu"
 tarball=.gpu/bundle.tar.gz
 while (($#)); do
   case $1 in
-    --out) tarball=${2:?"--out needs a file name"}; shift 2 ;;
-    *) build=$1; shift ;;
+    --out) tarball=$(realpath -m "${2:?"--out needs a file name"}"); shift 2 ;;
+    *) build=$(realpath -m "$1"); shift ;;
   esac
 done
+cd "$(dirname "$0")/../.."  # after the paths given were made absolute: defaults are the repo's
 bins=(mixlab_tests bench_cuda bench_train_step mixlab)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -46,7 +46,7 @@ done
 # Data files the tests and the app read from the source tree travel with the working tree itself.
 tar -C "$stage" -czf "$tarball" bin lib
 # The default place is inside the checkout: keep it out of git (and travelling as `carry` only).
-if [[ "$tarball" == .gpu/* && -d .git ]]; then
+if [[ "$tarball" == .gpu/bundle.tar.gz && -d .git ]]; then
   grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.gpu/' >>.git/info/exclude; }
 fi
 echo "bundle.sh: $tarball ($(du -h "$tarball" | cut -f1)): $(ls "$stage/lib" | tr '\n' ' ')"

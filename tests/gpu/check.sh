@@ -28,7 +28,8 @@
 # takes the bundle: build and pack here as tests/gpu/bundle.sh says, carry .gpu/, then
 #   tests/gpu/check.sh --prebuilt .gpu/bundle.tar.gz
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+caller=$PWD
+cd "$(dirname "$0")/../.." || exit 2
 build=${MIXLAB_GPU_BUILD_DIR:-build-gpu}
 jobs=${MIXLAB_JOBS:-$(nproc)}
 budget=${MIXLAB_GPU_CHECK_SECONDS:-470}  # the whole script stays under 8 minutes
@@ -37,6 +38,7 @@ status=0
 prebuilt=""
 if [[ "${1:-}" == "--prebuilt" ]]; then
   prebuilt=${2:?"--prebuilt needs the bundle that tests/gpu/bundle.sh wrote"}
+  prebuilt=$(cd "$caller" && realpath -m "$prebuilt")  # relative to where we were called
 fi
 
 left() { echo $((budget - (SECONDS - start))); }
@@ -68,6 +70,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 if [[ -n "$prebuilt" ]]; then
   # Binaries from another machine: its OpenBLAS/FFTW beside them, the CUDA libraries from here.
   build=$(mktemp -d)
+  trap 'rm -rf "$build"' EXIT
   tar -C "$build" -xzf "$prebuilt" || { echo "FAILED: cannot unpack $prebuilt"; exit 1; }
   mv "$build"/bin/* "$build"/
   # The CUDA runtime libraries it was linked with, wherever this machine keeps them (the toolkit's

@@ -29,7 +29,8 @@ if grep -E '^lib/(libc|libm|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|lib
 fi
 mkdir "$tmp/x" && tar -C "$tmp/x" -xzf "$tmp/bundle.tar.gz"
 export LD_LIBRARY_PATH="$tmp/x/lib:${LD_LIBRARY_PATH:-}"
-ldd "$tmp/x/bin/mixlab" | grep -q "libopenblas.so.0 => $tmp/x/lib/" ||
+# (grep without -q: -q would stop reading early, and ldd's SIGPIPE would fail the pipeline)
+ldd "$tmp/x/bin/mixlab" | grep "libopenblas.so.0 => $tmp/x/lib/" >/dev/null ||
   { echo "FAIL: the unpacked mixlab does not load the bundle's OpenBLAS"; fail=1; }
 version=$("$tmp/x/bin/mixlab" --version 2>&1) || { echo "FAIL: the unpacked mixlab does not run"; fail=1; }
 [[ "$version" == *"CUDA on"* ]] || { echo "FAIL: the packed mixlab has no CUDA backend: $version"; fail=1; }
