@@ -43,6 +43,8 @@ Backend& cuda_backend(int index) {
 CudaBackend::CudaBackend(int device) : device_(device) {
   MIXLAB_CUDA_CHECK(cudaSetDevice(device_));
   MIXLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MIXLAB_CUDA_CHECK(
+      cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
   allocator_ = std::make_unique<CachingAllocator>(device_, stream_);
   fft_plans_ = std::make_unique<FftPlanCache>();
 }

@@ -68,6 +68,7 @@ class CudaBackend final : public Backend {
   // ---- CUDA specifics (benchmarks, tests, the trainer's memory report) ----
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
+  int multiprocessors() const { return multiprocessors_; }  // sizes grids that fill the GPU
   cublasContext* cublas();  // created on first use, bound to stream()
   void activate() const;    // makes this GPU current for the calling thread
   void empty_cache();       // returns every cached block to the driver
@@ -89,6 +90,7 @@ class CudaBackend final : public Backend {
 
  private:
   int device_;
+  int multiprocessors_ = 1;
   cudaStream_t stream_ = nullptr;
   cublasContext* cublas_ = nullptr;
   std::mutex cublas_mutex_;  // guards the lazy creation of cublas_

@@ -96,8 +96,8 @@ __global__ void layer_norm_kernel(const T* x, const T* gamma, const T* beta, T* 
 }
 
 // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * gamma.
-// A block per row (rows longer than a warp takes); the parameters' gradients are
-// layer_norm_params_kernel's.
+// For rows longer than layer_norm_backward_rows_kernel takes (over 512); their parameters'
+// gradients are layer_norm_params_kernel's.
 template <typename G, int K, typename T>
 __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const T* mean, const T* rstd,
                                      const T* gamma, T* dx, int64_t rows, int64_t cols) {
@@ -126,7 +126,7 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const T* mean, con
 // w of W takes rows w, w + W, ... and computes dx as layer_norm_dx_kernel does; its lanes keep
 // running sums of dgamma (dy * xhat) and dbeta (dy) for their columns in registers. At the end
 // the block's warps add theirs into shared memory in warp order, and the block writes its partial
-// row pg/pb[blockIdx.x * cols + c], summed over blocks by column_sums_kernel (fixed orders
+// row pg/pb[blockIdx.x * cols + c], summed over blocks by add_partial_rows (fixed orders
 // throughout: the same bits on every run with the same grid). Dynamic shared memory: 2 * cols T.
 template <int K, typename T>
 __global__ void layer_norm_backward_rows_kernel(const T* dy, const T* x, const T* mean,
@@ -344,11 +344,10 @@ void layer_norm_backward_by_warps(CudaBackend& backend, const View& dy, const Vi
                                   int64_t rows, int64_t cols) {
   cudaStream_t stream = backend.stream();
   constexpr int kThreads = 256, kWarps = kThreads / 32;
-  int sms = 0;
-  MIXLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, backend.device()));
   // A few blocks per multiprocessor: every warp takes several rows, so the partial rows to add
   // stay few (blocks * cols) next to the rows * cols read.
-  int64_t blocks = std::min<int64_t>((rows + kWarps - 1) / kWarps, std::max(1, sms) * 4);
+  int64_t blocks =
+      std::min<int64_t>((rows + kWarps - 1) / kWarps, std::max(1, backend.multiprocessors()) * 4);
   const bool params = dgamma.data || dbeta.data;
   Scratch pg(backend, params ? sizeof(T) * blocks * cols : 0);
   Scratch pb(backend, params ? sizeof(T) * blocks * cols : 0);
@@ -364,12 +363,8 @@ void layer_norm_backward_by_warps(CudaBackend& backend, const View& dy, const Vi
   else
     launch(std::integral_constant<int, 16>{});
   backend.check_launch("layer_norm_backward");
-  dim3 block(32, 32);
-  unsigned int tiles = static_cast<unsigned int>((cols + 31) / 32);
-  if (dgamma.data)
-    column_sums_kernel<T><<<tiles, block, 0, stream>>>(pg.as<T>(), dgamma.as<T>(), blocks, cols);
-  if (dbeta.data)
-    column_sums_kernel<T><<<tiles, block, 0, stream>>>(pb.as<T>(), dbeta.as<T>(), blocks, cols);
+  if (dgamma.data) add_partial_rows<T>(stream, pg.as<T>(), blocks, cols, dgamma.as<T>());
+  if (dbeta.data) add_partial_rows<T>(stream, pb.as<T>(), blocks, cols, dbeta.as<T>());
 }
 
 }  // namespace
@@ -401,32 +396,22 @@ void CudaBackend::layer_norm_backward(const View& dy, const View& x, const View&
                                                 gamma.as<T>(), dx.as<T>(), rows, cols);
         });
     if (!dgamma.data && !dbeta.data) return;
-    // Enough (column tile, row chunk) blocks to fill the GPU; chunks of at least 32 rows.
-    int64_t tiles = (cols + 31) / 32;
-    int64_t chunks = std::min<int64_t>((rows + 31) / 32, std::max<int64_t>(1, 1024 / tiles));
-    chunks = std::min<int64_t>(chunks, 65535);
-    int64_t per = (rows + chunks - 1) / chunks;
-    chunks = (rows + per - 1) / per;
-    dim3 block(32, 8);
-    dim3 grid(static_cast<unsigned int>(tiles), static_cast<unsigned int>(chunks));
-    if (chunks == 1) {
-      layer_norm_params_kernel<T><<<grid, block, 0, stream_>>>(dy.as<T>(), x.as<T>(), mean.as<T>(),
-                                                               rstd.as<T>(), dgamma.as<T>(),
-                                                               dbeta.as<T>(), rows, cols, per);
+    // Column sums of dy * xhat and dy, split as sums.cuh's column_sums splits them.
+    ColumnChunks plan = column_chunks(rows, cols);
+    if (plan.chunks == 1) {
+      layer_norm_params_kernel<T><<<plan.grid(), dim3(32, 8), 0, stream_>>>(
+          dy.as<T>(), x.as<T>(), mean.as<T>(), rstd.as<T>(), dgamma.as<T>(), dbeta.as<T>(), rows,
+          cols, plan.rows_per_chunk);
       return;
     }
-    Scratch pg(*this, dgamma.data ? sizeof(T) * chunks * cols : 0);
-    Scratch pb(*this, dbeta.data ? sizeof(T) * chunks * cols : 0);
-    layer_norm_params_kernel<T><<<grid, block, 0, stream_>>>(
-        dy.as<T>(), x.as<T>(), mean.as<T>(), rstd.as<T>(), pg.as<T>(), pb.as<T>(), rows, cols, per);
+    Scratch pg(*this, dgamma.data ? sizeof(T) * plan.chunks * cols : 0);
+    Scratch pb(*this, dbeta.data ? sizeof(T) * plan.chunks * cols : 0);
+    layer_norm_params_kernel<T><<<plan.grid(), dim3(32, 8), 0, stream_>>>(
+        dy.as<T>(), x.as<T>(), mean.as<T>(), rstd.as<T>(), pg.as<T>(), pb.as<T>(), rows, cols,
+        plan.rows_per_chunk);
     check_launch("layer_norm_backward");
-    dim3 sum_block(32, 32);
-    if (dgamma.data)
-      column_sums_kernel<T><<<static_cast<unsigned int>(tiles), sum_block, 0, stream_>>>(
-          pg.as<T>(), dgamma.as<T>(), chunks, cols);
-    if (dbeta.data)
-      column_sums_kernel<T><<<static_cast<unsigned int>(tiles), sum_block, 0, stream_>>>(
-          pb.as<T>(), dbeta.as<T>(), chunks, cols);
+    if (dgamma.data) add_partial_rows<T>(stream_, pg.as<T>(), plan.chunks, cols, dgamma.as<T>());
+    if (dbeta.data) add_partial_rows<T>(stream_, pb.as<T>(), plan.chunks, cols, dbeta.as<T>());
   });
   check_launch("layer_norm_backward");
 }

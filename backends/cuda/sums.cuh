@@ -58,28 +58,46 @@ __global__ void column_sums_kernel(const T* partial, T* out, int64_t chunks, int
   }
 }
 
+// How column sums split a [rows, cols] matrix: tiles of 32 columns by chunks of rows, enough
+// blocks (tiles x chunks, about 1024) to fill the GPU, chunks of at least 32 rows.
+struct ColumnChunks {
+  int64_t tiles, chunks, rows_per_chunk;
+  dim3 grid() const {
+    return dim3(static_cast<unsigned int>(tiles), static_cast<unsigned int>(chunks));
+  }
+};
+inline ColumnChunks column_chunks(int64_t rows, int64_t cols) {
+  int64_t tiles = (cols + 31) / 32;
+  int64_t chunks = std::min<int64_t>((rows + 31) / 32, std::max<int64_t>(1, 1024 / tiles));
+  chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, 65535));
+  int64_t per = std::max<int64_t>(1, (rows + chunks - 1) / chunks);
+  chunks = std::max<int64_t>(1, (rows + per - 1) / per);
+  return {tiles, chunks, per};
+}
+
+// out[c] = sum over chunks of partial[chunk * cols + c] (column_sums_kernel), the second stage.
+template <typename T>
+void add_partial_rows(cudaStream_t stream, const T* partial, int64_t chunks, int64_t cols, T* out) {
+  column_sums_kernel<T><<<static_cast<unsigned int>((cols + 31) / 32), dim3(32, 32), 0, stream>>>(
+      partial, out, chunks, cols);
+}
+
 // out[c] = sum over r < rows of a[r * ld + c] (times b[r * ld + c] when b is not null).
 template <typename T>
 void column_sums(CudaBackend& backend, const T* a, const T* b, int64_t ld, int64_t rows,
                  int64_t cols, T* out) {
   if (cols == 0) return;
   cudaStream_t stream = backend.stream();
-  // Enough (column tile, row chunk) blocks to fill the GPU; chunks of at least 32 rows.
-  int64_t tiles = (cols + 31) / 32;
-  int64_t chunks = std::min<int64_t>((rows + 31) / 32, std::max<int64_t>(1, 1024 / tiles));
-  chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, 65535));
-  int64_t per = std::max<int64_t>(1, (rows + chunks - 1) / chunks);
-  chunks = std::max<int64_t>(1, (rows + per - 1) / per);
-  dim3 grid(static_cast<unsigned int>(tiles), static_cast<unsigned int>(chunks));
-  if (chunks == 1) {  // the chunk's sums are the answer
-    column_chunk_sums_kernel<T><<<grid, dim3(32, 8), 0, stream>>>(a, b, ld, rows, cols, per, out);
+  ColumnChunks plan = column_chunks(rows, cols);
+  if (plan.chunks == 1) {  // the chunk's sums are the answer
+    column_chunk_sums_kernel<T>
+        <<<plan.grid(), dim3(32, 8), 0, stream>>>(a, b, ld, rows, cols, plan.rows_per_chunk, out);
     return;
   }
-  Scratch partial(backend, sizeof(T) * chunks * cols);
-  column_chunk_sums_kernel<T>
-      <<<grid, dim3(32, 8), 0, stream>>>(a, b, ld, rows, cols, per, partial.as<T>());
-  column_sums_kernel<T><<<static_cast<unsigned int>(tiles), dim3(32, 32), 0, stream>>>(
-      partial.as<T>(), out, chunks, cols);
+  Scratch partial(backend, sizeof(T) * plan.chunks * cols);
+  column_chunk_sums_kernel<T><<<plan.grid(), dim3(32, 8), 0, stream>>>(
+      a, b, ld, rows, cols, plan.rows_per_chunk, partial.as<T>());
+  add_partial_rows<T>(stream, partial.as<T>(), plan.chunks, cols, out);
 }
 
 // out[i] = sum over p of a[i * ld + p], a row per warp or block, lanes in a fixed order.
