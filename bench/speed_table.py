@@ -15,7 +15,7 @@ dropout 0) for every mixer, the translator at d=128 and d=256 (3+3 layers, batch
 dropout 0.1), threads 1 and 2. --quick: tiny sizes, two mixers, a few steps, plus the
 check that every mixer's classifier is the same function on both sides: equal parameter counts,
 and mixlab's initial weights loaded into the PyTorch model give mixlab's logits (--check-only:
-that check alone). The quick timings check the pipeline end to end; their numbers mean little.
+that check alone, of the --mixers given or all; with --device cuda both sides on the GPU). The quick timings check the pipeline end to end; their numbers mean little.
 After the table, one line per target of issue 14 says whether this run's rows met it
 (bench/speed_targets.py).
 """
@@ -62,11 +62,14 @@ def torch_knows(python, mixer):
 
 
 def check_same_models(args, tmp):
-    """Every registered mixer's classifier, built small on both sides: the parameter counts must
+    """Every registered mixer's classifier (--check-only: those of --mixers, if given), built
+    small on both sides (on --device): the parameter counts must
     agree, and mixlab's initial weights loaded into the PyTorch model must give mixlab's logits
     on the same images. Prints one line; returns the number of mixers that fail."""
     d, layers, batch = 32, 2, 4
-    mixers = registered_mixers(args.build)
+    mixers = (args.mixers.split(",") if args.check_only and args.mixers else
+              registered_mixers(args.build))  # --quick checks every mixer
+    device = ["--device", args.device] if args.device != "cpu" else []
     images = os.path.join(tmp, "check-images.bin")
     vs_torch.write_images(images, batch, seed=1)
     pairs, counts = [], {}
@@ -75,11 +78,13 @@ def check_same_models(args, tmp):
         out = subprocess.run([os.path.join(args.build, "bench_train_step"), "--task", "classify",
                               "--mixer", m, "--dim", str(d), "--layers", str(layers), "--batch",
                               str(batch), "--images", images, "--steps", "1", "--threads", "1",
-                              "--dump-model", dump], check=True, capture_output=True, text=True).stdout
+                              "--dump-model", dump] + device,
+                             check=True, capture_output=True, text=True).stdout
         counts[m] = vs_torch.parse_json_line(out, "bench_train_step")["params"]
         pairs.append(f"{m}={dump}")
     out = subprocess.run([args.python, vs_torch.__file__, "--dim", str(d), "--layers", str(layers),
-                          "--batch", str(batch), "--images", images, "--check-models"] + pairs,
+                          "--batch", str(batch), "--images", images] + device +
+                         ["--check-models"] + pairs,
                          capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"the PyTorch model check failed:\n{out.stderr}")
@@ -95,7 +100,8 @@ def check_same_models(args, tmp):
             bad.append(f"{m} (logits differ by {r['max_diff']:.2e})")
         else:
             worst = max(worst, r["max_diff"])
-    print(f"# same models (d={d}, {layers} blocks, mixlab's weights in PyTorch): "
+    print(f"# same models (d={d}, {layers} blocks, mixlab's weights in PyTorch"
+          f"{', both on ' + args.device if device else ''}): "
           f"{len(mixers) - len(bad)} of {len(mixers)} mixers have equal parameter counts and "
           f"logits (largest difference {worst:.1e})" + ("; FAIL: " + "; ".join(bad) if bad else ""))
     return len(bad)
@@ -135,8 +141,12 @@ def main():
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     p.add_argument("--check-only", action="store_true",
                    help="only check that both sides build the same models (no timings)")
+    p.add_argument("--device", default="cpu",
+                   help="--check-only on this device, both sides (cuda: tests/gpu/train_vs_torch.sh)")
     vs_torch.add_run_flags(p)
     args = p.parse_args()
+    if args.device != "cpu" and not args.check_only:
+        p.error("--device is for --check-only: the GPU timings are tests/gpu/train_vs_torch.sh's")
     threads = [int(t) for t in args.threads.split(",")]
     started = time.time()
     version = subprocess.run([args.python, "-c", "import torch; print(torch.__version__)"],

@@ -73,14 +73,7 @@ if [[ -n "$prebuilt" ]]; then
   trap 'rm -rf "$build"' EXIT
   tar -C "$build" -xzf "$prebuilt" || { echo "FAILED: cannot unpack $prebuilt"; exit 1; }
   mv "$build"/bin/* "$build"/
-  # The CUDA runtime libraries it was linked with, wherever this machine keeps them (the toolkit's
-  # folders, or the nvidia-* wheels of a Python environment).
-  cuda_libs=""
-  for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcufft.so.12; do
-    dir=$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -name "$lib" \
-      -printf '%h\n' 2>/dev/null | head -1)
-    [[ -n "$dir" && ":$cuda_libs" != *":$dir:"* ]] && cuda_libs+="$dir:"
-  done
+  cuda_libs=$(tests/gpu/cuda_lib_path.sh)  # the CUDA libraries it was linked with, found here
   export LD_LIBRARY_PATH="$build/lib:${cuda_libs}${LD_LIBRARY_PATH:-}"
   export MIXLAB_G2P_DIR=$PWD/data/g2p  # the app's built-in path names the machine it was built on
   echo "== prebuilt: $prebuilt; CUDA libraries from ${cuda_libs:-(none found: the default search path)}"

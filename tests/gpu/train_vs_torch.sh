@@ -3,8 +3,8 @@
 # the translator at d=128 and d=256 (3+3 blocks, batch 128, dropout 0.1) and the image
 # classifier of the speed table (patch 4 = 49 tokens, d=128, 4 blocks, batch 128, dropout 0) with
 # the attention, fnet, mlp-mixer and synth-dense mixers. First it checks that those classifiers
-# are the same function on both GPUs (mixlab's initial weights loaded into PyTorch give mixlab's
-# logits, as speed_table.py --check-only does on the CPU), then prints one line per model: both
+# are the same function on the GPU (bench/speed_table.py --check-only --device cuda: mixlab's
+# initial weights loaded into PyTorch give mixlab's logits), then prints one line per model: both
 # sides' examples per second, the ratio (above 1: mixlab is faster) and both peak device memories
 # (mixlab's caching allocator's peak in use; torch.cuda.max_memory_allocated). About a minute on
 # an H200: the processes' start-ups dominate, a step takes milliseconds.
@@ -33,12 +33,9 @@ build=$(cd "$1" && pwd)
 # Binaries built elsewhere (tests/gpu/bundle.sh's layout: BUILD_DIR/lib beside them) load their
 # OpenBLAS/FFTW from there and the CUDA libraries from this machine's toolkit, as check.sh does.
 [[ -d "$build/lib" ]] && export LD_LIBRARY_PATH="$build/lib:${LD_LIBRARY_PATH:-}"
-if ldd "$build/bench_train_step" 2>/dev/null | grep -q 'not found'; then
-  for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcufft.so.12; do
-    dir=$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -name "$lib" \
-      -printf '%h\n' 2>/dev/null | head -1)
-    [[ -n "$dir" ]] && export LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"
-  done
+if ldd "$build/bench_train_step" 2>/dev/null | grep 'not found' >/dev/null; then
+  LD_LIBRARY_PATH="$("$root/tests/gpu/cuda_lib_path.sh")${LD_LIBRARY_PATH:-}"
+  export LD_LIBRARY_PATH
   if ldd "$build/bench_train_step" 2>/dev/null | grep 'not found'; then
     echo "FAIL: $build/bench_train_step misses the libraries above on this machine"
     exit 1
@@ -52,55 +49,12 @@ trap 'rm -rf "$tmp"' EXIT
 status=0
 start=$SECONDS
 
-# ---- the same models: small classifiers (as speed_table.py's check), dumped by mixlab's GPU ----
-check_ok=1
-python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import vs_torch; \
-vs_torch.write_images(sys.argv[2], 4, seed=1)" "$root/bench" "$tmp/check.bin"
-pairs=()
-for m in "${mixers[@]}"; do
-  if ! timeout 120 "$build/bench_train_step" --device cuda --task classify --mixer "$m" \
-    --dim 32 --layers 2 --batch 4 --images "$tmp/check.bin" --steps 1 --threads 1 \
-    --dump-model "$tmp/model-$m.bin" >"$tmp/dump-$m.out" 2>&1; then
-    echo "FAIL same model $m: bench_train_step --dump-model on the GPU failed:"
-    tail -n 5 "$tmp/dump-$m.out" | sed 's/^/  /'
-    check_ok=0
-    continue
-  fi
-  pairs+=("$m=$tmp/model-$m.bin")
-done
-if ((${#pairs[@]})); then
-  if timeout 120 python3 "$vs_torch" --device cuda --dim 32 --layers 2 --batch 4 \
-    --images "$tmp/check.bin" --check-models "${pairs[@]}" >"$tmp/check.out" 2>&1; then
-    # speed_table.py's test: equal parameter counts, logits within 1e-4 of their scale
-    python3 - "$tmp" "${pairs[@]}" <<'EOF' || check_ok=0
-import json, sys
-tmp, pairs = sys.argv[1], sys.argv[2:]
-def json_line(path):
-    with open(path) as f:
-        return json.loads([l for l in f if l.startswith("json: ")][-1][len("json: "):])
-report, bad = json_line(f"{tmp}/check.out"), 0
-for pair in pairs:
-    m = pair.split("=", 1)[0]
-    r, params = report[m], json_line(f"{tmp}/dump-{m}.out")["params"]
-    if "error" in r:
-        verdict = "FAIL: " + r["error"]
-    elif r["params"] != params:
-        verdict = f"FAIL: parameters mixlab {params}, PyTorch {r['params']}"
-    elif not r["max_diff"] <= 1e-4 * max(1.0, r["scale"]):
-        verdict = f"FAIL: logits differ by {r['max_diff']:.2e} (scale {r['scale']:.2e})"
-    else:
-        verdict = f"ok: {params} parameters, logits within {r['max_diff']:.1e}"
-    bad += verdict.startswith("FAIL")
-    print(f"same model {m} (d=32, 2 blocks, mixlab's GPU weights in PyTorch on the GPU): {verdict}")
-sys.exit(1 if bad else 0)
-EOF
-  else
-    echo "FAIL same models: vs_torch.py --check-models failed:"
-    tail -n 5 "$tmp/check.out" | sed 's/^/  /'
-    check_ok=0
-  fi
+# ---- the same models: small classifiers, both sides on the GPU (speed_table.py's check) ----
+if ! timeout 300 python3 "$root/bench/speed_table.py" --check-only --device cuda --python python3 \
+  --build "$build" --mixers "$(IFS=,; echo "${mixers[*]}")" | grep -v '^# mixlab vs PyTorch'; then
+  echo "FAIL same models: bench/speed_table.py --check-only --device cuda (above)"
+  status=1
 fi
-((check_ok)) || status=1
 
 # ---- the timings: one line per model ----
 header_done=0
