@@ -15,7 +15,8 @@ dropout 0) for every mixer, the translator at d=128 and d=256 (3+3 layers, batch
 dropout 0.1), threads 1 and 2. --quick: tiny sizes, two mixers, a few steps, plus the
 check that every mixer's classifier is the same function on both sides: equal parameter counts,
 and mixlab's initial weights loaded into the PyTorch model give mixlab's logits (--check-only:
-that check alone, of the --mixers given or all; with --device cuda both sides on the GPU). The quick timings check the pipeline end to end; their numbers mean little.
+that check alone, of the --mixers given or all; with --device cuda both sides on the GPU).
+The quick timings check the pipeline end to end; their numbers mean little.
 After the table, one line per target of issue 14 says whether this run's rows met it
 (bench/speed_targets.py).
 """

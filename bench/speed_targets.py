@@ -38,6 +38,15 @@ def short(label):
     return label.removeprefix("classifier ")
 
 
+def count_line(what, items, failing, word, unit=""):
+    """"WHAT: N of M[UNIT] (WORD: the failing ones): met/not met"; "not in this run" without
+    items."""
+    if not items:
+        return f"{what}: not in this run"
+    return (f"{what}: {len(items) - len(failing)} of {len(items)}{unit}"
+            + (f" ({word}: {', '.join(failing)})" if failing else "") + f": {verdict(not failing)}")
+
+
 def score(rows):
     """One line per target of issue 14, in the issue's order."""
     find = {(r["label"], r["threads"]): r for r in rows}
@@ -50,13 +59,11 @@ def score(rows):
         lines.append(f"{what}: " + (f"{r['ratio']:.2f}: {verdict(round(r['ratio'], 2) >= bar)}" if r
                                     else "not in this run"))
 
-    what = "ratio >= 1.4, every classifier at 2 threads"
     two = [r for r in classifiers if r["threads"] == 2]
-    below = [f"{short(r['label'])} {r['ratio']:.2f}" for r in two if round(r["ratio"], 2) < 1.4]
-    lines.append(f"{what}: " + (
-        f"{len(two) - len(below)} of {len(two)}"
-        + (f" (below: {', '.join(below)})" if below else "") + f": {verdict(not below)}"
-        if two else "not in this run"))
+    lines.append(count_line(
+        "ratio >= 1.4, every classifier at 2 threads", two,
+        [f"{short(r['label'])} {r['ratio']:.2f}" for r in two if round(r["ratio"], 2) < 1.4],
+        "below"))
 
     what = "products >= 90%, translator d=256 and classifier attention"
     named = [r for r in rows if r["label"] in ("translator d=256", "classifier attention")]
@@ -67,20 +74,15 @@ def score(rows):
         + (f" (below: {', '.join(below)})" if below else "") + f": {verdict(not below)}"
         if named else "not in this run"))
 
-    what = "products >= 80%, every classifier"
-    below = [f"{short(r['label'])} {r['threads']} thr {100 * r['share']:.0f}" for r in classifiers
-             if round(100 * r["share"]) < 80]
-    lines.append(f"{what}: " + (
-        f"{len(classifiers) - len(below)} of {len(classifiers)} rows"
-        + (f" (below: {', '.join(below)})" if below else "") + f": {verdict(not below)}"
-        if classifiers else "not in this run"))
+    lines.append(count_line(
+        "products >= 80%, every classifier", classifiers,
+        [f"{short(r['label'])} {r['threads']} thr {100 * r['share']:.0f}" for r in classifiers
+         if round(100 * r["share"]) < 80], "below", " rows"))
 
-    what = "peak RSS <= PyTorch's, every row"
-    above = [f"{r['label']} {r['threads']} thr" for r in rows if r["mixlab_rss"] > r["torch_rss"]]
-    lines.append(f"{what}: " + (
-        f"{len(rows) - len(above)} of {len(rows)}"
-        + (f" (above: {', '.join(above)})" if above else "") + f": {verdict(not above)}"
-        if rows else "not in this run"))
+    lines.append(count_line(
+        "peak RSS <= PyTorch's, every row", rows,
+        [f"{r['label']} {r['threads']} thr" for r in rows if r["mixlab_rss"] > r["torch_rss"]],
+        "above"))
 
     what = "1 -> 2 threads >= 1.85x, translator d=256 and classifier attention"
     pairs = [(find.get((name, 1)), find.get((name, 2)))
