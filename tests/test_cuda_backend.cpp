@@ -26,6 +26,7 @@
 #ifdef MIXLAB_HAVE_CUDA
 #include "backends/cuda/allocator.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/upload_staging.h"
 #endif
 
 using namespace mixlab;
@@ -135,6 +136,82 @@ TEST_CASE("cuda: copies back to the host wait for queued kernels" * doctest::ski
   expect_close(c, g, Tol{1e-5, 1e-6}, "chain of 100 kernels");
   CHECK(sum(g).item() == doctest::Approx(sum(c).item()).epsilon(1e-4));
 }
+
+#ifdef MIXLAB_HAVE_CUDA
+// Uploads through the page-locked ring (backends/cuda/upload_staging.h): they return while the
+// GPU is still busy, the host buffer can be overwritten at once, and wrapping around the ring
+// (waiting for the GPU to release old uploads) loses nothing.
+TEST_CASE("cuda: small uploads do not wait for the GPU, and the host may reuse its buffer" *
+          doctest::skip(kNoGpu)) {
+  NoGradGuard no_grad;
+  auto& backend = dynamic_cast<CudaBackend&>(backend_for(gpu()));
+  {  // First uses that may wait (the ring's cudaHostAlloc, the allocator's cudaMalloc), now.
+    std::vector<Tensor> warm;
+    for (int k = 0; k < 8; ++k)
+      warm.push_back(Tensor::from_data(std::vector<float>(1000), {1000}, gpu()));
+    backend.synchronize();
+  }
+  // Keep the GPU busy: 400 passes over 64 MiB take milliseconds even on a large GPU, longer
+  // than queueing them does.
+  Tensor busy = Tensor::zeros({16 << 20}, DType::F32, gpu());
+  for (int i = 0; i < 400; ++i) busy = add(busy, 1.0);
+  std::vector<float> host(1000);
+  std::vector<Tensor> sent;
+  const int64_t waits_before = backend.host_waits();
+  for (int k = 0; k < 8; ++k) {
+    for (size_t j = 0; j < host.size(); ++j) host[j] = static_cast<float>(k * 10000 + j);
+    sent.push_back(Tensor::from_data(host, {1000}, gpu()));  // host[] is overwritten next round
+  }
+  // Had an upload waited for the stream, the 400 passes would be finished by now.
+  CHECK(cudaStreamQuery(backend.stream()) == cudaErrorNotReady);
+  CHECK(backend.host_waits() == waits_before);
+  for (int k = 0; k < 8; ++k) {
+    std::vector<float> back = sent[k].to_float_vector();
+    REQUIRE(back.size() == 1000);
+    CHECK(back[0] == static_cast<float>(k * 10000));
+    CHECK(back[999] == static_cast<float>(k * 10000 + 999));
+  }
+  CHECK(busy.to_float_vector()[12345] == 400.0f);
+  // A large upload takes the waiting path and arrives whole.
+  std::vector<float> big(3 << 20);
+  for (size_t j = 0; j < big.size(); ++j) big[j] = static_cast<float>(j % 9973);
+  std::vector<float> big_back =
+      Tensor::from_data(big, {static_cast<int64_t>(big.size())}, gpu()).to_float_vector();
+  CHECK(big_back == big);
+}
+
+TEST_CASE("cuda: the upload ring wraps around many times without losing an upload" *
+          doctest::skip(kNoGpu)) {
+  auto& backend = dynamic_cast<CudaBackend&>(backend_for(gpu()));
+  backend.activate();
+  // A 64 KiB ring (16 KiB the largest staged upload): 300 uploads of 1-16 KiB wrap it often.
+  UploadStaging ring(backend.device(), backend.stream(), 64 << 10);
+  CHECK(ring.max_staged_bytes() == 16 << 10);
+  const int kUploads = 300;
+  const size_t kMaxInts = (16 << 10) / sizeof(int32_t);
+  void* device = backend.allocate(kUploads * kMaxInts * sizeof(int32_t));
+  std::vector<int32_t> host(kMaxInts);
+  std::vector<size_t> counts;
+  for (int k = 0; k < kUploads; ++k) {
+    size_t n = 1 + (static_cast<size_t>(k) * 977) % kMaxInts;
+    for (size_t j = 0; j < n; ++j) host[j] = k * 100000 + static_cast<int32_t>(j);
+    REQUIRE(ring.upload(static_cast<int32_t*>(device) + k * kMaxInts, host.data(),
+                        n * sizeof(int32_t)));
+    counts.push_back(n);
+  }
+  CHECK_FALSE(ring.upload(device, host.data(), (16 << 10) + 4));  // too large: not staged
+  std::vector<int32_t> back(kUploads * kMaxInts);
+  backend.copy_to_host(back.data(), device, back.size() * sizeof(int32_t));
+  int wrong = 0;
+  for (int k = 0; k < kUploads; ++k)
+    for (size_t j = 0; j < counts[k]; ++j)
+      wrong += back[k * kMaxInts + j] != k * 100000 + static_cast<int32_t>(j);
+  CHECK(wrong == 0);
+  MESSAGE("host waits for ring space: ", ring.waits());
+  backend.synchronize();
+  backend.deallocate(device, kUploads * kMaxInts * sizeof(int32_t));
+}
+#endif
 
 // ---- a small model on both devices ------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 #include "backends/cuda/allocator.h"
 #include "backends/cuda/common.cuh"
 #include "backends/cuda/fft_plans.h"
+#include "backends/cuda/upload_staging.h"
 
 namespace mixlab {
 
@@ -47,6 +48,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
       cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
   allocator_ = std::make_unique<CachingAllocator>(device_, stream_);
   fft_plans_ = std::make_unique<FftPlanCache>();
+  staging_ = std::make_unique<UploadStaging>(device_, stream_);
 }
 
 CudaBackend::~CudaBackend() {
@@ -87,6 +89,8 @@ void CudaBackend::check_launch(const char* what) const {
          cudaGetErrorName(e), "]");
 }
 
+int64_t CudaBackend::host_waits() const { return host_waits_ + staging_->waits(); }
+
 void CudaBackend::empty_cache() {
   activate();
   allocator_->empty_cache();
@@ -106,8 +110,11 @@ void CudaBackend::deallocate(void* ptr, size_t) { allocator_->deallocate(ptr); }
 void CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   activate();
-  // Queued behind earlier kernels (which may still use a recycled block at dst), then waited
-  // for, so the caller may free or reuse `src` as soon as this returns.
+  // On the stream, behind earlier kernels (which may still use a recycled block at dst). Small
+  // uploads go through the page-locked ring and do not wait (upload_staging.h); larger ones are
+  // waited for, so either way the caller may free or reuse `src` as soon as this returns.
+  if (staging_->upload(dst, src, bytes)) return;
+  ++host_waits_;
   MIXLAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
   MIXLAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -115,6 +122,7 @@ void CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   activate();
+  ++host_waits_;
   // On the stream, so it starts only after every kernel queued before it has written src.
   MIXLAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   MIXLAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -122,6 +130,7 @@ void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
 
 void CudaBackend::synchronize() {
   activate();
+  ++host_waits_;
   MIXLAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

@@ -12,6 +12,7 @@
 //   random.cu         dropout masks (bit-identical to the CPU's)
 //   fft.cu            cuFFT transforms with cached plans
 //   optim.cu          fused Adam/AdamW and SGD updates
+//   upload_staging.cu uploads through a page-locked ring (no wait for the GPU)
 //
 // and their headers: common.cuh (dispatch, launch shapes, warp/block reductions, strided
 // walking, scratch memory), cuda_check.h (error checks), allocator.h, fft_plans.h. The formulas
@@ -20,8 +21,9 @@
 //
 // Ordering: every kernel, library call and copy of one backend goes on its stream, so device
 // work runs in program order and freed blocks can be handed out again at once (stream order
-// protects them). Copies to the host wait for the stream; copies from the host are complete when
-// they return (the host buffer may be freed right after). Failures of any CUDA, cuBLAS or cuFFT
+// protects them). Copies to the host wait for the stream; copies from the host are queued on it
+// (small ones through a page-locked ring, without waiting: upload_staging.h), and the host buffer
+// may be freed or reused as soon as they return. Failures of any CUDA, cuBLAS or cuFFT
 // call throw mixlab::Error naming the call and the library's error string.
 //
 // This header is included by host-only C++ (registry.cpp, tests, benchmarks): it needs the CUDA
@@ -29,6 +31,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -57,6 +60,7 @@ struct CudaMemoryStats {
 
 class CachingAllocator;
 struct FftPlanCache;
+class UploadStaging;
 
 class CudaBackend final : public Backend {
  public:
@@ -73,6 +77,10 @@ class CudaBackend final : public Backend {
   void activate() const;    // makes this GPU current for the calling thread
   void empty_cache();       // returns every cached block to the driver
   CudaMemoryStats memory_stats() const;
+  // Times the host has waited for this GPU so far: copies to the host, synchronize(), uploads
+  // too large to stage, and staged uploads that found the ring still in use (bench_train_step
+  // reports them per step: a training step should wait as little as possible).
+  int64_t host_waits() const;
   // Checks for an asynchronous error of an earlier kernel (throws Error naming `what`).
   void check_launch(const char* what) const;
 
@@ -96,6 +104,8 @@ class CudaBackend final : public Backend {
   std::mutex cublas_mutex_;  // guards the lazy creation of cublas_
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<FftPlanCache> fft_plans_;
+  std::unique_ptr<UploadStaging> staging_;  // small uploads that do not wait for the stream
+  std::atomic<int64_t> host_waits_{0};      // the waits above, but the staging ring's own
 };
 
 }  // namespace mixlab
