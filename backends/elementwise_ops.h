@@ -35,7 +35,8 @@ namespace mixlab {
   X(MulScalar)  /* x * alpha */       \
   X(Softplus)   /* log(1 + exp(x)) */ \
   X(EluPlusOne) /* elu(x) + 1 */      \
-  X(EluPlusOneGrad)
+  X(EluPlusOneGrad)                   \
+  X(ClipCoef) /* gradient clipping's factor for a norm x, limit alpha */
 
 #define MIXLAB_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Maximum) X(Minimum) X(Equal) X(Greater)
 
@@ -101,10 +102,16 @@ MIXLAB_HOST_DEVICE T apply_unary(T x, T alpha) {
   else if constexpr (OP ==
                      UnaryOp::EluPlusOne)  // relu(x) + exp(min(x, 0)): x + 1 above 0, eˣ below
     return (x > T(0) ? x : T(0)) + M::exp(x < T(0) ? x : T(0));
-  else {
-    static_assert(OP == UnaryOp::EluPlusOneGrad,
-                  "apply_unary: an op of MIXLAB_UNARY_OPS has no formula");
+  else if constexpr (OP == UnaryOp::EluPlusOneGrad)
     return M::exp(x < T(0) ? x : T(0));  // 1 above 0 (e⁰), eˣ below; no select to branch on
+  else {
+    // torch.nn.utils.clip_grad_norm_'s alpha / (x + 1e-6) where that is below 1, else 1; and 1
+    // for a norm that is not finite (x - x is NaN for inf and NaN), which leaves the gradients
+    // as they are for the caller to see. Computed on the device so that clipping never reads the
+    // norm back (train/optim/grad_utils.h).
+    static_assert(OP == UnaryOp::ClipCoef, "apply_unary: an op of MIXLAB_UNARY_OPS has no formula");
+    T coef = alpha / (x + T(1e-6));
+    return (x - x == T(0) && coef < T(1)) ? coef : T(1);
   }
 }
 

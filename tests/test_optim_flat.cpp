@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -164,6 +166,59 @@ TEST_CASE("optim flat: a gradient shared by two leaves is copied into each slot"
   const float coef = static_cast<float>(1.0 / (norm + 1e-6));
   CHECK(a.grad().to_float_vector()[1] == doctest::Approx(4 * coef));
   CHECK(b.grad().to_float_vector()[1] == doctest::Approx(4 * coef));  // scaled once, not twice
+}
+
+// The trainer clips with clip_grad_norm_tensor (its factor computed where the gradients are, so
+// a GPU step never reads the norm back): the gradients must end exactly as the host-side rule
+// leaves them (factor max / (norm + 1e-6) read to the host and applied when below 1), on the
+// flat path and the per-tensor one, clipped or not, and untouched for a non-finite norm.
+TEST_CASE("optim flat: clipping on the device gives the host rule's gradients bit for bit") {
+  for (bool flat : {true, false}) {
+    for (double max_norm : {0.05, 1e3}) {
+      for (bool poisoned : {false, true}) {
+        INFO("flat ", flat, ", max_norm ", max_norm, ", non-finite ", poisoned);
+        TinyNet host_net(7), device_net(7);
+        auto host_opt = make("adamw", host_net, flat);
+        auto device_opt = make("adamw", device_net, flat);
+        loss_at(host_net, 2).backward();
+        loss_at(device_net, 2).backward();
+        std::vector<Tensor> hp = host_net.parameters(), dp = device_net.parameters();
+        if (poisoned) {
+          NoGradGuard no_grad;
+          for (auto* ps : {&hp, &dp}) {
+            Tensor g = (*ps)[1].grad();
+            std::vector<float> v = g.to_float_vector();
+            v[0] = std::numeric_limits<float>::infinity();
+            (*ps)[1].set_grad(Tensor::from_data(v, g.shape()));
+          }
+        }
+        // The host rule, written out.
+        const double norm = grad_norm(hp);
+        const double coef = max_norm / (norm + 1e-6);
+        if (std::isfinite(norm) && coef < 1.0) scale_grads(hp, coef);
+        Tensor got = clip_grad_norm_tensor(dp, max_norm);
+        REQUIRE(got.numel() == 1);
+        if (poisoned) {
+          CHECK_FALSE(std::isfinite(got.item()));
+        } else {
+          CHECK(got.item() == norm);
+        }
+        CHECK(device_opt->is_flat() == flat);
+        for (size_t i = 0; i < hp.size(); ++i) {
+          INFO("parameter ", i);
+          REQUIRE(dp[i].grad().defined() == hp[i].grad().defined());
+          if (!hp[i].grad().defined()) continue;
+          std::vector<float> want = hp[i].grad().to_float_vector();
+          std::vector<float> have = dp[i].grad().to_float_vector();
+          REQUIRE(want.size() == have.size());
+          int differ = 0;
+          for (size_t j = 0; j < want.size(); ++j)
+            differ += std::memcmp(&want[j], &have[j], sizeof(float)) != 0;
+          CHECK(differ == 0);
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("optim flat: the flat and per-tensor paths train to the same numbers") {

@@ -239,7 +239,7 @@ bool Trainer::step(int64_t epoch) {
   dp_->all_reduce_gradients(params);  // [distributed] summed over ranks, before clipping
   last_lr_ = schedule_->lr_at(state_.step + 1);
   optimizer_->set_lr(last_lr_);
-  if (o.clip > 0) clip_grad_norm(params, o.clip);
+  if (o.clip > 0) clip_grad_norm_tensor(params, o.clip);  // no read back: a GPU keeps going
   optimizer_->step();
   optimizer_->zero_grad();
   ++state_.step;

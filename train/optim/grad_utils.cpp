@@ -38,36 +38,56 @@ Tensor squared_sum(const Tensor& g) {
     partial = cast(partial, DType::F64);
   return partial;
 }
+
+// Where a norm of no gradients lives: the first parameter's device (the CPU if there is none).
+Device device_of_grads(const std::vector<Tensor>& params) {
+  return params.empty() ? Device::cpu() : params.front().device();
+}
 }  // namespace
 
-double grad_norm(const std::vector<Tensor>& params) {
+Tensor grad_norm_tensor(const std::vector<Tensor>& params) {
   NoGradGuard no_grad;
-  if (Tensor flat = flat_grad_range(params); flat.defined())
-    return flat.numel() == 0 ? 0.0 : std::sqrt(squared_sum(flat).item());
-  Tensor total;  // a 0-d tensor on the gradients' device
-  for (const Tensor& p : params) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    // Across tensors in float64 where the device has it: a large model has many partial sums.
-    Tensor partial = squared_sum(g);
-    if (!total.defined()) {
-      total = partial;
-    } else {
-      check(partial.device() == total.device(), "grad_norm: gradients on ", total.device().str(),
-            " and ", partial.device().str());
-      total = add(total, cast(partial, total.dtype()));
+  Tensor total;  // Σ g², a 0-d tensor on the gradients' device
+  if (Tensor flat = flat_grad_range(params); flat.defined()) {
+    total = flat.numel() == 0 ? Tensor() : squared_sum(flat);
+  } else {
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      // Across tensors in float64 where the device has it: a large model has many partial sums.
+      Tensor partial = squared_sum(g);
+      if (!total.defined()) {
+        total = partial;
+      } else {
+        check(partial.device() == total.device(), "grad_norm: gradients on ", total.device().str(),
+              " and ", partial.device().str());
+        total = add(total, cast(partial, total.dtype()));
+      }
     }
   }
-  return total.defined() ? std::sqrt(total.item()) : 0.0;
+  if (!total.defined()) return Tensor::zeros({}, DType::F32, device_of_grads(params));
+  Tensor norm = Tensor::empty({}, total.dtype(), total.device());
+  backend_for(total.device()).unary(UnaryOp::Sqrt, total.view(), norm.view(), 0.0);
+  return norm;
+}
+
+double grad_norm(const std::vector<Tensor>& params) { return grad_norm_tensor(params).item(); }
+
+Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm) {
+  check(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
+  NoGradGuard no_grad;
+  Tensor total = grad_norm_tensor(params);
+  Tensor coef = Tensor::empty({}, total.dtype(), total.device());
+  backend_for(total.device()).unary(UnaryOp::ClipCoef, total.view(), coef.view(), max_norm);
+  // On the CPU reading the factor costs nothing, and a factor of 1 (no clipping, or a norm that
+  // is not finite) would only multiply every gradient by 1: skip that pass.
+  if (coef.device().is_cpu() && coef.item() == 1.0) return total;
+  scale_grads(params, coef);
+  return total;
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  check(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
-  const double total = grad_norm(params);
-  if (!std::isfinite(total)) return total;
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1.0) scale_grads(params, coef);
-  return total;
+  return clip_grad_norm_tensor(params, max_norm).item();
 }
 
 void scale_grads(const std::vector<Tensor>& params, double factor) {
@@ -81,6 +101,24 @@ void scale_grads(const std::vector<Tensor>& params, double factor) {
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (g.defined()) p.set_grad(mul(g, factor));
+  }
+}
+
+void scale_grads(const std::vector<Tensor>& params, const Tensor& factor) {
+  NoGradGuard no_grad;
+  check(factor.numel() == 1, "scale_grads: the factor must have one element, got shape ",
+        shape_str(factor.shape()));
+  if (Tensor flat = flat_grad_range(params); flat.defined()) {
+    // In place: float(factor) times each element, as mul(g, factor) would give.
+    if (flat.numel() > 0) {
+      Tensor f = expand(cast(reshape(factor, {}), flat.dtype()), flat.shape());
+      backend_for(flat.device()).binary(BinaryOp::Mul, flat.view(), f.view(), flat.view());
+    }
+    return;
+  }
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (g.defined()) p.set_grad(mul(g, cast(reshape(factor, {}), g.dtype())));
   }
 }
 

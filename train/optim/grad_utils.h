@@ -1,8 +1,8 @@
 // Gradient utilities: the global gradient norm, clipping by it, and scaling.
 //
 // Everything runs as ops on the gradients' own device under NoGradGuard: one squared-sum
-// reduction per tensor, the partial sums added on the device, and a single scalar copied to the
-// host at the end (no per-element host loop, so a GPU run stays on the GPU).
+// reduction per tensor, the partial sums added on the device, and at most a single scalar
+// copied to the host at the end (none for the *_tensor forms, so a GPU step never waits).
 //
 // The flat path: when every parameter's gradient sits in its slot of an optimizer's flat gradient
 // buffer (train/optimizer.h) and together they tile one contiguous range, the norm is ONE
@@ -38,16 +38,27 @@
 namespace mixlab {
 
 // sqrt(Σ over parameters with a gradient of Σ g²); 0 when no parameter has one. Partial sums
-// are accumulated across tensors in float64.
+// are accumulated across tensors in float64. Reads the norm back to the host (on a GPU: waits
+// for the gradients).
 double grad_norm(const std::vector<Tensor>& params);
+// The same norm as a 0-d tensor on the gradients' device (float64 where the device has it),
+// nothing read back.
+Tensor grad_norm_tensor(const std::vector<Tensor>& params);
 
 // torch.nn.utils.clip_grad_norm_: with total = grad_norm(params), when total > max_norm every
 // gradient is multiplied by max_norm / (total + 1e-6). Returns total, measured before clipping.
 // A non-finite total (an overflow or NaN somewhere) leaves the gradients as they are and is
 // returned, so the caller can skip the step; max_norm must be > 0.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// The same clipping without a device-to-host read (what the trainer calls): the factor is
+// computed on the device from the norm (UnaryOp::ClipCoef) and applied by one in-place multiply
+// over the flat buffer, so a GPU step queues it and goes on. Returns the norm as
+// grad_norm_tensor() does; the gradients end bit for bit as clip_grad_norm() leaves them.
+Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm);
 
-// Multiplies every existing gradient by `factor` (new tensors; see above).
+// Multiplies every existing gradient by `factor` (new tensors; see above), a number or a
+// one-element tensor on the gradients' device (cast to each gradient's dtype).
 void scale_grads(const std::vector<Tensor>& params, double factor);
+void scale_grads(const std::vector<Tensor>& params, const Tensor& factor);
 
 }  // namespace mixlab
