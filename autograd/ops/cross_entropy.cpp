@@ -41,9 +41,19 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   return record(
       "cross_entropy", loss, {logits},
       [z, t, lse, rows, cols, counted, ignore_index, smoothing](const Tensor& g) {
-        double upstream = g.item();
-        Tensor scale =
-            Tensor::full({rows}, counted ? upstream / counted : 0.0, z.dtype(), z.device());
+        // scale = upstream / counted for every row, formed where g lives: reading g back would
+        // stop a GPU in the middle of the backward pass. In float64 (where the device has it)
+        // and rounded once, as the host's double division was.
+        Tensor scale;
+        if (!counted) {
+          scale = Tensor::zeros({rows}, z.dtype(), z.device());
+        } else {
+          NoGradGuard no_grad;
+          DType wide = backend_of(z).supports(DType::F64) ? DType::F64 : z.dtype();
+          Tensor per_row = div(cast(reshape(g, {}), wide),
+                               Tensor::full({}, static_cast<double>(counted), wide, z.device()));
+          scale = dense(expand(cast(per_row, z.dtype()), {rows}));
+        }
         Tensor dz = Tensor::empty(z.shape(), z.dtype(), z.device());
         if (rows > 0)
           backend_of(z).cross_entropy_backward(z.view(), t.view(), lse.view(), scale.view(),
