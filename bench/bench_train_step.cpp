@@ -26,6 +26,9 @@
 // uploaded once, before the steps, as the PyTorch side's is), and each timed step starts and ends
 // with the backend's synchronize() (cudaStreamSynchronize on its stream), so a step's time is
 // its GPU work's, not the time to queue it. Without a GPU it fails at once with one line (exit 1).
+// --uploads per-step: the task uploads the batch every step, as the trainer does (default once).
+// On a GPU the line and the json also give the host's waits for the GPU inside a step
+// (CudaBackend::host_waits, the two synchronisations around each timed step left out).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -64,6 +67,7 @@ constexpr int64_t kClasses = 10;
 
 struct Options {
   std::string task = "translate", mixer = "attention", images, dump, device = "cpu";
+  std::string uploads = "once";  // on a GPU: the batch uploaded once, or by the task every step
   int64_t dim = 128, layers = 3, batch = 128, len = 12, patch = 4, steps = 20;
   double dropout = -1;  // unset: 0.1 for the translator, 0 for the classifier
 };
@@ -117,8 +121,9 @@ Batch image_batch(const std::string& path, int64_t batch) {
   return b;
 }
 
-// The step's loss on a GPU: TrainTask::loss's, but on the batch's tensors uploaded once here
-// (the task builds them from the host Batch each step, and each upload waits for the device).
+// The step's loss on a GPU: TrainTask::loss's, but on the batch's tensors uploaded once here, as
+// the PyTorch side's are (the task builds them from the host Batch each step, as the trainer
+// does: --uploads per-step times that).
 std::function<Tensor()> classification_loss_on(Classifier& model, const Batch& b, Device device) {
   Tensor pixels = Tensor::from_data(
       b.features, {b.size, static_cast<int64_t>(b.features.size()) / b.size}, device);
@@ -174,6 +179,17 @@ void dump_model(const std::string& path, const Module& model, const Tensor& logi
   check(out.good(), "bench_train_step: writing ", path, " failed");
 }
 
+// How many times the host has waited for the GPU so far (CudaBackend::host_waits); -1 on the CPU.
+long long host_waits(Device device) {
+#ifdef MIXLAB_HAVE_CUDA
+  if (device.is_cuda())
+    return static_cast<long long>(
+        dynamic_cast<CudaBackend&>(cuda_backend(device.index)).host_waits());
+#endif
+  (void)device;
+  return -1;
+}
+
 // The GPU's caching allocator's peak bytes in use (rounded to its size classes); -1 on the CPU.
 long long peak_device_bytes(Device device) {
 #ifdef MIXLAB_HAVE_CUDA
@@ -224,6 +240,8 @@ static int run(int argc, char** argv) {
         o.dump = value;
       else if (flag == "--device")
         o.device = value;
+      else if (flag == "--uploads")
+        o.uploads = value;
       else if (flag == "--dropout")
         o.dropout = std::stod(value);
       else if (flag == "--threads")
@@ -253,6 +271,8 @@ static int run(int argc, char** argv) {
     return usage_error(std::string("--") + e.what());  // "--task 'x' is not one of: ..."
   }
   if (o.steps < 1) return usage_error("--steps must be at least 1");
+  if (o.uploads != "once" && o.uploads != "per-step")
+    return usage_error("--uploads is 'once' or 'per-step', got '" + o.uploads + "'");
   Device device;
   try {
     device = parse_device(o.device);
@@ -294,7 +314,8 @@ static int run(int argc, char** argv) {
     translator->to(device);
     task = std::make_unique<TranslationTask>(*translator, device, 0.1);
     b = synthetic_batch(o.batch, o.len, c.vocab, c.tgt_vocab);
-    if (device.is_cuda()) gpu_loss = translation_loss_on(*translator, b, device);
+    if (device.is_cuda() && o.uploads == "once")
+      gpu_loss = translation_loss_on(*translator, b, device);
     model = std::move(translator);
     shape = "len=" + std::to_string(o.len);
   } else {
@@ -317,7 +338,8 @@ static int run(int argc, char** argv) {
       Tensor pixels = Tensor::from_data(b.features, {o.batch, kImageSide * kImageSide}, device);
       dump_model(o.dump, *classifier, classifier->forward(pixels));
     }
-    if (device.is_cuda()) gpu_loss = classification_loss_on(*classifier, b, device);
+    if (device.is_cuda() && o.uploads == "once")
+      gpu_loss = classification_loss_on(*classifier, b, device);
     model = std::move(classifier);
     shape = "patch=" + std::to_string(o.patch) + " tokens=" + std::to_string(c.max_len);
   }
@@ -329,13 +351,15 @@ static int run(int argc, char** argv) {
   auto wait_for_device = [&] {
     if (device.is_cuda()) backend_for(device).synchronize();
   };
+  long long waits_before = 0;
   for (int64_t s = 0; s < o.steps + kWarmUp; ++s) {
+    if (s == kWarmUp) waits_before = host_waits(device);
     wait_for_device();
     auto t0 = std::chrono::steady_clock::now();
     Tensor loss = gpu_loss ? gpu_loss() : task->loss(b);
     loss.backward();
     std::vector<Tensor> params = model->parameters();
-    clip_grad_norm(params, 1.0);
+    clip_grad_norm_tensor(params, 1.0);  // as the trainer: the norm is not read back
     optimizer.step();
     optimizer.zero_grad();
     wait_for_device();
@@ -345,6 +369,11 @@ static int run(int argc, char** argv) {
     // touches of fresh memory would be charged to whichever kernels write it first.
     if (s == kWarmUp - 1) reset_kernel_trace();
   }
+  // The step's own waits: not the two synchronize() calls around each timed step.
+  const double waits_per_step =
+      device.is_cuda()
+          ? static_cast<double>(host_waits(device) - waits_before - 2 * o.steps) / o.steps
+          : 0.0;
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2];
   long long params = model->parameter_count();
@@ -355,7 +384,8 @@ static int run(int argc, char** argv) {
   std::string device_peak;
   if (device_bytes >= 0) {
     char text[64];
-    std::snprintf(text, sizeof text, ", peak device memory %.1f MiB", device_bytes / 1048576.0);
+    std::snprintf(text, sizeof text, ", peak device memory %.1f MiB, %.1f host waits a step",
+                  device_bytes / 1048576.0, waits_per_step);
     device_peak = text;
   }
   std::printf(
@@ -366,7 +396,10 @@ static int run(int argc, char** argv) {
       on_device.c_str(), median * 1e3, o.batch / median, peak_rss_kib() / 1024.0,
       device_peak.c_str());
   std::string device_json = "\"device\": \"" + device.str() + "\"";
-  if (device_bytes >= 0) device_json += ", \"peak_device_bytes\": " + std::to_string(device_bytes);
+  if (device_bytes >= 0) {
+    device_json += ", \"peak_device_bytes\": " + std::to_string(device_bytes);
+    device_json += ", \"host_waits_per_step\": " + std::to_string(waits_per_step);
+  }
   std::printf(
       "json: {\"median_ms\": %.6f, \"examples_per_s\": %.6f, \"params\": %lld, "
       "\"peak_rss_kib\": %ld, \"threads\": %d, %s}\n",

@@ -395,7 +395,8 @@ def print_gpu_row(row):
     print(f"mixlab ({m.get('device', '?')}): median step {m['median_ms']:.2f} ms, "
           f"{m['examples_per_s']:.1f} examples/s, params {m['params']}, peak device memory "
           f"{device_peak} (its allocator's peak in use), "
-          f"peak RSS {m['peak_rss_kib'] / 1024:.1f} MiB, matrix products n/a")
+          f"peak RSS {m['peak_rss_kib'] / 1024:.1f} MiB, matrix products n/a, "
+          f"host waits a step {m.get('host_waits_per_step', 'n/a')}")
     print(f"torch {t['version']} ({t['device']}, {t['device_name']}): median step "
           f"{t['median_ms']:.2f} ms, {t['examples_per_s']:.1f} examples/s, params {t['params']}, "
           f"peak device memory {t['peak_device_bytes'] / mib:.1f} MiB (max_memory_allocated; "
@@ -407,6 +408,7 @@ def print_gpu_row(row):
         "mixlab_examples_per_s": m["examples_per_s"], "torch_examples_per_s": t["examples_per_s"],
         "ratio": row["ratio"], "mixlab_median_ms": m["median_ms"], "torch_median_ms": t["median_ms"],
         "mixlab_peak_device_bytes": m.get("peak_device_bytes"),
+        "mixlab_host_waits_per_step": m.get("host_waits_per_step"),
         "torch_peak_device_bytes": t["peak_device_bytes"],
         "mixlab_peak_rss_kib": m["peak_rss_kib"], "torch_peak_rss_kib": t["peak_rss_kib"],
         "mixlab_params": m["params"], "torch_params": t["params"],

@@ -89,7 +89,8 @@ def mib(n):
 line = (f"{sys.argv[2]:<24} mixlab {r['mixlab_examples_per_s']:9.0f} ex/s ({r['mixlab_median_ms']:7.2f} ms)"
         f"  torch {r['torch_examples_per_s']:9.0f} ex/s ({r['torch_median_ms']:7.2f} ms)"
         f"  ratio {r['ratio']:5.2f}  peak device MiB mixlab {mib(r['mixlab_peak_device_bytes']):>6}"
-        f" torch {mib(r['torch_peak_device_bytes']):>6}")
+        f" torch {mib(r['torch_peak_device_bytes']):>6}"
+        f"  mixlab host waits/step {r.get('mixlab_host_waits_per_step', 'n/a')}")
 if not r["params_match"]:
     line += f"  FAIL: parameters differ ({r['mixlab_params']} / {r['torch_params']})"
 print(line, flush=True)
