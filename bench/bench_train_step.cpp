@@ -28,7 +28,8 @@
 // its GPU work's, not the time to queue it. Without a GPU it fails at once with one line (exit 1).
 // --uploads per-step: the task uploads the batch every step, as the trainer does (default once).
 // On a GPU the line and the json also give the host's waits for the GPU inside a step
-// (CudaBackend::host_waits, the two synchronisations around each timed step left out).
+// (CudaBackend::host_waits, the two synchronisations around each timed step left out; under
+// MIXLAB_DEBUG the tracer's wait after every kernel counts too).
 #include <sys/resource.h>
 
 #include <algorithm>

@@ -763,6 +763,18 @@ void add_index_and_random_cases(std::vector<OpCase>& t) {
                    count == 1 && ids == 50});
     }
   }
+  // Valid indices pass on every backend (the failures: test_bad_input.cpp on the CPU,
+  // test_cuda_backend.cpp on a GPU, where they surface at the next wait).
+  t.push_back({"check_indices",
+               "in range or the ignore value",
+               {Input::given({6}, {8, 0, -100, 5, 0, 3})},
+               [](const Ctx& c, const In& in) {
+                 Tensor idx = cast(in[0], DType::I32);
+                 c.kernels().check_indices(idx.view(), 9, -100, "check: index", "is bad");
+                 return Out{cast(idx, c.dtype)};  // unchanged: a check writes nothing
+               },
+               kExact,
+               kExact});
   t.push_back({"gather_rows",
                "int32 rows",
                {Input::ints({9, 4}, 173), Input::given({4}, {8, 0, 0, 5})},

@@ -96,6 +96,19 @@ TEST_CASE("errors: shape mismatches name the op and both shapes") {
   CHECK_THROWS_WITH_AS(
       embedding(Tensor::zeros({4, 2}), Tensor::from_data(std::vector<int32_t>{4}, {1})),
       doctest::Contains("index 4 is out of range"), Error);
+  // Index checks (Backend::check_indices) name the op, the value and the limit; on the CPU at
+  // once (a GPU reports them at its next wait: test_cuda_backend.cpp).
+  CHECK_THROWS_WITH_AS(
+      embedding(Tensor::zeros({37, 32}), Tensor::from_data(std::vector<int32_t>{3, -1}, {2})),
+      "embedding: index -1 is out of range for a table of shape [37,32]", Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(Tensor::zeros({3, 10}),
+                                     Tensor::from_data(std::vector<int32_t>{1, -100, 10}, {3})),
+                       "cross_entropy: target 10 is out of range for 10 classes", Error);
+  CHECK_NOTHROW(cross_entropy(Tensor::zeros({3, 10}),
+                              Tensor::from_data(std::vector<int32_t>{1, -100, 9}, {3})));
+  CHECK_THROWS_WITH_AS(
+      fft2_real(Tensor::zeros({2, 4, 3}), Tensor::from_data(std::vector<int32_t>{4, 5}, {2})),
+      "fft2_real: length 5 outside [0, 4]", Error);
   CHECK_THROWS_WITH_AS(concat({Tensor::zeros({2, 3}), Tensor::zeros({3, 3})}, 1),
                        doctest::Contains("[2,3] and [3,3]"), Error);
 }

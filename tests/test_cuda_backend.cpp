@@ -164,6 +164,7 @@ TEST_CASE("cuda: small uploads do not wait for the GPU, and the host may reuse i
   }
   // Had an upload waited for the stream, the 400 passes would be finished by now.
   CHECK(cudaStreamQuery(backend.stream()) == cudaErrorNotReady);
+  cudaGetLastError();  // "not ready" must not be blamed on the next launch
   CHECK(backend.host_waits() == waits_before);
   for (int k = 0; k < 8; ++k) {
     std::vector<float> back = sent[k].to_float_vector();
@@ -210,6 +211,52 @@ TEST_CASE("cuda: the upload ring wraps around many times without losing an uploa
   MESSAGE("host waits for ring space: ", ring.waits());
   backend.synchronize();
   backend.deallocate(device, kUploads * kMaxInts * sizeof(int32_t));
+}
+#endif
+
+#ifdef MIXLAB_HAVE_CUDA
+// Index checks on the GPU (backends/cuda/device_checks.h): an embedding and a cross-entropy with
+// good indices make no wait; a bad index is reported at the next wait, with the op's own words,
+// and the device stays usable.
+TEST_CASE("cuda: index checks make no wait and report a bad index at the next one" *
+          doctest::skip(kNoGpu)) {
+  auto& backend = dynamic_cast<CudaBackend&>(backend_for(gpu()));
+  Tensor table = leaf(rnd({37, 32}, 90), gpu());
+  Tensor head = leaf(rnd({32, 10}, 91), gpu());
+  Tensor ids = Tensor::from_data(std::vector<int32_t>{3, 36, 0, 7}, {4}, gpu());
+  Tensor targets = Tensor::from_data(std::vector<int32_t>{1, -100, 9, 0}, {4}, gpu());
+  backend.synchronize();
+  const int64_t before = backend.host_waits();
+  Tensor loss = cross_entropy(matmul(embedding(table, ids), head), targets, -100, 0.1);
+  loss.backward();
+  CHECK(backend.host_waits() == before);  // forward and backward queued, nothing waited for
+  // The same numbers as on the CPU (the mean over the 3 counted rows).
+  Tensor cpu_table = leaf(rnd({37, 32}, 90), Device::cpu());
+  Tensor cpu_head = leaf(rnd({32, 10}, 91), Device::cpu());
+  Tensor cpu_loss = cross_entropy(
+      matmul(embedding(cpu_table, Tensor::from_data(std::vector<int32_t>{3, 36, 0, 7}, {4})),
+             cpu_head),
+      Tensor::from_data(std::vector<int32_t>{1, -100, 9, 0}, {4}), -100, 0.1);
+  cpu_loss.backward();
+  CHECK(loss.item() == doctest::Approx(cpu_loss.item()).epsilon(1e-5));
+  expect_close(cpu_table.grad(), table.grad().to(Device::cpu()), Tol{1e-5, 1e-6}, "dtable");
+
+  NoGradGuard no_grad;
+  Tensor bad_ids = Tensor::from_data(std::vector<int32_t>{3, 40}, {2}, gpu());
+  Tensor rows = embedding(table, bad_ids);  // queued: no wait, no throw here
+  CHECK_THROWS_WITH_AS(rows.to_float_vector(),
+                       doctest::Contains("embedding: index 40 is out of range for a table of "
+                                         "shape [37,32] (found on cuda:0"),
+                       Error);
+  Tensor bad_targets = Tensor::from_data(std::vector<int32_t>{1, 12}, {2}, gpu());
+  Tensor bad_loss = cross_entropy(rnd({2, 10}, 92).to(gpu()), bad_targets);
+  CHECK_THROWS_WITH_AS(backend.synchronize(),
+                       doctest::Contains("cross_entropy: target 12 is out of range for 10 classes"),
+                       Error);
+  // Reported once, and the device goes on.
+  CHECK_NOTHROW(backend.synchronize());
+  std::vector<float> good = embedding(table, ids).to_float_vector();
+  CHECK(good.size() == 4 * 32);
 }
 #endif
 

@@ -20,46 +20,45 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
          shape_str(expected), ", got ", shape_str(targets.shape()));
   int64_t cols = logits.size(-1), rows = targets.numel();
   Tensor z = dense(logits), t = dense(targets);
-  int64_t counted = 0;
-  for (int32_t id : t.to_int_vector()) {
-    if (id == ignore_index) continue;
-    if (id < 0 || id >= cols)
-      fail("cross_entropy: target ", id, " is out of range for ", cols, " classes");
-    ++counted;
-  }
+  // Checked and counted where the targets are, so a GPU does not wait here (a bad target is
+  // reported at its next wait; its row's loss is NaN meanwhile).
+  const std::string why = "is out of range for " + std::to_string(cols) + " classes";
+  backend_of(t).check_indices(t.view(), cols, ignore_index, "cross_entropy: target", why.c_str());
   Tensor loss_rows = Tensor::empty({rows}, logits.dtype(), logits.device());
   Tensor lse = Tensor::empty({rows}, logits.dtype(), logits.device());
   if (rows > 0)
     backend_of(z).cross_entropy(z.view(), t.view(), loss_rows.view(), lse.view(), rows, cols,
                                 ignore_index, smoothing);
-  Tensor loss;
+  // The number of counted rows, at least 1: with none, every row's loss and gradient is 0
+  // already and the mean stays 0 (not NaN). In float64 where the device has it (exact counts).
+  const DType wide = backend_of(z).supports(DType::F64) ? DType::F64 : z.dtype();
+  auto constant = [&](double value) { return Tensor::full({}, value, wide, z.device()); };
+  Tensor counted, loss;
   {
     NoGradGuard no_grad;
-    // Mean over counted rows; 0 (not NaN) when every target is ignored.
-    loss = mul(sum(loss_rows), counted ? 1.0 / static_cast<double>(counted) : 0.0);
+    Tensor ignored = sum(equal(cast(t, wide), constant(static_cast<double>(ignore_index))));
+    counted = maximum(sub(constant(static_cast<double>(rows)), ignored), constant(1.0));
+    // The mean: the sum times float(1 / counted), the product the host's 1.0 / counted gave.
+    loss = mul(sum(loss_rows), cast(div(constant(1.0), counted), z.dtype()));
   }
-  return record(
-      "cross_entropy", loss, {logits},
-      [z, t, lse, rows, cols, counted, ignore_index, smoothing](const Tensor& g) {
-        // scale = upstream / counted for every row, formed where g lives: reading g back would
-        // stop a GPU in the middle of the backward pass. In float64 (where the device has it)
-        // and rounded once, as the host's double division was.
-        Tensor scale;
-        if (!counted) {
-          scale = Tensor::zeros({rows}, z.dtype(), z.device());
-        } else {
-          NoGradGuard no_grad;
-          DType wide = backend_of(z).supports(DType::F64) ? DType::F64 : z.dtype();
-          Tensor per_row = div(cast(reshape(g, {}), wide),
-                               Tensor::full({}, static_cast<double>(counted), wide, z.device()));
-          scale = dense(expand(cast(per_row, z.dtype()), {rows}));
-        }
-        Tensor dz = Tensor::empty(z.shape(), z.dtype(), z.device());
-        if (rows > 0)
-          backend_of(z).cross_entropy_backward(z.view(), t.view(), lse.view(), scale.view(),
-                                               dz.view(), rows, cols, ignore_index, smoothing);
-        return std::vector<Tensor>{dz};
-      });
+  return record("cross_entropy", loss, {logits},
+                [z, t, lse, rows, cols, counted, ignore_index, smoothing](const Tensor& g) {
+                  // scale = upstream / counted for every row, formed where g lives: reading g back
+                  // would stop a GPU in the middle of the backward pass. In float64 (where the
+                  // device has it) and rounded once, as the host's double division was.
+                  Tensor scale;
+                  {
+                    NoGradGuard no_grad;
+                    Tensor per_row = div(cast(reshape(g, {}), counted.dtype()), counted);
+                    scale = dense(expand(cast(per_row, z.dtype()), {rows}));
+                  }
+                  Tensor dz = Tensor::empty(z.shape(), z.dtype(), z.device());
+                  if (rows > 0)
+                    backend_of(z).cross_entropy_backward(z.view(), t.view(), lse.view(),
+                                                         scale.view(), dz.view(), rows, cols,
+                                                         ignore_index, smoothing);
+                  return std::vector<Tensor>{dz};
+                });
 }
 
 }  // namespace mixlab

@@ -32,9 +32,9 @@ Tensor fft2_real(const Tensor& x, const Tensor& lengths) {
           shape_str(lengths.shape()));
     check(lengths.device() == x.device(), "fft2_real: lengths on ", lengths.device().str(),
           ", input on ", x.device().str());
-    for (int32_t l : lengths.to_int_vector())
-      check(l >= 0 && l <= n, "fft2_real: length ", l, " outside [0, ", n, "]");
     lens = dense(lengths);
+    const std::string why = "outside [0, " + std::to_string(n) + "]";
+    backend_of(lens).check_indices(lens.view(), n + 1, 0, "fft2_real: length", why.c_str());
   }
   Tensor in = dense(x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());

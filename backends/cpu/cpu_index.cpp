@@ -1,4 +1,5 @@
-// Embedding lookup (row gather), its backward (row scatter-add), and dropout masks.
+// Index checks, embedding lookup (row gather), its backward (row scatter-add), and dropout
+// masks.
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
@@ -7,6 +8,16 @@
 #include "core/random.h"
 
 namespace mixlab {
+
+void CpuBackend::check_indices(const View& idx, int64_t limit, int64_t allowed, const char* what,
+                               const char* why) {
+  const int32_t* ids = idx.as<int32_t>();
+  const int64_t n = idx.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = ids[i];
+    if ((v < 0 || v >= limit) && v != allowed) fail(what, " ", v, " ", why);
+  }
+}
 
 void CpuBackend::gather_rows(const View& table, const View& idx, const View& out, int64_t count,
                              int64_t dim) {

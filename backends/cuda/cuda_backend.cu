@@ -6,6 +6,7 @@
 
 #include "backends/cuda/allocator.h"
 #include "backends/cuda/common.cuh"
+#include "backends/cuda/device_checks.h"
 #include "backends/cuda/fft_plans.h"
 #include "backends/cuda/upload_staging.h"
 
@@ -49,10 +50,13 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   allocator_ = std::make_unique<CachingAllocator>(device_, stream_);
   fft_plans_ = std::make_unique<FftPlanCache>();
   staging_ = std::make_unique<UploadStaging>(device_, stream_);
+  checks_ = std::make_unique<DeviceChecks>(device_, stream_);
 }
 
 CudaBackend::~CudaBackend() {
   // Not reached in practice (backends are never destroyed); release what we can, quietly.
+  staging_.reset();  // waits on events of the stream: before the stream goes
+  checks_.reset();
   if (fft_plans_) fft_plans_->clear();
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -114,24 +118,30 @@ void CudaBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
   // uploads go through the page-locked ring and do not wait (upload_staging.h); larger ones are
   // waited for, so either way the caller may free or reuse `src` as soon as this returns.
   if (staging_->upload(dst, src, bytes)) return;
-  ++host_waits_;
   MIXLAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
-  MIXLAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  wait_for_stream();
 }
 
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   activate();
-  ++host_waits_;
   // On the stream, so it starts only after every kernel queued before it has written src.
   MIXLAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
-  MIXLAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  wait_for_stream();
 }
 
 void CudaBackend::synchronize() {
   activate();
+  wait_for_stream();
+}
+
+void CudaBackend::wait_for_stream() {
+  // The index checks' record comes back with this wait (device_checks.h); a failed check
+  // throws here, after the wait, so the stream is idle and the device usable.
+  const int64_t mark = checks_->before_wait();
   ++host_waits_;
   MIXLAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  checks_->settle(mark);
 }
 
 }  // namespace mixlab

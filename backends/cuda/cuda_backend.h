@@ -13,6 +13,7 @@
 //   fft.cu            cuFFT transforms with cached plans
 //   optim.cu          fused Adam/AdamW and SGD updates
 //   upload_staging.cu uploads through a page-locked ring (no wait for the GPU)
+//   device_checks.cu  index checks whose failures are reported at the next wait
 //
 // and their headers: common.cuh (dispatch, launch shapes, warp/block reductions, strided
 // walking, scratch memory), cuda_check.h (error checks), allocator.h, fft_plans.h. The formulas
@@ -23,8 +24,10 @@
 // work runs in program order and freed blocks can be handed out again at once (stream order
 // protects them). Copies to the host wait for the stream; copies from the host are queued on it
 // (small ones through a page-locked ring, without waiting: upload_staging.h), and the host buffer
-// may be freed or reused as soon as they return. Failures of any CUDA, cuBLAS or cuFFT
-// call throw mixlab::Error naming the call and the library's error string.
+// may be freed or reused as soon as they return. An index check that failed on the GPU
+// (check_indices) is thrown by the next wait for the stream: a copy to the host or
+// synchronize(). Failures of any CUDA, cuBLAS or cuFFT call throw mixlab::Error naming the call
+// and the library's error string.
 //
 // This header is included by host-only C++ (registry.cpp, tests, benchmarks): it needs the CUDA
 // runtime's C API header only.
@@ -61,6 +64,7 @@ struct CudaMemoryStats {
 class CachingAllocator;
 struct FftPlanCache;
 class UploadStaging;
+class DeviceChecks;
 
 class CudaBackend final : public Backend {
  public:
@@ -106,6 +110,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<FftPlanCache> fft_plans_;
   std::unique_ptr<UploadStaging> staging_;  // small uploads that do not wait for the stream
   std::atomic<int64_t> host_waits_{0};      // the waits above, but the staging ring's own
+  std::unique_ptr<DeviceChecks> checks_;    // index checks, settled at the next wait
+
+  // Every wait for the stream: reads the index checks' record back with it.
+  void wait_for_stream();
 };
 
 }  // namespace mixlab

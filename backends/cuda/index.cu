@@ -19,12 +19,14 @@ namespace {
 // Copies words of the element's size: one kernel serves float, double and int32 tables.
 template <typename W>
 __global__ void gather_rows_kernel(const W* table, const int32_t* ids, W* out, int64_t count,
-                                   int64_t dim) {
+                                   int64_t dim, int64_t rows) {
   int64_t total = count * dim;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += static_cast<int64_t>(blockDim.x) * gridDim.x) {
     int64_t i = e / dim, c = e - i * dim;
-    out[e] = table[static_cast<int64_t>(ids[i]) * dim + c];
+    const int64_t id = ids[i];
+    // A bad index (its check reports it at the next wait) reads nothing outside the table.
+    out[e] = id >= 0 && id < rows ? table[id * dim + c] : W(0);
   }
 }
 
@@ -37,10 +39,12 @@ __global__ void iota_kernel(int32_t* out, int64_t n) {
 // keys: ids sorted ascending; pos: their original positions (ascending within one id).
 template <typename T>
 __global__ void scatter_segments_kernel(const uint32_t* keys, const int32_t* pos, const T* grad,
-                                        T* dtable, int64_t count, int64_t dim) {
+                                        T* dtable, int64_t count, int64_t dim, int64_t vocab) {
   for (int64_t p = blockIdx.x; p < count; p += gridDim.x) {
     uint32_t id = keys[p];
     if (p > 0 && keys[p - 1] == id) continue;  // not the start of a segment
+    // A bad index (negative ones read as large unsigned) adds nothing: its check reports it.
+    if (static_cast<int64_t>(id) >= vocab) continue;
     int64_t e = p + 1;
     while (e < count && keys[e] == id) ++e;
     T* dst = dtable + static_cast<int64_t>(id) * dim;
@@ -83,10 +87,10 @@ void CudaBackend::gather_rows(const View& table, const View& idx, const View& ou
   const int32_t* ids = idx.as<int32_t>();
   if (dtype_size(table.dtype) == 8)
     gather_rows_kernel<uint64_t><<<grid_for(total), kBlock, 0, stream_>>>(
-        table.as<uint64_t>(), ids, out.as<uint64_t>(), count, dim);
+        table.as<uint64_t>(), ids, out.as<uint64_t>(), count, dim, table.numel() / dim);
   else
     gather_rows_kernel<uint32_t><<<grid_for(total), kBlock, 0, stream_>>>(
-        table.as<uint32_t>(), ids, out.as<uint32_t>(), count, dim);
+        table.as<uint32_t>(), ids, out.as<uint32_t>(), count, dim, table.numel() / dim);
   check_launch("gather_rows");
 }
 
@@ -105,7 +109,8 @@ void CudaBackend::scatter_add_rows(const View& grad, const View& idx, const View
   iota_kernel<<<grid_for(count), kBlock, 0, stream_>>>(positions.as<int32_t>(), count);
   check_launch("scatter_add_rows");
 
-  // Ids are validated non-negative by the caller, so their bits read as unsigned sort the same.
+  // Ids are checked by the caller (check_indices); valid ones are non-negative, so their bits
+  // read as unsigned sort the same. Bad ones sort anywhere and are skipped by the kernel.
   const uint32_t* keys = static_cast<const uint32_t*>(idx.data);
   size_t temp_bytes = 0;
   MIXLAB_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
@@ -120,9 +125,9 @@ void CudaBackend::scatter_add_rows(const View& grad, const View& idx, const View
   unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(count, 65536));
   dispatch_floating(grad.dtype, "scatter_add_rows", [&](auto tag) {
     using T = decltype(tag);
-    scatter_segments_kernel<T>
-        <<<blocks, threads, 0, stream_>>>(keys_sorted.as<uint32_t>(), pos_sorted.as<int32_t>(),
-                                          grad.as<T>(), dtable.as<T>(), count, dim);
+    scatter_segments_kernel<T><<<blocks, threads, 0, stream_>>>(
+        keys_sorted.as<uint32_t>(), pos_sorted.as<int32_t>(), grad.as<T>(), dtable.as<T>(), count,
+        dim, dtable.numel() / dim);
   });
   check_launch("scatter_add_rows");
 }

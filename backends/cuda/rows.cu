@@ -248,6 +248,10 @@ __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, T*
     loss[row] = 0;
     return;
   }
+  if (t < 0 || t >= cols) {               // a bad target (its check reports it at the next wait)
+    loss[row] = d_inf<T>() - d_inf<T>();  // NaN, and no read outside the row
+    return;
+  }
   // -sum_i q_i (z_i - lse) = (1-eps)(lse - z_t) + eps (lse - mean(z))
   loss[row] = (T(1) - eps) * (l - z[t]) + eps * (l - zsum / T(cols));
 }

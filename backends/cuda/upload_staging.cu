@@ -60,7 +60,10 @@ cudaEvent_t UploadStaging::event_locked() {
 void UploadStaging::retire_finished_locked() {
   while (!in_flight_.empty()) {
     cudaError_t state = cudaEventQuery(in_flight_.front().done);
-    if (state == cudaErrorNotReady) return;
+    if (state == cudaErrorNotReady) {
+      cudaGetLastError();  // "not ready" is an answer, not an error for the next launch to see
+      return;
+    }
     MIXLAB_CUDA_CHECK(state);
     spare_events_.push_back(in_flight_.front().done);
     in_flight_.pop_front();
@@ -99,7 +102,14 @@ bool UploadStaging::upload(void* dst, const void* src, size_t bytes) {
   cudaError_t copied = cudaMemcpyAsync(dst, ring_ + at, bytes, cudaMemcpyHostToDevice, stream_);
   if (copied != cudaSuccess) spare_events_.push_back(done);  // nothing queued reads the ring
   MIXLAB_CUDA_CHECK(copied);
-  MIXLAB_CUDA_CHECK(cudaEventRecord(done, stream_));
+  cudaError_t recorded = cudaEventRecord(done, stream_);
+  if (recorded != cudaSuccess) {
+    // The copy is queued but nothing marks its range as in use: wait for it before the ring
+    // can be written again, then report.
+    cudaStreamSynchronize(stream_);
+    spare_events_.push_back(done);
+    MIXLAB_CUDA_CHECK(recorded);
+  }
   in_flight_.push_back({at, at + round_up(bytes), done});
   return true;
 }

@@ -26,7 +26,8 @@ namespace mixlab {
 
 class UploadStaging {
  public:
-  // `stream` is the backend's: uploads are ordered with its kernels.
+  // `stream` is the backend's, on GPU `device`: uploads are ordered with its kernels. The caller
+  // makes that GPU current before upload() (CudaBackend::copy_from_host does).
   UploadStaging(int device, cudaStream_t stream, size_t ring_bytes = kDefaultRingBytes);
   ~UploadStaging();
   UploadStaging(const UploadStaging&) = delete;

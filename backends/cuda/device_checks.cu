@@ -1,0 +1,107 @@
+// The record behind the GPU's index checks (device_checks.h says why) and the check kernel.
+#include "backends/cuda/device_checks.h"
+
+#include <cuda_runtime.h>
+
+#include "backends/cuda/common.cuh"
+
+namespace mixlab {
+
+DeviceChecks::DeviceChecks(int device, cudaStream_t stream) : device_(device), stream_(stream) {
+  void* d = nullptr;
+  MIXLAB_CUDA_CHECK(cudaMalloc(&d, sizeof(CheckRecord)));
+  on_device_ = static_cast<CheckRecord*>(d);
+  MIXLAB_CUDA_CHECK(cudaMemsetAsync(on_device_, 0, sizeof(CheckRecord), stream_));
+  void* h = nullptr;
+  if (cudaHostAlloc(&h, sizeof(CheckRecord), cudaHostAllocDefault) == cudaSuccess) {
+    on_host_ = static_cast<CheckRecord*>(h);
+  } else {  // still correct from ordinary memory, only the copy back is not asynchronous
+    cudaGetLastError();
+    pinned_ = false;
+    on_host_ = new CheckRecord;
+  }
+  *on_host_ = CheckRecord{};
+}
+
+DeviceChecks::~DeviceChecks() {
+  // Not reached in practice (backends live to the end of the process); quietly.
+  if (on_device_) cudaFree(on_device_);
+  if (on_host_ && pinned_) cudaFreeHost(on_host_);
+  if (on_host_ && !pinned_) delete on_host_;
+}
+
+std::pair<int64_t, CheckRecord*> DeviceChecks::add(const char* what, const char* why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t number = next_++;
+  words_.emplace(number, std::make_pair(std::string(what), std::string(why)));
+  return {number, on_device_};
+}
+
+size_t DeviceChecks::pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return words_.size();
+}
+
+int64_t DeviceChecks::before_wait() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  read_back_ = !words_.empty();
+  if (read_back_)
+    MIXLAB_CUDA_CHECK(cudaMemcpyAsync(on_host_, on_device_, sizeof(CheckRecord),
+                                      cudaMemcpyDeviceToHost, stream_));
+  return next_;
+}
+
+void DeviceChecks::settle(int64_t mark) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!read_back_) return;
+  read_back_ = false;
+  const CheckRecord seen = *on_host_;
+  std::string what, why;
+  if (seen.failed) {
+    auto found = words_.find(seen.check);
+    if (found != words_.end()) std::tie(what, why) = found->second;
+    // Cleared for the checks queued after this failure (stream order: before their kernels).
+    *on_host_ = CheckRecord{};
+    MIXLAB_CUDA_CHECK(cudaMemsetAsync(on_device_, 0, sizeof(CheckRecord), stream_));
+  }
+  words_.erase(words_.begin(), words_.lower_bound(mark));
+  lock.unlock();
+  if (seen.failed)
+    fail(what.empty() ? "an index check" : what, " ", seen.value, " ", why,
+         " (found on cuda:", device_, " by a check queued before this wait for the GPU)");
+}
+
+namespace cuda {
+namespace {
+__global__ void check_indices_kernel(const int32_t* ids, int64_t n, int64_t limit, int64_t allowed,
+                                     int64_t number, CheckRecord* record) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t v = ids[i];
+    if ((v < 0 || v >= limit) && v != allowed) {
+      if (atomicCAS(&record->failed, 0, 1) == 0) {
+        record->check = number;
+        record->value = v;
+      }
+      return;
+    }
+  }
+}
+}  // namespace
+}  // namespace cuda
+
+void CudaBackend::check_indices(const View& idx, int64_t limit, int64_t allowed, const char* what,
+                                const char* why) {
+  const int64_t n = idx.numel();
+  if (n == 0) return;
+  activate();
+  // Settle the checks now and then when nothing else waits for the GPU, so their words do not
+  // pile up (a loop that never reads a result back).
+  if (checks_->pending() >= 4096) synchronize();
+  auto [number, record] = checks_->add(what, why);
+  cuda::check_indices_kernel<<<cuda::grid_for(n), cuda::kBlock, 0, stream_>>>(
+      idx.as<int32_t>(), n, limit, allowed, number, record);
+  check_launch("check_indices");
+}
+
+}  // namespace mixlab
