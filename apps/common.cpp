@@ -137,7 +137,10 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f) {
                       "also keep the last N end-of-epoch checkpoints as OUT/epoch-E.safetensors "
                       "(for `mixlab average`)"))
       ->check(non_negative());
-  out(cmd->add_option("--log-every", t.log_every, "steps between train-loss rows in metrics.csv"))
+  out(cmd->add_option(
+          "--log-every", t.log_every,
+          "steps between train-loss rows in metrics.csv (on a GPU, also between reads of "
+          "the loss back to the host)"))
       ->check(CLI::PositiveNumber);
   // Neither is written to config.ini: replaying a run's settings must not resume or empty it.
   cmd->add_flag("--resume", t.resume,

@@ -2,7 +2,11 @@
 // optimizer and schedule, in seconds.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "core/random.h"
 #include "io/json.h"
@@ -146,6 +150,81 @@ TEST_CASE("trainer: each optimizer kind builds that optimizer and keeps the CLI 
   CHECK(to_string(OptimizerKind::AdamW) == "adamw");  // the word config.ini keeps
   CHECK_THROWS_WITH_AS(parse_optimizer_kind("adamx"),
                        "optimizer 'adamx' is not one of: adamw, adam, sgd", Error);
+}
+
+// On a GPU the trainer reads the loss back every log_every steps, not every step (each read
+// waits for the GPU): TrainerOptions::loss_read_every forces that path here. It must train to
+// the same numbers, and a diverged run must name the same step as a run that reads every step,
+// with no checkpoint written after it.
+TEST_CASE("trainer: losses read back every few steps give the same run and the same divergence") {
+  InMemoryDataset train = reverse_data(96, 11);
+  auto dir = std::filesystem::temp_directory_path() /
+             ("mixlab_e2e_read_every_" + std::to_string(::getpid()));
+  auto run = [&](int64_t read_every, double lr, double growth) {
+    Translator model(reverse_config(16));
+    TranslationTask task(model, Device::cpu());
+    TrainerOptions o;
+    o.epochs = 1;
+    o.max_steps = 10;
+    o.batch_size = 8;
+    o.lr = lr;
+    o.warmup = 0;
+    o.max_loss_growth = growth;
+    o.log_every = 3;
+    o.loss_read_every = read_every;
+    o.quiet = true;
+    o.prefetch = 0;
+    std::filesystem::remove_all(dir);
+    o.out_dir = dir.string();
+    Trainer trainer(task, train, nullptr, o, TrainingState{});
+    TrainResult r = trainer.run();
+    std::ifstream in(dir / "metrics.csv");
+    std::stringstream metrics;
+    metrics << in.rdbuf();
+    return std::make_pair(r, metrics.str());
+  };
+  SUBCASE("the same losses, log rows and result") {
+    auto [every, every_log] = run(1, 3e-3, 1e6);
+    auto [late, late_log] = run(4, 3e-3, 1e6);
+    CHECK(late.last_train_loss == every.last_train_loss);
+    // The train rows' step, epoch and loss (time and speed differ).
+    auto rows = [](const std::string& csv) {
+      std::string kept;
+      std::istringstream in(csv);
+      for (std::string line; std::getline(in, line);) {
+        int commas = 0;
+        size_t end = 0;
+        while (end < line.size() && commas < 4) commas += line[end++] == ',';
+        kept += line.substr(0, end) + "\n";
+      }
+      return kept;
+    };
+    CHECK(rows(late_log) == rows(every_log));
+    CHECK(std::count(every_log.begin(), every_log.end(), '\n') == 4);  // header + steps 3, 6, 9
+  }
+  SUBCASE("a diverged run names the same step and writes no checkpoint after it") {
+    // A loss above the first one counts as divergence here; a large learning rate gets there.
+    auto failure = [&](int64_t read_every) {
+      try {
+        run(read_every, 0.5, 1.0);
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    const std::string at_once = failure(1), later = failure(4);
+    INFO(at_once);
+    INFO(later);
+    REQUIRE(at_once.find("training diverged: the loss is ") == 0);
+    const size_t at = at_once.find(" at step ");
+    REQUIRE(at != std::string::npos);
+    const std::string step = at_once.substr(at, at_once.find(',', at) - at);  // " at step N"
+    CHECK(later.find(step + ",") != std::string::npos);
+    CHECK(at_once.find("stopped before the update") != std::string::npos);
+    CHECK(later.find("stopped when it was read back at step ") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir / "last.safetensors"));
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE(

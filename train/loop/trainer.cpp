@@ -97,6 +97,11 @@ TrainResult Trainer::run() {
   // end-of-training barrier, or arms the job's abort when an error left this rank alone).
   DataParallel dp(task_.model());
   dp_ = &dp;
+  // start() takes Ctrl-C over and finish() gives it back; an Error on the way (a diverged run)
+  // must give it back too, or a caller that goes on would find Ctrl-C ignored.
+  struct HandlerBack {
+    ~HandlerBack() { uninstall_interrupt_handler(); }
+  } handler_back;
   start();
   for (int64_t epoch = start_epoch_; epoch < options_.epochs && !stop_; ++epoch) {
     begin_epoch(epoch);
@@ -171,6 +176,16 @@ void Trainer::start() {
   best_ = state_.extra.count("best_metric") ? std::stod(state_.extra["best_metric"]) : -1e300;
   eval_seconds_ = 0;
   first_loss_ = 0;
+  check(o.loss_read_every >= 0, "trainer: loss_read_every must be >= 0, got ", o.loss_read_every);
+  // Each read of the loss waits for a GPU; on the CPU it costs nothing. Distributed runs agree
+  // on every micro-batch's loss, so they read at once.
+  const std::vector<Tensor> params = model.parameters();
+  const bool on_cpu = params.empty() || params.front().device().is_cpu();
+  read_every_ = dp_->active()           ? 1
+                : o.loss_read_every > 0 ? o.loss_read_every
+                : on_cpu                ? 1
+                                        : std::max<int64_t>(1, o.log_every);
+  unread_.clear();
   examples_ = tokens_ = 0;
   install_interrupt_handler();
   t0_ = std::chrono::steady_clock::now();
@@ -202,25 +217,22 @@ bool Trainer::step(int64_t epoch) {
   Batch batch;
   int64_t got = 0;
   double loss_value = 0;
+  std::vector<Tensor> unread;  // this step's losses when they are read back later
+  const bool read_now = read_every_ == 1;
   for (int64_t k = 0; k < o.accumulate; ++k) {
     if (!loader_->next(batch)) break;
     // [distributed] a rank's slice of a global batch smaller than the world is empty.
     Tensor loss = batch.size > 0 ? task_.loss(batch) : Tensor();
-    double v = loss.defined() ? loss.item() : 0.0;
+    double v = read_now && loss.defined() ? loss.item() : 0.0;
     // [distributed] the global loss and this rank's weight in it; every rank sees the same v, so
     // the checks below stop all ranks together (rank 0 reports).
     DataParallel::Share share = dp_->share(v, batch, task_.tokens(batch), state_.step + 1);
     v = share.loss;
     if (dp_->active() && loss.defined()) loss = mul(loss, share.weight);
-    if (!std::isfinite(v))
-      fail("training diverged: the loss is ", v, " at step ", state_.step + 1,
-           "; lower --lr or raise --warmup");
-    if (first_loss_ == 0) first_loss_ = v;
-    if (o.max_loss_growth > 0 && first_loss_ > 0 && v > o.max_loss_growth * first_loss_)
-      fail("training diverged: the loss is ", v, " at step ", state_.step + 1, ", ",
-           fmt(v / first_loss_, "%.3g"), " times its first value ", fmt(first_loss_),
-           "; stopped before the update (", best_checkpoint(o.out_dir),
-           " is kept as it was); lower --lr or raise --warmup");
+    if (read_now)
+      check_loss(v, state_.step + 1, state_.step + 1);
+    else if (loss.defined())
+      unread.push_back(loss.detach());       // read with the next settle_losses(), no wait now
     if (o.accumulate > 1 && loss.defined())  // [distributed] (undefined: an empty share)
       loss = mul(loss, 1.0 / static_cast<double>(o.accumulate));
     if (loss.defined()) loss.backward();
@@ -244,11 +256,14 @@ bool Trainer::step(int64_t epoch) {
   optimizer_->zero_grad();
   ++state_.step;
   ++epoch_step_;
-  loss_value /= got;
-  result_.last_train_loss = loss_value;
-  running_loss_ += loss_value;
-  ++running_n_;
+  if (read_now) {
+    record_step_loss(loss_value / got);
+  } else {
+    unread_.push_back({state_.step, std::move(unread), got});
+    if (static_cast<int64_t>(unread_.size()) >= read_every_) settle_losses();
+  }
   if (log_ && (state_.step % std::max<int64_t>(1, o.log_every) == 0)) {
+    settle_losses();
     const double seconds = seconds_since_start();
     log_->log("train", state_.step, epoch + 1,
               {{"loss", running_loss_ / running_n_},
@@ -266,6 +281,46 @@ bool Trainer::step(int64_t epoch) {
   return true;
 }
 
+void Trainer::check_loss(double v, int64_t step, int64_t read_at) {
+  const TrainerOptions& o = options_;
+  // Read later than its step (a GPU run): the steps in between were taken, but no checkpoint
+  // was written after the bad step (every save reads the losses first).
+  const bool late = read_at > step;
+  const std::string since = "no checkpoint written after step " + std::to_string(step);
+  if (!std::isfinite(v))
+    fail("training diverged: the loss is ", v, " at step ", step,
+         late ? " (read back at step " + std::to_string(read_at) + ", with " + since + ")" : "",
+         "; lower --lr or raise --warmup");
+  if (first_loss_ == 0) first_loss_ = v;
+  if (o.max_loss_growth > 0 && first_loss_ > 0 && v > o.max_loss_growth * first_loss_)
+    fail("training diverged: the loss is ", v, " at step ", step, ", ",
+         fmt(v / first_loss_, "%.3g"), " times its first value ", fmt(first_loss_),
+         late ? "; stopped when it was read back at step " + std::to_string(read_at) + ", with " +
+                    since
+              : std::string("; stopped before the update"),
+         " (", best_checkpoint(o.out_dir), " is kept as it was); lower --lr or raise --warmup");
+}
+
+void Trainer::record_step_loss(double value) {
+  result_.last_train_loss = value;
+  running_loss_ += value;
+  ++running_n_;
+}
+
+void Trainer::settle_losses() {
+  std::vector<UnreadStep> unread;
+  unread.swap(unread_);
+  for (const UnreadStep& s : unread) {
+    double sum = 0;
+    for (const Tensor& loss : s.losses) {
+      const double v = loss.item();  // the first read waits for the GPU; the others do not
+      check_loss(v, s.step, state_.step);
+      sum += v;
+    }
+    record_step_loss(sum / static_cast<double>(s.micro_batches));
+  }
+}
+
 void Trainer::report_progress() {
   if (quiet_) return;
   double secs = seconds_since_start() - eval_seconds_;
@@ -274,8 +329,9 @@ void Trainer::report_progress() {
   const double run_eta =
       done > 0 ? secs / done * static_cast<double>(std::max<int64_t>(0, total_steps_ - state_.step))
                : -1.0;
-  // Fields are dropped from the end when the line is too wide: most useful first.
-  bar_->update(epoch_step_, {{"loss", fmt(running_loss_ / running_n_, "%.4f")},
+  // Fields are dropped from the end when the line is too wide: most useful first. On a GPU
+  // the loss is the mean of the steps read back so far (loss_read_every).
+  bar_->update(epoch_step_, {{"loss", running_n_ ? fmt(running_loss_ / running_n_, "%.4f") : "-"},
                              {"run ETA", format_duration(run_eta)},
                              {"lr", fmt(last_lr_, "%.2e")},
                              {"ex/s", fmt(examples_ / std::max(secs, 1e-9), "%.0f")},
@@ -283,6 +339,7 @@ void Trainer::report_progress() {
 }
 
 void Trainer::evaluate_and_save(int64_t epoch, int64_t position) {
+  settle_losses();  // a diverged run stops before it is evaluated or saved
   if (!valid_ || valid_->size() == 0 || !dp_->is_root()) return;  // [distributed] rank 0 only
   auto e0 = std::chrono::steady_clock::now();
   auto metrics = task_.evaluate(*valid_);
@@ -312,6 +369,7 @@ void Trainer::evaluate_and_save(int64_t epoch, int64_t position) {
 
 void Trainer::end_epoch(int64_t epoch) {
   const TrainerOptions& o = options_;
+  settle_losses();  // the epoch's mean loss is complete, and a diverged run saves nothing
   if (!quiet_) bar_->finish({{"loss", fmt(running_n_ ? running_loss_ / running_n_ : 0, "%.4f")}});
   if (result_.interrupted) {
     save(last_checkpoint(o.out_dir), epoch, loader_->position());
@@ -341,6 +399,7 @@ void Trainer::end_epoch(int64_t epoch) {
 }
 
 TrainResult Trainer::finish() {
+  settle_losses();
   uninstall_interrupt_handler();
   if (!quiet_) dp_->report(std::cerr);  // [distributed] communication time per step
   bar_.reset();
@@ -375,6 +434,7 @@ std::unique_ptr<MetricsLog> Trainer::open_metrics_log() const {
 }
 
 void Trainer::save(const std::string& path, int64_t epoch, int64_t position) {
+  settle_losses();  // no checkpoint of a step after one whose loss diverged
   if (!files_) return;
   state_.epoch = epoch;
   state_.loader_position = position;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "train/run/checkpoint.h"
 #include "train/optim/schedule.h"
@@ -43,6 +44,14 @@ struct TrainerOptions {
   // run: a loss that explodes while staying finite is divergence too, and the checkpoints
   // already written (best.safetensors above all) are kept as they are.
   double max_loss_growth = 1e6;
+  // Steps between reads of the training loss back to the host (0: every step on the CPU, where
+  // a read costs nothing; every log_every steps on a GPU, where each read waits for the GPU to
+  // finish the step: issue 14 wants none inside a step). The divergence checks above run on the
+  // losses as they are read, in step order, and every checkpoint, evaluation and log row reads
+  // first: on a GPU a diverged run is stopped up to this many steps late, naming the step whose
+  // loss was bad, and no checkpoint holds a step after it. Distributed runs read every step (the
+  // ranks agree on each micro-batch's loss).
+  int64_t loss_read_every = 0;
 };
 
 struct TrainResult {
@@ -95,6 +104,13 @@ class Trainer {
   // epoch's batches are used up.
   bool step(int64_t epoch);
   void report_progress();
+  // The divergence checks on one micro-batch's loss of step `step`, read back at step
+  // `read_at` (the same step when read at once); throws Error when the run diverged.
+  void check_loss(double value, int64_t step, int64_t read_at);
+  // A step's mean loss into the running mean shown and logged.
+  void record_step_loss(double value);
+  // Reads back the losses of the steps not read yet, checks and records them in order.
+  void settle_losses();
   // Validation metrics into the log; a new best is saved as best.safetensors.
   void evaluate_and_save(int64_t epoch, int64_t position);
   // The last (and kept epoch-E) checkpoints at the end of an epoch or of the step budget.
@@ -134,6 +150,13 @@ class Trainer {
   double last_lr_ = 0;
   double first_loss_ = 0;    // the first micro-batch loss of this run() (for max_loss_growth)
   double eval_seconds_ = 0;  // excluded from the training throughput
+  int64_t read_every_ = 1;   // options_.loss_read_every as it applies to this run
+  struct UnreadStep {
+    int64_t step;
+    std::vector<Tensor> losses;  // its micro-batches' losses, on the model's device
+    int64_t micro_batches;
+  };
+  std::vector<UnreadStep> unread_;  // steps whose losses have not been read back yet
   int64_t examples_ = 0, tokens_ = 0;
   std::chrono::steady_clock::time_point t0_;
 };
