@@ -8,6 +8,7 @@
 // kernel with the CPU in float64 on the same inputs.
 #pragma once
 #include <cstdint>
+#include <limits>
 
 #include "backends/elementwise_ops.h"
 #include "backends/optim_updates.h"
@@ -17,6 +18,9 @@
 namespace mixlab {
 
 constexpr int kMaxDims = 8;
+
+// check_indices' `allowed` when no value outside [0, limit) may pass (no int32 index equals it).
+constexpr int64_t kNoIndexAllowed = std::numeric_limits<int64_t>::min();
 
 struct View {
   void* data = nullptr;

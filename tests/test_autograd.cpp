@@ -101,6 +101,9 @@ TEST_CASE("errors: shape mismatches name the op and both shapes") {
   CHECK_THROWS_WITH_AS(
       embedding(Tensor::zeros({37, 32}), Tensor::from_data(std::vector<int32_t>{3, -1}, {2})),
       "embedding: index -1 is out of range for a table of shape [37,32]", Error);
+  CHECK_THROWS_WITH_AS(
+      embedding(Tensor::zeros({0, 2}), Tensor::from_data(std::vector<int32_t>{0}, {1})),
+      "embedding: index 0 is out of range for a table of shape [0,2]", Error);
   CHECK_THROWS_WITH_AS(cross_entropy(Tensor::zeros({3, 10}),
                                      Tensor::from_data(std::vector<int32_t>{1, -100, 10}, {3})),
                        "cross_entropy: target 10 is out of range for 10 classes", Error);

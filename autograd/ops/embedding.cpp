@@ -15,7 +15,8 @@ Tensor embedding(const Tensor& table, const Tensor& indices) {
   Tensor idx = dense(indices);
   // Checked where the indices are: a GPU reports a bad one at its next wait, without one here.
   const std::string why = "is out of range for a table of shape " + shape_str(table.shape());
-  backend_of(idx).check_indices(idx.view(), vocab, 0, "embedding: index", why.c_str());
+  backend_of(idx).check_indices(idx.view(), vocab, kNoIndexAllowed, "embedding: index",
+                                why.c_str());
   Shape shape = indices.shape();
   shape.push_back(dim);
   Tensor t = dense(table);

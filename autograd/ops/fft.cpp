@@ -34,7 +34,8 @@ Tensor fft2_real(const Tensor& x, const Tensor& lengths) {
           ", input on ", x.device().str());
     lens = dense(lengths);
     const std::string why = "outside [0, " + std::to_string(n) + "]";
-    backend_of(lens).check_indices(lens.view(), n + 1, 0, "fft2_real: length", why.c_str());
+    backend_of(lens).check_indices(lens.view(), n + 1, kNoIndexAllowed, "fft2_real: length",
+                                   why.c_str());
   }
   Tensor in = dense(x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());

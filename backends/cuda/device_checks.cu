@@ -30,13 +30,6 @@ DeviceChecks::~DeviceChecks() {
   if (on_host_ && !pinned_) delete on_host_;
 }
 
-std::pair<int64_t, CheckRecord*> DeviceChecks::add(const char* what, const char* why) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const int64_t number = next_++;
-  words_.emplace(number, std::make_pair(std::string(what), std::string(why)));
-  return {number, on_device_};
-}
-
 size_t DeviceChecks::pending() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return words_.size();
@@ -45,9 +38,11 @@ size_t DeviceChecks::pending() const {
 int64_t DeviceChecks::before_wait() {
   std::lock_guard<std::mutex> lock(mutex_);
   read_back_ = !words_.empty();
-  if (read_back_)
+  if (read_back_) {
     MIXLAB_CUDA_CHECK(cudaMemcpyAsync(on_host_, on_device_, sizeof(CheckRecord),
                                       cudaMemcpyDeviceToHost, stream_));
+    MIXLAB_CUDA_CHECK(cudaMemsetAsync(on_device_, 0, sizeof(CheckRecord), stream_));
+  }
   return next_;
 }
 
@@ -60,9 +55,7 @@ void DeviceChecks::settle(int64_t mark) {
   if (seen.failed) {
     auto found = words_.find(seen.check);
     if (found != words_.end()) std::tie(what, why) = found->second;
-    // Cleared for the checks queued after this failure (stream order: before their kernels).
-    *on_host_ = CheckRecord{};
-    MIXLAB_CUDA_CHECK(cudaMemsetAsync(on_device_, 0, sizeof(CheckRecord), stream_));
+    *on_host_ = CheckRecord{};  // the device's copy was reset right after it was read
   }
   words_.erase(words_.begin(), words_.lower_bound(mark));
   lock.unlock();
@@ -90,17 +83,25 @@ __global__ void check_indices_kernel(const int32_t* ids, int64_t n, int64_t limi
 }  // namespace
 }  // namespace cuda
 
+void DeviceChecks::queue(const int32_t* ids, int64_t n, int64_t limit, int64_t allowed,
+                         const char* what, const char* why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t number = next_++;
+  words_.emplace(number, std::make_pair(std::string(what), std::string(why)));
+  cuda::check_indices_kernel<<<cuda::grid_for(n), cuda::kBlock, 0, stream_>>>(
+      ids, n, limit, allowed, number, on_device_);
+}
+
 void CudaBackend::check_indices(const View& idx, int64_t limit, int64_t allowed, const char* what,
                                 const char* why) {
   const int64_t n = idx.numel();
   if (n == 0) return;
   activate();
   // Settle the checks now and then when nothing else waits for the GPU, so their words do not
-  // pile up (a loop that never reads a result back).
-  if (checks_->pending() >= 4096) synchronize();
-  auto [number, record] = checks_->add(what, why);
-  cuda::check_indices_kernel<<<cuda::grid_for(n), cuda::kBlock, 0, stream_>>>(
-      idx.as<int32_t>(), n, limit, allowed, number, record);
+  // pile up (a loop that never reads a result back); a training step reads its losses back far
+  // more often than every 65,536 checks.
+  if (checks_->pending() >= (size_t(1) << 16)) synchronize();
+  checks_->queue(idx.as<int32_t>(), n, limit, allowed, what, why);
   check_launch("check_indices");
 }
 

@@ -23,7 +23,7 @@ namespace mixlab {
 struct CheckRecord {
   int failed;  // 0, or 1 once a check has failed (atomicCAS: the first failure wins)
   int unused;
-  int64_t check;  // the failed check's number (DeviceChecks::add)
+  int64_t check;  // the failed check's number (DeviceChecks::queue)
   int64_t value;  // an offending value
 };
 
@@ -34,17 +34,18 @@ class DeviceChecks {
   DeviceChecks(const DeviceChecks&) = delete;
   DeviceChecks& operator=(const DeviceChecks&) = delete;
 
-  // Registers a check about to be queued, with the words of its Error ("<what> <value> <why>"):
-  // its number and the record its kernel writes a failure to.
-  std::pair<int64_t, CheckRecord*> add(const char* what, const char* why);
-  // Checks registered and not yet settled by a wait.
+  // Queues the check of ids[0, n) (device memory) against [0, limit) or `allowed`, with the
+  // words of its Error ("<what> <value> <why>").
+  void queue(const int32_t* ids, int64_t n, int64_t limit, int64_t allowed, const char* what,
+             const char* why);
+  // Checks queued and not yet settled by a wait.
   size_t pending() const;
 
-  // Before a wait for the stream: queues the record's copy to the host when checks are pending.
-  // Returns the mark to hand to settle().
+  // Before a wait for the stream: when checks are pending, queues the record's copy to the host
+  // and then its reset (so checks queued later start clean). Returns the mark for settle().
   int64_t before_wait();
-  // After the wait: throws the Error of a failed check registered before the mark (clearing the
-  // record so the device stays usable), else forgets those checks as passed.
+  // After the wait: throws the Error of a failed check queued before the mark, else forgets
+  // those checks as passed. One host thread drives a backend at a time (as the trainer does).
   void settle(int64_t mark);
 
  private:

@@ -110,7 +110,10 @@ void CudaBackend::scatter_add_rows(const View& grad, const View& idx, const View
   check_launch("scatter_add_rows");
 
   // Ids are checked by the caller (check_indices); valid ones are non-negative, so their bits
-  // read as unsigned sort the same. Bad ones sort anywhere and are skipped by the kernel.
+  // read as unsigned sort the same. Bad ones (only their low end_bit bits are sorted) may land
+  // among good ones and split a good id's run into two segments whose blocks then race on that
+  // row: the kernel skips the bad ids, nothing leaves the table, and the step's results are
+  // discarded with the check's Error at the next wait.
   const uint32_t* keys = static_cast<const uint32_t*>(idx.data);
   size_t temp_bytes = 0;
   MIXLAB_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(

@@ -230,7 +230,7 @@ bool Trainer::step(int64_t epoch) {
     v = share.loss;
     if (dp_->active() && loss.defined()) loss = mul(loss, share.weight);
     if (read_now)
-      check_loss(v, state_.step + 1, state_.step + 1);
+      check_loss(v, state_.step + 1, 0);
     else if (loss.defined())
       unread.push_back(loss.detach());       // read with the next settle_losses(), no wait now
     if (o.accumulate > 1 && loss.defined())  // [distributed] (undefined: an empty share)
@@ -283,9 +283,9 @@ bool Trainer::step(int64_t epoch) {
 
 void Trainer::check_loss(double v, int64_t step, int64_t read_at) {
   const TrainerOptions& o = options_;
-  // Read later than its step (a GPU run): the steps in between were taken, but no checkpoint
-  // was written after the bad step (every save reads the losses first).
-  const bool late = read_at > step;
+  // Read back after the step's update (a GPU run; read_at > 0): the updates up to read_at were
+  // taken, but no checkpoint was written after the bad step (every save reads the losses first).
+  const bool late = read_at > 0;
   const std::string since = "no checkpoint written after step " + std::to_string(step);
   if (!std::isfinite(v))
     fail("training diverged: the loss is ", v, " at step ", step,

@@ -104,8 +104,9 @@ class Trainer {
   // epoch's batches are used up.
   bool step(int64_t epoch);
   void report_progress();
-  // The divergence checks on one micro-batch's loss of step `step`, read back at step
-  // `read_at` (the same step when read at once); throws Error when the run diverged.
+  // The divergence checks on one micro-batch's loss of step `step`: read at once, before the
+  // update (read_at = 0), or read back at step `read_at`, after it. Throws Error when the run
+  // diverged.
   void check_loss(double value, int64_t step, int64_t read_at);
   // A step's mean loss into the running mean shown and logged.
   void record_step_loss(double value);
