@@ -186,7 +186,7 @@ TEST_CASE("cuda: the upload ring wraps around many times without losing an uploa
   auto& backend = dynamic_cast<CudaBackend&>(backend_for(gpu()));
   backend.activate();
   // A 64 KiB ring (16 KiB the largest staged upload): 300 uploads of 1-16 KiB wrap it often.
-  UploadStaging ring(backend.device(), backend.stream(), 64 << 10);
+  UploadStaging ring(backend.stream(), 64 << 10);
   CHECK(ring.max_staged_bytes() == 16 << 10);
   const int kUploads = 300;
   const size_t kMaxInts = (16 << 10) / sizeof(int32_t);

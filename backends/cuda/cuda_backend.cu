@@ -49,7 +49,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
       cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
   allocator_ = std::make_unique<CachingAllocator>(device_, stream_);
   fft_plans_ = std::make_unique<FftPlanCache>();
-  staging_ = std::make_unique<UploadStaging>(device_, stream_);
+  staging_ = std::make_unique<UploadStaging>(stream_);
   checks_ = std::make_unique<DeviceChecks>(device_, stream_);
 }
 

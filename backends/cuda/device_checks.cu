@@ -30,11 +30,6 @@ DeviceChecks::~DeviceChecks() {
   if (on_host_ && !pinned_) delete on_host_;
 }
 
-size_t DeviceChecks::pending() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return words_.size();
-}
-
 int64_t DeviceChecks::before_wait() {
   std::lock_guard<std::mutex> lock(mutex_);
   read_back_ = !words_.empty();
@@ -83,13 +78,14 @@ __global__ void check_indices_kernel(const int32_t* ids, int64_t n, int64_t limi
 }  // namespace
 }  // namespace cuda
 
-void DeviceChecks::queue(const int32_t* ids, int64_t n, int64_t limit, int64_t allowed,
-                         const char* what, const char* why) {
+size_t DeviceChecks::queue(const int32_t* ids, int64_t n, int64_t limit, int64_t allowed,
+                           const char* what, const char* why) {
   std::lock_guard<std::mutex> lock(mutex_);
   const int64_t number = next_++;
   words_.emplace(number, std::make_pair(std::string(what), std::string(why)));
   cuda::check_indices_kernel<<<cuda::grid_for(n), cuda::kBlock, 0, stream_>>>(
       ids, n, limit, allowed, number, on_device_);
+  return words_.size();
 }
 
 void CudaBackend::check_indices(const View& idx, int64_t limit, int64_t allowed, const char* what,
@@ -97,12 +93,12 @@ void CudaBackend::check_indices(const View& idx, int64_t limit, int64_t allowed,
   const int64_t n = idx.numel();
   if (n == 0) return;
   activate();
+  const size_t unsettled = checks_->queue(idx.as<int32_t>(), n, limit, allowed, what, why);
+  check_launch("check_indices");
   // Settle the checks now and then when nothing else waits for the GPU, so their words do not
   // pile up (a loop that never reads a result back); a training step reads its losses back far
   // more often than every 65,536 checks.
-  if (checks_->pending() >= (size_t(1) << 16)) synchronize();
-  checks_->queue(idx.as<int32_t>(), n, limit, allowed, what, why);
-  check_launch("check_indices");
+  if (unsettled >= (size_t(1) << 16)) synchronize();
 }
 
 }  // namespace mixlab

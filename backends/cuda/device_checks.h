@@ -35,11 +35,9 @@ class DeviceChecks {
   DeviceChecks& operator=(const DeviceChecks&) = delete;
 
   // Queues the check of ids[0, n) (device memory) against [0, limit) or `allowed`, with the
-  // words of its Error ("<what> <value> <why>").
-  void queue(const int32_t* ids, int64_t n, int64_t limit, int64_t allowed, const char* what,
-             const char* why);
-  // Checks queued and not yet settled by a wait.
-  size_t pending() const;
+  // words of its Error ("<what> <value> <why>"). Returns how many checks are now unsettled.
+  size_t queue(const int32_t* ids, int64_t n, int64_t limit, int64_t allowed, const char* what,
+               const char* why);
 
   // Before a wait for the stream: when checks are pending, queues the record's copy to the host
   // and then its reset (so checks queued later start clean). Returns the mark for settle().

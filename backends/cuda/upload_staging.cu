@@ -15,8 +15,8 @@ size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 bool overlaps(size_t a, size_t b, size_t c, size_t d) { return a < d && c < b; }
 }  // namespace
 
-UploadStaging::UploadStaging(int device, cudaStream_t stream, size_t ring_bytes)
-    : device_(device), stream_(stream), capacity_(round_up(ring_bytes)) {}
+UploadStaging::UploadStaging(cudaStream_t stream, size_t ring_bytes)
+    : stream_(stream), capacity_(round_up(ring_bytes)) {}
 
 UploadStaging::~UploadStaging() {
   // Not reached in practice (backends live to the end of the process); quietly, as the backend.

@@ -26,9 +26,9 @@ namespace mixlab {
 
 class UploadStaging {
  public:
-  // `stream` is the backend's, on GPU `device`: uploads are ordered with its kernels. The caller
-  // makes that GPU current before upload() (CudaBackend::copy_from_host does).
-  UploadStaging(int device, cudaStream_t stream, size_t ring_bytes = kDefaultRingBytes);
+  // `stream` is the backend's: uploads are ordered with its kernels. The caller makes the
+  // stream's GPU current before upload() (CudaBackend::copy_from_host does).
+  explicit UploadStaging(cudaStream_t stream, size_t ring_bytes = kDefaultRingBytes);
   ~UploadStaging();
   UploadStaging(const UploadStaging&) = delete;
   UploadStaging& operator=(const UploadStaging&) = delete;
@@ -55,7 +55,6 @@ class UploadStaging {
   void retire_finished_locked();        // frees the oldest uploads the GPU has done
   cudaEvent_t event_locked();
 
-  int device_;
   cudaStream_t stream_;
   size_t capacity_;
   char* ring_ = nullptr;
