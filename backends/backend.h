@@ -124,5 +124,7 @@ class Backend {
 Backend& backend_for(Device device);
 // Whether a device of this type exists in this build and on this machine.
 bool device_available(DeviceType type);
+// Float64 where the device computes in it, else float32: for sums and counts that must not round.
+DType widest_float(Device device);
 
 }  // namespace mixlab

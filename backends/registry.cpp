@@ -23,6 +23,10 @@ bool device_available(DeviceType type) {
 #endif
 }
 
+DType widest_float(Device device) {
+  return backend_for(device).supports(DType::F64) ? DType::F64 : DType::F32;
+}
+
 namespace {
 // With MIXLAB_DEBUG set, every backend is handed out wrapped in a tracer (tracing_backend.h).
 Backend& maybe_traced(Backend& inner) {

@@ -31,7 +31,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                                 ignore_index, smoothing);
   // The number of counted rows, at least 1: with none, every row's loss and gradient is 0
   // already and the mean stays 0 (not NaN). In float64 where the device has it (exact counts).
-  const DType wide = backend_of(z).supports(DType::F64) ? DType::F64 : z.dtype();
+  const DType wide = widest_float(z.device());
   auto constant = [&](double value) { return Tensor::full({}, value, wide, z.device()); };
   Tensor counted, loss;
   {

@@ -33,10 +33,7 @@ Tensor flat_grad_range(const std::vector<Tensor>& params) {
 
 // Σ g² of one tensor, in float64 where its device has it.
 Tensor squared_sum(const Tensor& g) {
-  Tensor partial = sum(mul(g, g));
-  if (partial.dtype() != DType::F64 && backend_for(partial.device()).supports(DType::F64))
-    partial = cast(partial, DType::F64);
-  return partial;
+  return cast(sum(mul(g, g)), widest_float(g.device()));  // cast: a no-op on the same dtype
 }
 
 // Where a norm of no gradients lives: the first parameter's device (the CPU if there is none).
@@ -91,17 +88,10 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
 }
 
 void scale_grads(const std::vector<Tensor>& params, double factor) {
-  NoGradGuard no_grad;
-  if (Tensor flat = flat_grad_range(params); flat.defined()) {
-    // In place, the same per-element product as mul(g, factor).
-    if (flat.numel() > 0)
-      backend_for(flat.device()).unary(UnaryOp::MulScalar, flat.view(), flat.view(), factor);
-    return;
-  }
-  for (const Tensor& p : params) {
-    Tensor g = p.grad();
-    if (g.defined()) p.set_grad(mul(g, factor));
-  }
+  // Held in float64 (where the device has it), so each gradient gets factor in its own dtype,
+  // as mul(g, factor) gives.
+  const Device device = device_of_grads(params);
+  scale_grads(params, Tensor::full({}, factor, widest_float(device), device));
 }
 
 void scale_grads(const std::vector<Tensor>& params, const Tensor& factor) {
