@@ -22,14 +22,15 @@
 // --images FILE holds B·28·28 float32 pixels then B int32 labels (little-endian), nothing else;
 // without it the classifier trains on an all-zero batch.
 //
-// --device cuda: model, optimizer state and the batch's tensors live on the GPU (the batch is
-// uploaded once, before the steps, as the PyTorch side's is), and each timed step starts and ends
-// with the backend's synchronize() (cudaStreamSynchronize on its stream), so a step's time is
-// its GPU work's, not the time to queue it. Without a GPU it fails at once with one line (exit 1).
-// --uploads per-step: the task uploads the batch every step, as the trainer does (default once).
-// On a GPU the line and the json also give the host's waits for the GPU inside a step
-// (CudaBackend::host_waits, the two synchronisations around each timed step left out; under
-// MIXLAB_DEBUG the tracer's wait after every kernel counts too).
+// The step is the trainer's: the task builds the batch's tensors from the host Batch each step.
+// --device cuda: model and optimizer state live on the GPU, the batch is uploaded each step
+// (uploads that do not wait: backends/cuda/upload_staging.h; PyTorch's side uploads its batch
+// once, so mixlab pays the uploads and PyTorch does not), and each timed step starts and ends
+// with the backend's synchronize() (cudaStreamSynchronize on its stream), so a step's time is its
+// GPU work's, not the time to queue it. The line and the json also give the host's waits for the
+// GPU inside a step (CudaBackend::host_waits, the two synchronisations around each timed step
+// left out; under MIXLAB_DEBUG the tracer's wait after every kernel counts too). Without a GPU it
+// fails at once with one line (exit 1).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -37,7 +38,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,7 +68,6 @@ constexpr int64_t kClasses = 10;
 
 struct Options {
   std::string task = "translate", mixer = "attention", images, dump, device = "cpu";
-  std::string uploads = "once";  // on a GPU: the batch uploaded once, or by the task every step
   int64_t dim = 128, layers = 3, batch = 128, len = 12, patch = 4, steps = 20;
   double dropout = -1;  // unset: 0.1 for the translator, 0 for the classifier
 };
@@ -122,32 +121,6 @@ Batch image_batch(const std::string& path, int64_t batch) {
   return b;
 }
 
-// The step's loss on a GPU: TrainTask::loss's, but on the batch's tensors uploaded once here, as
-// the PyTorch side's are (the task builds them from the host Batch each step, as the trainer
-// does: --uploads per-step times that).
-std::function<Tensor()> classification_loss_on(Classifier& model, const Batch& b, Device device) {
-  Tensor pixels = Tensor::from_data(
-      b.features, {b.size, static_cast<int64_t>(b.features.size()) / b.size}, device);
-  Tensor labels = Tensor::from_data(b.labels, {b.size}, device);
-  return
-      [&model, pixels, labels] { return cross_entropy(model.forward(pixels), labels, -100, 0.1); };
-}
-
-// The same for the translator: the target split by shift_targets, as TranslationTask's
-// teacher-forced loss does.
-std::function<Tensor()> translation_loss_on(Translator& model, const Batch& b, Device device) {
-  constexpr int32_t kPad = 0;
-  int64_t t = b.tgt_len - 1;
-  std::vector<int32_t> in, out, lengths;
-  shift_targets(b, in, out, lengths);
-  Tensor src = Tensor::from_data(b.src, {b.size, b.src_len}, device);
-  Tensor tgt_in = Tensor::from_data(in, {b.size, t}, device);
-  Tensor tgt_out = Tensor::from_data(out, {b.size, t}, device);
-  return [&model, src, src_lengths = b.src_lengths, tgt_in, lengths, tgt_out] {
-    return cross_entropy(model.forward(src, src_lengths, tgt_in, lengths), tgt_out, kPad, 0.1);
-  };
-}
-
 // Every mixer the registry builds, families by the members its tests instantiate.
 void list_mixers() {
   for (const MixerInfo& info : MixerRegistry::instance().all())
@@ -180,25 +153,27 @@ void dump_model(const std::string& path, const Module& model, const Tensor& logi
   check(out.good(), "bench_train_step: writing ", path, " failed");
 }
 
-// How many times the host has waited for the GPU so far (CudaBackend::host_waits); -1 on the CPU.
-long long host_waits(Device device) {
 #ifdef MIXLAB_HAVE_CUDA
-  if (device.is_cuda())
-    return static_cast<long long>(
-        dynamic_cast<CudaBackend&>(cuda_backend(device.index)).host_waits());
+// The CUDA backend itself, not backend_for()'s MIXLAB_DEBUG tracer around it; null on the CPU.
+CudaBackend* cuda_of(Device device) {
+  return device.is_cuda() ? &dynamic_cast<CudaBackend&>(cuda_backend(device.index)) : nullptr;
+}
 #endif
-  (void)device;
+
+// How many times the host has waited for the GPU so far (CudaBackend::host_waits); -1 on the CPU.
+long long host_waits([[maybe_unused]] Device device) {
+#ifdef MIXLAB_HAVE_CUDA
+  if (CudaBackend* cuda = cuda_of(device)) return static_cast<long long>(cuda->host_waits());
+#endif
   return -1;
 }
 
 // The GPU's caching allocator's peak bytes in use (rounded to its size classes); -1 on the CPU.
-long long peak_device_bytes(Device device) {
+long long peak_device_bytes([[maybe_unused]] Device device) {
 #ifdef MIXLAB_HAVE_CUDA
-  if (device.is_cuda())  // the backend itself, not backend_for()'s MIXLAB_DEBUG tracer around it
-    return static_cast<long long>(
-        dynamic_cast<CudaBackend&>(cuda_backend(device.index)).memory_stats().peak_bytes_in_use);
+  if (CudaBackend* cuda = cuda_of(device))
+    return static_cast<long long>(cuda->memory_stats().peak_bytes_in_use);
 #endif
-  (void)device;
   return -1;
 }
 
@@ -241,8 +216,6 @@ static int run(int argc, char** argv) {
         o.dump = value;
       else if (flag == "--device")
         o.device = value;
-      else if (flag == "--uploads")
-        o.uploads = value;
       else if (flag == "--dropout")
         o.dropout = std::stod(value);
       else if (flag == "--threads")
@@ -272,8 +245,6 @@ static int run(int argc, char** argv) {
     return usage_error(std::string("--") + e.what());  // "--task 'x' is not one of: ..."
   }
   if (o.steps < 1) return usage_error("--steps must be at least 1");
-  if (o.uploads != "once" && o.uploads != "per-step")
-    return usage_error("--uploads is 'once' or 'per-step', got '" + o.uploads + "'");
   Device device;
   try {
     device = parse_device(o.device);
@@ -302,7 +273,6 @@ static int run(int argc, char** argv) {
   c.dropout = o.dropout >= 0 ? o.dropout : (c.task == ModelTask::Translate ? 0.1 : 0.0);
   std::unique_ptr<Module> model;
   std::unique_ptr<TrainTask> task;
-  std::function<Tensor()> gpu_loss;  // on a GPU: the task's loss on the batch uploaded once
   Batch b;
   std::string shape;
   if (c.task == ModelTask::Translate) {
@@ -315,8 +285,6 @@ static int run(int argc, char** argv) {
     translator->to(device);
     task = std::make_unique<TranslationTask>(*translator, device, 0.1);
     b = synthetic_batch(o.batch, o.len, c.vocab, c.tgt_vocab);
-    if (device.is_cuda() && o.uploads == "once")
-      gpu_loss = translation_loss_on(*translator, b, device);
     model = std::move(translator);
     shape = "len=" + std::to_string(o.len);
   } else {
@@ -339,8 +307,6 @@ static int run(int argc, char** argv) {
       Tensor pixels = Tensor::from_data(b.features, {o.batch, kImageSide * kImageSide}, device);
       dump_model(o.dump, *classifier, classifier->forward(pixels));
     }
-    if (device.is_cuda() && o.uploads == "once")
-      gpu_loss = classification_loss_on(*classifier, b, device);
     model = std::move(classifier);
     shape = "patch=" + std::to_string(o.patch) + " tokens=" + std::to_string(c.max_len);
   }
@@ -357,7 +323,7 @@ static int run(int argc, char** argv) {
     if (s == kWarmUp) waits_before = host_waits(device);
     wait_for_device();
     auto t0 = std::chrono::steady_clock::now();
-    Tensor loss = gpu_loss ? gpu_loss() : task->loss(b);
+    Tensor loss = task->loss(b);
     loss.backward();
     std::vector<Tensor> params = model->parameters();
     clip_grad_norm_tensor(params, 1.0);  // as the trainer: the norm is not read back

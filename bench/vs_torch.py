@@ -334,7 +334,7 @@ def add_model_flags(p, dim=128, layers=3, batch=128):
                    help="default: 0.1 for the translator, 0 for the classifier")
     p.add_argument("--steps", type=int, default=20, help="timed steps (after 3 warm-up steps)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                   help="where both sides train (cuda: the GPU, the batch uploaded once)")
+                   help="where both sides train (cuda: the GPU; mixlab uploads each step)")
     p.add_argument("--images", default=None, help=argparse.SUPPRESS)
 
 

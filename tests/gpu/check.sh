@@ -11,9 +11,9 @@
 #   3. run the benchmark (bench_cuda): GEMM vs raw cuBLAS, row kernels as fraction of peak
 #      bandwidth; the same kernels against PyTorch's on this GPU (bench/cuda_vs_torch.py, where
 #      python3 has PyTorch with CUDA); a training step of the translator and four classifiers
-#      against PyTorch's (tests/gpu/train_vs_torch.sh); the translator's step with the batch
-#      uploaded once and every step, with the host's waits for the GPU per step; and the op
-#      harness's timing mode (each case per backend and dtype);
+#      against PyTorch's (tests/gpu/train_vs_torch.sh); the translator's step with the host's
+#      waits for the GPU per step; and the op harness's timing mode (each case per backend and
+#      dtype);
 #   4. train the translator 300 steps on CPU and on GPU (same seed, data order and dropout
 #      masks: every random draw is made on the host or counter-based) and compare the losses;
 #   5. the NCCL smoke test, where the build has NCCL and MPI.
@@ -124,12 +124,8 @@ if [[ -x "$build/bench_train_step" ]]; then
   step "training step vs PyTorch" 200 tests/gpu/train_vs_torch.sh "$build"
   rc=$?
   ((rc == 0 || rc == 77)) || status=1  # 77: python3 has no PyTorch with CUDA
-  # What a step waits for: the batch uploaded once (as the table above) or by the task every
-  # step (as the trainer does); each line ends with the host's waits for the GPU per step.
-  for uploads in once per-step; do
-    step "translator step, uploads $uploads" 30 "$build/bench_train_step" --device cuda \
-      --steps 30 --uploads "$uploads" || status=1
-  done
+  # What a step waits for: the line ends with the host's waits for the GPU per step (0 expected).
+  step "translator step" 30 "$build/bench_train_step" --device cuda --steps 30 || status=1
 fi
 step "op timing" 60 "$build/mixlab_tests" -tc='ops timing*' --no-skip || status=1
 

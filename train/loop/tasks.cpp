@@ -66,8 +66,8 @@ class LazyProgress {
   std::unique_ptr<ProgressBar> bar_;
 };
 
-}  // namespace
-
+// Teacher forcing's split of a [B, T] target batch: decoder inputs tgt[:, :-1] and outputs
+// tgt[:, 1:], padded with 0 where short; lengths are the inputs' (each target's length - 1).
 void shift_targets(const Batch& b, std::vector<int32_t>& in, std::vector<int32_t>& out,
                    std::vector<int32_t>& lengths) {
   int64_t t = b.tgt_len - 1;
@@ -83,6 +83,8 @@ void shift_targets(const Batch& b, std::vector<int32_t>& in, std::vector<int32_t
     }
   }
 }
+
+}  // namespace
 
 std::vector<int32_t> strip_target(const std::vector<int32_t>& tgt, int32_t bos, int32_t eos) {
   std::vector<int32_t> out;

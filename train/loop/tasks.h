@@ -50,11 +50,6 @@ class ClassificationTask : public TrainTask {
   double label_smoothing_;
 };
 
-// Teacher forcing's split of a [B, T] target batch: decoder inputs tgt[:, :-1] and outputs
-// tgt[:, 1:], padded with 0 where short; lengths are the inputs' (each target's length - 1).
-void shift_targets(const Batch& b, std::vector<int32_t>& in, std::vector<int32_t>& out,
-                   std::vector<int32_t>& lengths);
-
 class TranslationTask : public TrainTask {
  public:
   // Targets are [<bos>, y..., <eos>]; the decoder reads tgt[:-1] and predicts tgt[1:].
