@@ -29,7 +29,9 @@
 // with the backend's synchronize() (cudaStreamSynchronize on its stream), so a step's time is its
 // GPU work's, not the time to queue it. The line and the json also give the host's waits for the
 // GPU inside a step (CudaBackend::host_waits, the two synchronisations around each timed step
-// left out; under MIXLAB_DEBUG the tracer's wait after every kernel counts too). Without a GPU it
+// left out; under MIXLAB_DEBUG the tracer's wait after every kernel counts too) and the median
+// time the host took to queue a step ("queued by the host in", json "host_queue_ms": close to the
+// step's time when the step is bound by the host's launches). Without a GPU it
 // fails at once with one line (exit 1).
 #include <sys/resource.h>
 
@@ -312,6 +314,10 @@ static int run(int argc, char** argv) {
   }
   AdamW optimizer(param_groups(*model, 0.01), AdamOptions{1e-3});
   std::vector<double> times;
+  // On a GPU, how long the host took to queue each step (from the clock's start to the step's
+  // last launch, before the closing synchronize): near the step's time, the GPU was waiting for
+  // the host's launches; well under it, the GPU's own work set the pace.
+  std::vector<double> queue_times;
   constexpr int64_t kWarmUp = 3;  // steps before the timed ones
   // On a GPU the host only queues work: wait for the device before starting and before
   // stopping the clock (the CPU's synchronize() would be a no-op; it is not called there).
@@ -329,9 +335,13 @@ static int run(int argc, char** argv) {
     clip_grad_norm_tensor(params, 1.0);  // as the trainer: the norm is not read back
     optimizer.step();
     optimizer.zero_grad();
+    auto queued = std::chrono::steady_clock::now();
     wait_for_device();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s >= kWarmUp) times.push_back(secs);
+    if (s >= kWarmUp) {
+      times.push_back(secs);
+      queue_times.push_back(std::chrono::duration<double>(queued - t0).count());
+    }
     // MIXLAB_DEBUG's table counts the timed steps only, as the median does: the warm-up's first
     // touches of fresh memory would be charged to whichever kernels write it first.
     if (s == kWarmUp - 1) reset_kernel_trace();
@@ -343,6 +353,8 @@ static int run(int argc, char** argv) {
           : 0.0;
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2];
+  std::sort(queue_times.begin(), queue_times.end());
+  double median_queue = queue_times[queue_times.size() / 2];
   long long params = model->parameter_count();
   std::string label = c.task == ModelTask::Translate ? "translator" : "classifier " + o.mixer;
   long long device_bytes = peak_device_bytes(device);
@@ -350,9 +362,11 @@ static int run(int argc, char** argv) {
       device.is_cuda() ? " on " + device.str() : "";  // the CPU's line stays as it was
   std::string device_peak;
   if (device_bytes >= 0) {
-    char text[64];
-    std::snprintf(text, sizeof text, ", peak device memory %.1f MiB, %.1f host waits a step",
-                  device_bytes / 1048576.0, waits_per_step);
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  ", peak device memory %.1f MiB, %.1f host waits a step, queued by the host in "
+                  "%.2f ms",
+                  device_bytes / 1048576.0, waits_per_step, median_queue * 1e3);
     device_peak = text;
   }
   std::printf(
@@ -366,6 +380,7 @@ static int run(int argc, char** argv) {
   if (device_bytes >= 0) {
     device_json += ", \"peak_device_bytes\": " + std::to_string(device_bytes);
     device_json += ", \"host_waits_per_step\": " + std::to_string(waits_per_step);
+    device_json += ", \"host_queue_ms\": " + std::to_string(median_queue * 1e3);
   }
   std::printf(
       "json: {\"median_ms\": %.6f, \"examples_per_s\": %.6f, \"params\": %lld, "

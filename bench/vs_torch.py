@@ -113,7 +113,7 @@ def torch_worker(args):
     # On a GPU the host only queues kernels: wait for them before starting and before stopping
     # the clock, as bench_train_step does.
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    times = []
+    times, queue_times = [], []  # queue: until the last launch, before the closing sync
     for step in range(args.steps + 3):  # 3 warm-up steps, like bench_train_step
         sync()
         t0 = time.perf_counter()
@@ -121,9 +121,11 @@ def torch_worker(args):
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad()
+        queued = time.perf_counter()
         sync()
         if step >= 3:
             times.append(time.perf_counter() - t0)
+            queue_times.append(queued - t0)
     median = statistics.median(times)
     report = {
         "median_ms": median * 1e3, "examples_per_s": args.batch / median,
@@ -133,6 +135,7 @@ def torch_worker(args):
         "threads": torch.get_num_threads(), "version": torch.__version__}
     if device.type == "cuda":
         report.update(device=str(device), device_name=torch.cuda.get_device_name(device),
+                      host_queue_ms=statistics.median(queue_times) * 1e3,
                       peak_device_bytes=torch.cuda.max_memory_allocated(device),
                       peak_device_reserved_bytes=torch.cuda.max_memory_reserved(device))
     print("json: " + json.dumps(report))
@@ -396,12 +399,14 @@ def print_gpu_row(row):
           f"{m['examples_per_s']:.1f} examples/s, params {m['params']}, peak device memory "
           f"{device_peak} (its allocator's peak in use), "
           f"peak RSS {m['peak_rss_kib'] / 1024:.1f} MiB, matrix products n/a, "
-          f"host waits a step {m.get('host_waits_per_step', 'n/a')}")
+          f"host waits a step {m.get('host_waits_per_step', 'n/a')}, "
+          f"queued by the host in {m.get('host_queue_ms', float('nan')):.2f} ms")
     print(f"torch {t['version']} ({t['device']}, {t['device_name']}): median step "
           f"{t['median_ms']:.2f} ms, {t['examples_per_s']:.1f} examples/s, params {t['params']}, "
           f"peak device memory {t['peak_device_bytes'] / mib:.1f} MiB (max_memory_allocated; "
           f"reserved {t['peak_device_reserved_bytes'] / mib:.1f}), "
-          f"peak RSS {t['peak_rss_kib'] / 1024:.1f} MiB")
+          f"peak RSS {t['peak_rss_kib'] / 1024:.1f} MiB, "
+          f"queued by the host in {t.get('host_queue_ms', float('nan')):.2f} ms")
     print(f"ratio mixlab/torch (examples/s): {row['ratio']:.2f}")
     print("json: " + json.dumps({
         "device": m.get("device"), "device_name": t["device_name"],
@@ -409,6 +414,7 @@ def print_gpu_row(row):
         "ratio": row["ratio"], "mixlab_median_ms": m["median_ms"], "torch_median_ms": t["median_ms"],
         "mixlab_peak_device_bytes": m.get("peak_device_bytes"),
         "mixlab_host_waits_per_step": m.get("host_waits_per_step"),
+        "mixlab_host_queue_ms": m.get("host_queue_ms"), "torch_host_queue_ms": t.get("host_queue_ms"),
         "torch_peak_device_bytes": t["peak_device_bytes"],
         "mixlab_peak_rss_kib": m["peak_rss_kib"], "torch_peak_rss_kib": t["peak_rss_kib"],
         "mixlab_params": m["params"], "torch_params": t["params"],

@@ -24,6 +24,10 @@
 #   MIXLAB_GPU_BUILD_DIR  build folder (default build-gpu)
 #   MIXLAB_JOBS           parallel compile jobs (default: all cores)
 #   MIXLAB_GPU_CHECK_SECONDS  the whole run's time budget (default 470)
+#   MIXLAB_GPU_CHECK_SKIP     steps to leave out, comma-separated names as the "==" lines print
+#                             them (e.g. "benchmark,benchmark vs PyTorch,op timing": a rerun
+#                             after a kernel fix, when the lease is short); the verdict then says
+#                             "PASSED, PARTLY" and names them
 # Without --prebuilt the build dependencies (scripts/install-deps.sh) must already be installed
 # there; a GPU machine with no network and none of them (as this project's lent machines are)
 # takes the bundle: build and pack here as tests/gpu/bundle.sh says, carry .gpu/, then
@@ -44,9 +48,15 @@ fi
 
 left() { echo $((budget - (SECONDS - start))); }
 # step NAME LIMIT command...: runs with the smaller of LIMIT and the time left.
+skipped_steps=""
 step() {
   local name=$1 limit=$2
   shift 2
+  if [[ ",${MIXLAB_GPU_CHECK_SKIP:-}," == *",$name,"* ]]; then
+    echo "== $name: LEFT OUT (MIXLAB_GPU_CHECK_SKIP)"
+    skipped_steps+="${skipped_steps:+, }$name"
+    return 0
+  fi
   local remaining
   remaining=$(left)
   ((remaining < limit)) && limit=$remaining
@@ -172,5 +182,11 @@ else
 fi
 
 echo "== total $((SECONDS - start))s"
-if ((status == 0)); then echo "GPU CHECK PASSED"; else echo "GPU CHECK FAILED"; fi
+if ((status != 0)); then
+  echo "GPU CHECK FAILED"
+elif [[ -n "$skipped_steps" ]]; then
+  echo "GPU CHECK PASSED, PARTLY: left out $skipped_steps"
+else
+  echo "GPU CHECK PASSED"
+fi
 exit $status

@@ -77,7 +77,9 @@ import json, sys
 r = json.loads([l for l in open(sys.argv[1]) if l.startswith("json: ")][-1][6:])
 print(f"# training step on {r['device_name']}: mixlab vs PyTorch eager, median of {sys.argv[2]} "
       "timed steps each; ratio = mixlab/torch examples per second; peak device MiB: mixlab's "
-      "allocator's peak in use / torch.cuda.max_memory_allocated")
+      "allocator's peak in use / torch.cuda.max_memory_allocated; queued by the host: median "
+      "time from a step's start to its last launch (near the step's time: the GPU waited for "
+      "the host's launches)")
 EOF
     header_done=1
   fi
@@ -86,11 +88,15 @@ import json, sys
 r = json.loads([l for l in open(sys.argv[1]) if l.startswith("json: ")][-1][6:])
 def mib(n):
     return "n/a" if n is None else f"{n / 1024 / 1024:.0f}"
+def ms(t):
+    return "n/a" if t is None else f"{t:.2f}"
 line = (f"{sys.argv[2]:<24} mixlab {r['mixlab_examples_per_s']:9.0f} ex/s ({r['mixlab_median_ms']:7.2f} ms)"
         f"  torch {r['torch_examples_per_s']:9.0f} ex/s ({r['torch_median_ms']:7.2f} ms)"
         f"  ratio {r['ratio']:5.2f}  peak device MiB mixlab {mib(r['mixlab_peak_device_bytes']):>6}"
         f" torch {mib(r['torch_peak_device_bytes']):>6}"
-        f"  mixlab host waits/step {r.get('mixlab_host_waits_per_step', 'n/a')}")
+        f"  mixlab host waits/step {r.get('mixlab_host_waits_per_step', 'n/a')}"
+        f"  queued by the host (ms) mixlab {ms(r.get('mixlab_host_queue_ms'))}"
+        f" torch {ms(r.get('torch_host_queue_ms'))}")
 if not r["params_match"]:
     line += f"  FAIL: parameters differ ({r['mixlab_params']} / {r['torch_params']})"
 print(line, flush=True)
