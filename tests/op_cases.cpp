@@ -1260,7 +1260,8 @@ void add_attention_cases(std::vector<OpCase>& t) {
   }
 
   // Sizes past one tile of scores (16,384 per tile: 300 keys make tiles of 54 query rows), with
-  // a causal mask; and the classifier's 49 tokens. Forward and gradients against float64.
+  // a causal mask; and the classifier's 49 tokens (on a GPU: the row kernels, then one block a
+  // head).
   for (AttnDims s : {AttnDims{1, 2, 130, 300, 16, 8}, AttnDims{3, 4, 49, 49, 32, 32}}) {
     t.push_back({"attention_backward", name("causal, long", s), inputs(s, 206),
                  [s, scale](const Ctx& c, const In& x) {
@@ -1471,6 +1472,21 @@ void add_synthesized_attention_cases(std::vector<OpCase>& t) {
         [keys, s, offset](int64_t b, int64_t i, int64_t j) {
           return keys[static_cast<size_t>(b * s.m + j)] != 0 && j <= i + offset;
         },
+        /*grad=*/false);
+  }
+
+  // A head too large for one GPU block's shared memory (backends/cuda/attention_block.cuh:
+  // 96 KiB): 150 queries over 160 keys take the CUDA row kernels instead, causal.
+  {
+    AttnDims s{1, 2, 150, 160, 0, 8};
+    const int64_t offset = s.m - s.n;
+    against_formula(
+        "synthesized_attention_backward", "past one GPU block, causal", s, false,
+        inputs(s, false, 248),
+        [s, offset](const Ctx& c, const In&) {
+          return tril_mask(s.n, s.m, offset, c.dtype, c.device);
+        },
+        [offset](int64_t, int64_t i, int64_t j) { return j <= i + offset; },
         /*grad=*/false);
   }
 }

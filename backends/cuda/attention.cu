@@ -1,42 +1,24 @@
 // The attention core fused per (batch, head), forward and backward. Reference:
 // backends/cpu/cpu_attention.cpp (the contract is in backends/kernels.def).
 //
-// A straightforward version, correct before fast: a row kernel (a warp or a block per query
-// row, common.cuh's Group interface) forms the row's scores, its masked softmax and log-sum-exp
-// into a scratch buffer of probabilities; a thread per output element then sums over the keys.
-// The backward recomputes the probabilities the same way and forms dS = P ∘ (dP − rowsum(dO ∘ O))
-// per row, then a thread per element of dq, dk and dv sums in a fixed order (no atomics:
-// results repeat run to run). Unlike the CPU it stores the [B·H, N, M] probabilities in scratch
-// memory for the duration of the call; a tiled kernel in shared memory would not.
+// Two paths that give the same bits. A head that fits in one thread block's shared memory (the
+// classifiers' 49 tokens, the translator's words: attention_block.cuh) is done by one block
+// from end to end, its scores and probabilities never written to global memory. A longer head
+// takes the row kernels below: a row kernel (a warp or a block per query row, common.cuh's
+// Group interface) forms the row's scores, its masked softmax and log-sum-exp into a scratch
+// buffer of probabilities; a thread per output element then sums over the keys. The backward
+// recomputes the probabilities the same way and forms dS = P ∘ (dP − rowsum(dO ∘ O)) per row,
+// then a thread per element of dq, dk and dv sums in a fixed order (no atomics: results repeat
+// run to run). Unlike the CPU, that path stores the [B·H, N, M] probabilities in scratch memory
+// for the duration of the call.
 #include <algorithm>
 
+#include "backends/cuda/attention_block.cuh"
 #include "backends/cuda/common.cuh"
 
 namespace mixlab {
 namespace cuda {
 namespace {
-
-// The mask broadcast to [B, H, N, M]; data null: every key allowed.
-template <typename T>
-struct HeadMask {
-  const T* data;
-  int64_t s0, s1, s2, s3, heads;
-  __device__ __forceinline__ bool allowed(int64_t item, int64_t i, int64_t j) const {
-    if (!data) return true;
-    return data[(item / heads) * s0 + (item % heads) * s1 + i * s2 + j * s3] != T(0);
-  }
-};
-template <typename T>
-HeadMask<T> head_mask(const View& mask, int64_t heads) {
-  return {mask.as<T>(), mask.strides[0], mask.strides[1], mask.strides[2], mask.strides[3], heads};
-}
-
-template <typename T>
-__device__ __forceinline__ T dot(const T* a, const T* b, int64_t n) {
-  T acc = 0;
-  for (int64_t c = 0; c < n; ++c) acc += a[c] * b[c];
-  return acc;
-}
 
 // Score (i, j) of an item: scale·q_i·k_j for attention (rounded to T before anything subtracts
 // from it or adds to it), plus the bias where there is one; the given logit for the synthesizers.
@@ -146,11 +128,75 @@ void weighted_sum(cudaStream_t stream, const T* w, int64_t w_item, int64_t w_r, 
       w, w_item, w_r, w_t, head_rows<const T>(x), head_rows<T>(y), items, rows, cols, inner, alpha);
 }
 
-// A bias (or its gradient) as rows; data null: none.
+// ---- the one-block-per-head path (attention_block.cuh) ----
+
+constexpr int kAttentionBlockThreads = 256;
+
+// The shared memory a block may use on `device`, past the default 48 KiB by opting in.
+size_t shared_bytes_allowed(int device) {
+  int bytes = 0;
+  MIXLAB_CUDA_CHECK(
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return static_cast<size_t>(bytes);
+}
+
+// A head's operands for the block kernels; q.data null for the synthesizers' given logits.
 template <typename T>
-HeadRows<T> optional_rows(const View& view, int64_t heads) {
-  if (!view.data) return {nullptr, 0, 0, 0, heads};
-  return head_rows<T>(view);
+BlockHead<T> block_head(const View& q, const View& k, const View& v, const View& logits,
+                        const View& bias, const View& mask, double scale, int64_t heads, int64_t n,
+                        int64_t m) {
+  const int64_t d = q.data ? q.shape[3] : 0;
+  return {optional_rows<const T>(q, heads),
+          optional_rows<const T>(k, heads),
+          head_rows<const T>(v),
+          optional_rows<const T>(logits, heads),
+          optional_rows<const T>(bias, heads),
+          head_mask<T>(mask, heads),
+          T(scale),
+          int(n),
+          int(m),
+          int(d),
+          int(v.shape[3])};
+}
+
+// Whether the head fits one block on this device (and the grid one block per item).
+template <typename T>
+bool use_block_path(int64_t items, const BlockHead<T>& h, bool backward, int device) {
+  return items < (int64_t(1) << 31) &&
+         attention_block_fits(h.n, h.m, h.d, h.e, h.given(), backward, sizeof(T),
+                              shared_bytes_allowed(device));
+}
+
+// Launches `kernel` with one block per item and the layout's shared memory (opted in when it
+// passes the default 48 KiB).
+template <typename Kernel, typename... Args>
+void launch_block(Kernel kernel, const BlockLayout& l, size_t elem, int64_t items,
+                  cudaStream_t stream, Args... args) {
+  const size_t bytes = block_bytes(l, elem);
+  if (bytes > 48 * 1024)
+    MIXLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(bytes)));
+  kernel<<<static_cast<unsigned int>(items), kAttentionBlockThreads, bytes, stream>>>(args...);
+}
+
+template <typename T>
+void block_forward(const BlockHead<T>& h, const View& out, const View& lse, int64_t items,
+                   cudaStream_t stream) {
+  BlockLayout l = block_layout(h.n, h.m, h.d, h.e, h.given(), false);
+  launch_block(attention_block_kernel<T>, l, sizeof(T), items, stream, h, l, head_rows<T>(out),
+               lse.as<T>());
+}
+
+template <typename T>
+void block_backward(const BlockHead<T>& h, const View& out, const View& lse, const View& dout,
+                    const View& dq, const View& dk, const View& dv, const View& dscores,
+                    int64_t items, cudaStream_t stream) {
+  const int64_t heads = h.v.heads;
+  BlockLayout l = block_layout(h.n, h.m, h.d, h.e, h.given(), true);
+  launch_block(attention_block_backward_kernel<T>, l, sizeof(T), items, stream, h, l,
+               head_rows<const T>(out), lse.as<T>(), head_rows<const T>(dout),
+               optional_rows<T>(dq, heads), optional_rows<T>(dk, heads), head_rows<T>(dv),
+               optional_rows<T>(dscores, heads));
 }
 
 }  // namespace
@@ -166,6 +212,8 @@ void CudaBackend::attention(const View& q, const View& k, const View& v, const V
   activate();
   dispatch_floating(q.dtype, "attention", [&](auto tag) {
     using T = decltype(tag);
+    BlockHead<T> h = block_head<T>(q, k, v, View(), bias, mask, scale, q.shape[1], n, m);
+    if (use_block_path(items, h, false, device_)) return block_forward(h, out, lse, items, stream_);
     Scratch p(*this, static_cast<size_t>(items * n * m) * sizeof(T));
     launch_rows(items * n, m, [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
@@ -189,6 +237,9 @@ void CudaBackend::attention_backward(const View& q, const View& k, const View& v
   activate();
   dispatch_floating(q.dtype, "attention_backward", [&](auto tag) {
     using T = decltype(tag);
+    BlockHead<T> h = block_head<T>(q, k, v, View(), bias, mask, scale, q.shape[1], n, m);
+    if (use_block_path(items, h, true, device_))
+      return block_backward(h, out, lse, dout, dq, dk, dv, dbias, items, stream_);
     size_t bytes = static_cast<size_t>(items * n * m) * sizeof(T);
     Scratch p(*this, bytes), ds(*this, bytes);
     launch_rows(items * n, std::max(m, e), [&](auto group, unsigned int blocks, int threads) {
@@ -209,8 +260,8 @@ void CudaBackend::attention_backward(const View& q, const View& k, const View& v
   check_launch("attention_backward");
 }
 
-// The synthesizers' core: the same row kernels on the given logits; the backward writes dS
-// straight into dlogits.
+// The synthesizers' core: the same kernels on the given logits; the backward writes dS straight
+// into dlogits.
 void CudaBackend::synthesized_attention(const View& logits, const View& v, const View& mask,
                                         const View& out, const View& lse) {
   const int64_t items = v.shape[0] * v.shape[1], n = logits.shape[2], m = logits.shape[3];
@@ -219,6 +270,8 @@ void CudaBackend::synthesized_attention(const View& logits, const View& v, const
   activate();
   dispatch_floating(v.dtype, "synthesized_attention", [&](auto tag) {
     using T = decltype(tag);
+    BlockHead<T> h = block_head<T>(View(), View(), v, logits, View(), mask, 1.0, v.shape[1], n, m);
+    if (use_block_path(items, h, false, device_)) return block_forward(h, out, lse, items, stream_);
     Scratch p(*this, static_cast<size_t>(items * n * m) * sizeof(T));
     launch_rows(items * n, m, [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
@@ -241,6 +294,9 @@ void CudaBackend::synthesized_attention_backward(const View& logits, const View&
   activate();
   dispatch_floating(v.dtype, "synthesized_attention_backward", [&](auto tag) {
     using T = decltype(tag);
+    BlockHead<T> h = block_head<T>(View(), View(), v, logits, View(), mask, 1.0, v.shape[1], n, m);
+    if (use_block_path(items, h, true, device_))
+      return block_backward(h, out, lse, dout, View(), View(), dv, dlogits, items, stream_);
     Scratch p(*this, static_cast<size_t>(items * n * m) * sizeof(T));
     launch_rows(items * n, std::max(m, e), [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
