@@ -1,5 +1,6 @@
 // The backward engine: an iterative topological sort of the recorded graph, then one walk in
 // reverse order that calls each node's rule and sums the gradients flowing into each tensor.
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -11,6 +12,98 @@ namespace mixlab {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+
+// What leaf_gradient_buffer needs to know about the backward pass that is running: how many
+// nodes of the graph read each adjacent concat's result and each of its leaves (a span of slots
+// is handed out only where exactly one gradient can arrive for each), and which leaves' slots
+// were handed to a rule and have not come back yet.
+struct BackwardPass {
+  std::unordered_map<const Node*, int> concat_uses;
+  std::unordered_map<const TensorImpl*, int> leaf_uses;
+  std::unordered_set<const TensorImpl*> handed;
+};
+thread_local BackwardPass* g_pass = nullptr;
+
+struct PassScope {
+  explicit PassScope(BackwardPass* pass) : previous(g_pass) { g_pass = pass; }
+  ~PassScope() { g_pass = previous; }
+  PassScope(const PassScope&) = delete;
+  PassScope& operator=(const PassScope&) = delete;
+  BackwardPass* previous;
+};
+
+bool is_adjacent_concat(const Node& node) { return std::strcmp(node.name, kAdjacentConcat) == 0; }
+
+// Counts the uses that matter to leaf_gradient_buffer: of every adjacent concat in the graph and
+// of its leaves, by every node of the graph (and the root's own gradient).
+void count_concat_uses(const std::vector<std::shared_ptr<Node>>& order, const Node* root,
+                       BackwardPass& pass) {
+  for (const auto& node : order) {
+    if (!is_adjacent_concat(*node)) continue;
+    pass.concat_uses[node.get()] = node.get() == root ? 1 : 0;
+    for (const Tensor& in : node->inputs)
+      if (in.defined() && !in.grad_fn()) pass.leaf_uses[&in.impl()] = 0;
+  }
+  if (pass.concat_uses.empty()) return;
+  for (const auto& node : order)
+    for (const Tensor& in : node->inputs) {
+      if (!in.defined()) continue;
+      if (in.grad_fn()) {
+        auto it = pass.concat_uses.find(in.grad_fn().get());
+        if (it != pass.concat_uses.end()) ++it->second;
+      } else {
+        auto it = pass.leaf_uses.find(&in.impl());
+        if (it != pass.leaf_uses.end()) ++it->second;
+      }
+    }
+}
+
+// Whether `t` is exactly the memory of `slot`.
+bool same_memory(const Tensor& t, const Tensor& slot) {
+  return t.impl().storage == slot.impl().storage && t.offset() == slot.offset() &&
+         t.shape() == slot.shape() && t.is_contiguous();
+}
+
+// A leaf's slot, if it can take this pass's first gradient as `dtype` on `device`.
+Tensor free_slot(const Tensor& leaf, DType dtype, Device device) {
+  const TensorImpl& impl = leaf.impl();
+  if (!leaf.requires_grad() || !impl.grad_slot || impl.grad) return Tensor();
+  Tensor slot(impl.grad_slot);
+  if (slot.shape() != leaf.shape() || slot.dtype() != dtype || slot.device() != device ||
+      !slot.is_contiguous())
+    return Tensor();
+  return slot;
+}
+
+// Marks a leaf's slot as handed to a rule: a second request in this pass gets a fresh tensor
+// (which accumulate_leaf adds in place), and the slot coming back costs nothing.
+void hand_out(const Tensor& leaf) {
+  TensorImpl& impl = leaf.impl();
+  impl.grad = impl.grad_slot;
+  g_pass->handed.insert(&impl);
+}
+
+// The span of the slots of an adjacent concat's pieces, as `shape`, where it may be handed out.
+Tensor concat_slots(const Node& node, const Shape& shape, DType dtype, Device device) {
+  auto uses = g_pass->concat_uses.find(&node);
+  if (uses == g_pass->concat_uses.end() || uses->second != 1) return Tensor();
+  Tensor first;
+  int64_t next = 0;
+  for (const Tensor& in : node.inputs) {
+    if (!in.defined() || in.grad_fn()) return Tensor();
+    auto it = g_pass->leaf_uses.find(&in.impl());
+    if (it == g_pass->leaf_uses.end() || it->second != 1) return Tensor();
+    Tensor slot = free_slot(in, dtype, device);
+    if (!slot.defined()) return Tensor();
+    if (first.defined() && (slot.impl().storage != first.impl().storage || slot.offset() != next))
+      return Tensor();
+    if (!first.defined()) first = slot;
+    next = slot.offset() + slot.numel();
+  }
+  if (!first.defined() || numel_of(shape) != next - first.offset()) return Tensor();
+  for (const Tensor& in : node.inputs) hand_out(in);
+  return make_view(first, shape, contiguous_strides(shape), first.offset());
+}
 
 // Gradients arriving at a tensor from several consumers are summed into a fresh tensor: never an
 // in-place update of a gradient that someone else may still hold (accumulate_into below adds in
@@ -41,13 +134,22 @@ void accumulate_into(Tensor& slot, const Tensor& incoming) {
 }
 
 // A leaf's gradient. With a grad slot (a view into an optimizer's flat gradient buffer) the first
-// gradient is copied into the slot and later ones are added there in place, so every gradient
+// gradient is copied into the slot (unless its rule wrote it there: leaf_gradient_buffer) and
+// later ones are added there in place, so every gradient
 // stays in the one buffer the optimizer, clipping and zeroing sweep in single passes; the sums
 // are the same float additions as add()'s. The slot is the optimizer's own memory, so no other
 // holder sees it change except through .grad. Without a slot (or when the gradient was replaced
 // by hand, or the parameter moved) a fresh tensor holds the sum, as always.
 void accumulate_leaf(const Tensor& leaf, const Tensor& incoming) {
   TensorImpl& impl = leaf.impl();
+  // A rule wrote this gradient straight into the slot (leaf_gradient_buffer): it is in place.
+  if (g_pass && impl.grad_slot && same_memory(incoming, Tensor(impl.grad_slot))) {
+    auto it = g_pass->handed.find(&impl);
+    if (it != g_pass->handed.end()) {
+      g_pass->handed.erase(it);
+      return;
+    }
+  }
   if (impl.grad_slot && (!impl.grad || impl.grad == impl.grad_slot)) {
     Tensor slot(impl.grad_slot);
     if (slot.shape() == incoming.shape() && slot.dtype() == incoming.dtype() &&
@@ -64,6 +166,22 @@ void accumulate_leaf(const Tensor& leaf, const Tensor& incoming) {
   leaf.set_grad(contiguous(accumulate(leaf.grad(), incoming)));
 }
 }  // namespace
+
+Tensor leaf_gradient_buffer(const Tensor& input, const Shape& shape, DType dtype, Device device) {
+  if (g_pass && input.defined() && input.requires_grad() && input.shape() == shape) {
+    if (!input.grad_fn()) {
+      Tensor slot = free_slot(input, dtype, device);
+      if (slot.defined()) {
+        hand_out(input);
+        return slot;
+      }
+    } else if (is_adjacent_concat(*input.grad_fn())) {
+      Tensor span = concat_slots(*input.grad_fn(), shape, dtype, device);
+      if (span.defined()) return span;
+    }
+  }
+  return Tensor::empty(shape, dtype, device);
+}
 
 bool grad_enabled() { return g_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
@@ -146,6 +264,9 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     }
   }
 
+  BackwardPass pass;
+  count_concat_uses(order, root.grad_fn().get(), pass);
+  PassScope in_pass(&pass);
   std::unordered_map<Node*, Tensor> grads;
   grads[root.grad_fn().get()] = grad;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {

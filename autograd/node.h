@@ -27,6 +27,23 @@ bool will_record(const std::vector<Tensor>& inputs);
 // needs a gradient; the rule receives the output gradient. Returns output for chaining.
 Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, BackwardFn backward);
 
+// For a rule: where to write the gradient of its input `input`. For a leaf that an optimizer gave
+// a grad slot (its part of the flat gradient buffer) and that has no gradient yet in this
+// backward pass, the slot itself: the rule's kernel writes the gradient where the optimizer,
+// clipping and zeroing read it, and the engine copies nothing (on a GPU a copy is a launch, and
+// the step is bound by the host's launches). Likewise for the result of an adjacent concat
+// (kAdjacentConcat) whose pieces are such leaves, used by nothing else in this pass, with slots
+// back to back: the span of their slots, which that concat's rule then splits into the slots
+// themselves. Otherwise, or outside a backward pass, a fresh tensor. Uninitialised either way:
+// the rule writes all of it and returns it as that input's gradient. The values are those a
+// fresh tensor would get: only where the gradient lands changes.
+Tensor leaf_gradient_buffer(const Tensor& input, const Shape& shape, DType dtype, Device device);
+
+// The name of concat's node when its pieces lay back to back in one buffer, in order, along the
+// first axis, so that its result is a view of them (autograd/ops/shape_ops.cpp): the packed
+// projection [W_Q; W_K; W_V] of parameters an optimizer laid out together.
+inline constexpr const char* kAdjacentConcat = "concat (adjacent pieces, a view)";
+
 // Runs reverse mode from `root` with upstream gradient `grad` (see Tensor::backward).
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 

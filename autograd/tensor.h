@@ -42,7 +42,8 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;  // accumulated by backward() on leaves
   std::shared_ptr<Node> grad_fn;     // set on results of recorded ops
   // Where backward() puts this leaf's gradient when set (an optimizer's flat gradient buffer,
-  // train/optimizer.h): the first gradient is copied into it, later ones are added in place.
+  // train/optimizer.h): the first gradient is written or copied into it, later ones are added
+  // in place (autograd/engine.cpp).
   std::shared_ptr<TensorImpl> grad_slot;
 };
 

@@ -168,6 +168,91 @@ TEST_CASE("optim flat: a gradient shared by two leaves is copied into each slot"
   CHECK(b.grad().to_float_vector()[1] == doctest::Approx(4 * coef));  // scaled once, not twice
 }
 
+// Linear layers, the layer norm, scale_shift and the embedding write a parameter's first
+// gradient straight into its slot (leaf_gradient_buffer): the same bits as the fresh-tensor path,
+// also where a leaf is used twice by one op (w as linear's input and its weight: the second
+// request gets a fresh tensor, added in place) and by two ops, and across two backward passes.
+TEST_CASE("optim flat: gradients written straight into the slots are the fresh-tensor path's") {
+  struct Params {
+    Tensor w, b, table, gamma, beta, scale, shift;
+    std::vector<Tensor> all() const { return {w, b, table, gamma, beta, scale, shift}; }
+  };
+  auto make = [] {
+    Generator gen(11);
+    auto leaf = [&gen](Shape shape) {
+      return Tensor::uniform(shape, -1, 1, gen).set_requires_grad(true);
+    };
+    return Params{leaf({4, 4}), leaf({4}), leaf({6, 4}), leaf({4}),
+                  leaf({4}),    leaf({4}), leaf({4})};
+  };
+  auto loss = [](const Params& p, int s) {
+    Tensor idx = Tensor::from_data(std::vector<int32_t>{1, 4, s % 6, 1}, {4});
+    Tensor x = embedding(p.table, idx);                             // [4, 4]
+    Tensor h = layer_norm(linear(x, p.w, p.b), p.gamma, p.beta);    // w, b: 1st use
+    Tensor z = scale_shift(linear(h, p.w, p.b), p.scale, p.shift);  // w, b: 2nd use
+    Tensor self = linear(p.w, p.w, p.b);                            // w twice in one op
+    return add(sum(mul(z, z)), sum(mul(self, 0.5)));
+  };
+  Params plain = make(), slotted = make();
+  AdamW opt({ParamGroup{slotted.all(), 0.0}}, AdamOptions{});
+  REQUIRE(opt.is_flat());
+  for (int s : {0, 3}) {  // the second pass adds to the first's gradients (no zero_grad)
+    loss(plain, s).backward();
+    loss(slotted, s).backward();
+    for (size_t i = 0; i < plain.all().size(); ++i) {
+      CAPTURE(i);
+      CHECK(slotted.all()[i].grad().same_as(slotted.all()[i].grad_slot()));
+      CHECK(slotted.all()[i].grad().to_float_vector() == plain.all()[i].grad().to_float_vector());
+    }
+  }
+}
+
+// The packed projection of attention: concat of three parameters the optimizer laid out back to
+// back is a view of them (nothing copied forward), and its gradient is written into the span of
+// their slots (nothing copied backward). Where a piece or the concat has another use in the
+// pass, the copying path takes over; the gradients are the plain path's bits every time.
+TEST_CASE(
+    "optim flat: an adjacent concat of parameters is a view, its gradient lands in the slots") {
+  auto make = [] {
+    Generator gen(12);
+    std::vector<Tensor> p;
+    for (Shape shape : {Shape{3, 4}, Shape{3, 4}, Shape{3, 4}, Shape{3}, Shape{3}, Shape{3}})
+      p.push_back(Tensor::uniform(shape, -1, 1, gen).set_requires_grad(true));
+    return p;
+  };
+  Generator data(13);
+  Tensor x = Tensor::uniform({5, 4}, -1, 1, data);
+  // variant 0: only the packed layer; 1: a piece used again on its own; 2: the packed weight
+  // used by two layers.
+  auto loss = [&x](const std::vector<Tensor>& p, int variant) {
+    Tensor w = concat({p[0], p[1], p[2]}, 0), b = concat({p[3], p[4], p[5]}, 0);
+    Tensor y = sum(mul(linear(x, w, b), linear(x, w, b).detach()));
+    if (variant == 1) y = add(y, sum(linear(x, p[1], p[4])));
+    if (variant == 2) y = add(y, sum(linear(x, w, Tensor())));
+    return y;
+  };
+  for (int variant : {0, 1, 2}) {
+    CAPTURE(variant);
+    std::vector<Tensor> plain = make(), slotted = make();
+    AdamW opt({ParamGroup{{slotted[0], slotted[1], slotted[2]}, 0.1},
+               ParamGroup{{slotted[3], slotted[4], slotted[5]}, 0.0}},
+              AdamOptions{});
+    REQUIRE(opt.is_flat());
+    Tensor packed = concat({slotted[0], slotted[1], slotted[2]}, 0);
+    CHECK(packed.impl().storage == slotted[0].impl().storage);  // a view: no copy
+    CHECK(packed.offset() == slotted[0].offset());
+    CHECK(concat({plain[0], plain[1], plain[2]}, 0).impl().storage !=
+          plain[0].impl().storage);  // separate tensors: copied, as before
+    loss(plain, variant).backward();
+    loss(slotted, variant).backward();
+    for (size_t i = 0; i < plain.size(); ++i) {
+      CAPTURE(i);
+      CHECK(slotted[i].grad().same_as(slotted[i].grad_slot()));
+      CHECK(slotted[i].grad().to_float_vector() == plain[i].grad().to_float_vector());
+    }
+  }
+}
+
 // The trainer clips with clip_grad_norm_tensor (its factor computed where the gradients are, so
 // a GPU step never reads the norm back): the gradients must end exactly as the host-side rule
 // leaves them (factor max / (norm + 1e-6) read to the host and applied when below 1), on the

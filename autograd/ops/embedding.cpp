@@ -23,9 +23,11 @@ Tensor embedding(const Tensor& table, const Tensor& indices) {
   Tensor out = Tensor::empty(shape, table.dtype(), table.device());
   if (out.numel() > 0)
     backend_of(t).gather_rows(t.view(), idx.view(), out.view(), idx.numel(), dim);
-  return record("embedding", out, {table}, [idx, vocab, dim](const Tensor& g) {
+  return record("embedding", out, {table}, [table, idx, vocab, dim](const Tensor& g) {
     Tensor gd = dense(g);
-    Tensor dtable = Tensor::zeros({vocab, dim}, g.dtype(), g.device());
+    // Zeroed where the table's gradient lives (its grad slot, where it has one), then scattered.
+    Tensor dtable = leaf_gradient_buffer(table, {vocab, dim}, g.dtype(), g.device());
+    dtable.fill_(0.0);
     if (idx.numel() > 0)
       backend_of(g).scatter_add_rows(gd.view(), idx.view(), dtable.view(), idx.numel(), dim);
     return std::vector<Tensor>{dtable};

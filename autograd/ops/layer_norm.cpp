@@ -21,11 +21,15 @@ Tensor record_layer_norm(const Tensor& y, const Tensor& x, const Tensor& gamma, 
                          const Tensor& in, const Tensor& g, const Tensor& b, const Tensor& mu,
                          const Tensor& rstd, int64_t rows, int64_t cols) {
   return record(
-      "layer_norm", y, {x, gamma, beta}, [in, g, b, mu, rstd, rows, cols](const Tensor& grad) {
+      "layer_norm", y, {x, gamma, beta},
+      [in, g, b, gamma, beta, mu, rstd, rows, cols](const Tensor& grad) {
         Tensor gd = dense(grad);
         Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.device());
-        Tensor dg = g.defined() ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
-        Tensor db = b.defined() ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
+        // Written straight into gamma's and beta's grad slots where they have them.
+        Tensor dg =
+            g.defined() ? leaf_gradient_buffer(gamma, {cols}, in.dtype(), in.device()) : Tensor();
+        Tensor db =
+            b.defined() ? leaf_gradient_buffer(beta, {cols}, in.dtype(), in.device()) : Tensor();
         if (rows > 0) {
           backend_of(in).layer_norm_backward(
               gd.view(), in.view(), mu.view(), rstd.view(), view_or_none(g, in.dtype()), dx.view(),

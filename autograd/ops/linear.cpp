@@ -114,12 +114,14 @@ Needs needs_of(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 // The gradients of y = x Wᵀ + b that are needed, from dy [rows, out] and x as [rows, in]
 // (x_shape: the caller's shape of x): {dx, dW, db}.
 // dW = dyᵀ x2 and db = Σ_rows dy from one product that sums dy's rows as it reads them
-// (gemm_epilogue RowSums): dy is read once for both, not once more by a reduction.
-std::pair<Tensor, Tensor> weight_and_bias_gradients(const Tensor& dy_in, const Tensor& x2) {
+// (gemm_epilogue RowSums): dy is read once for both, not once more by a reduction. Both are
+// written straight into the parameters' grad slots where they have them (leaf_gradient_buffer).
+std::pair<Tensor, Tensor> weight_and_bias_gradients(const Tensor& dy_in, const Tensor& x2,
+                                                    const Tensor& weight, const Tensor& bias) {
   Tensor dy = dy_in.is_contiguous() ? dy_in : dense(dy_in);
   const int64_t rows = dy.size(0), out = dy.size(1), in = x2.size(1);
-  Tensor gw = Tensor::empty({out, in}, dy.dtype(), dy.device());
-  Tensor gb = Tensor::empty({out}, dy.dtype(), dy.device());
+  Tensor gw = leaf_gradient_buffer(weight, {out, in}, dy.dtype(), dy.device());
+  Tensor gb = leaf_gradient_buffer(bias, {out}, dy.dtype(), dy.device());
   GemmArgs g;
   g.dtype = dy.dtype();
   g.m = out, g.n = in, g.k = rows;
@@ -131,10 +133,10 @@ std::pair<Tensor, Tensor> weight_and_bias_gradients(const Tensor& dy_in, const T
 }
 
 std::vector<Tensor> linear_gradients(const Tensor& dy, const Tensor& x2, const Shape& x_shape,
-                                     const Tensor& weight, Needs needs) {
+                                     const Tensor& weight, const Tensor& bias, Needs needs) {
   Tensor gx = needs.x ? reshape(matmul(dy, weight), x_shape) : Tensor();
   if (needs.weight && needs.bias && x2.is_contiguous()) {
-    auto [gw, gb] = weight_and_bias_gradients(dy, x2);
+    auto [gw, gb] = weight_and_bias_gradients(dy, x2, weight, bias);
     return {gx, gw, gb};
   }
   Tensor gw = needs.weight ? matmul(transpose(dy, 0, 1), x2) : Tensor();
@@ -167,9 +169,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                          contiguous_strides(with_features(x, weight.size(0))), 0);
   return record(
       "linear", out, {x, weight, bias},
-      [x2, x_shape = x.shape(), weight, needs = needs_of(x, weight, bias)](const Tensor& g) {
+      [x2, x_shape = x.shape(), weight, bias, needs = needs_of(x, weight, bias)](const Tensor& g) {
         Tensor dy = reshape(dense(g), {-1, weight.size(0)});
-        return linear_gradients(dy, x2, x_shape, weight, needs);
+        return linear_gradients(dy, x2, x_shape, weight, bias, needs);
       });
 }
 
@@ -198,7 +200,7 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out = make_view(h, shape, contiguous_strides(shape), 0);
   if (!recorded) return out;
   return record("linear_gelu", out, {x, weight, bias},
-                [x2, slope, x_shape = x.shape(), weight, needs = needs_of(x, weight, bias),
+                [x2, slope, x_shape = x.shape(), weight, bias, needs = needs_of(x, weight, bias),
                  cols](const Tensor& g) {
                   // dpre = g ⊙ slope, written over g when the engine's handle is its only
                   // holder (a fresh gradient, as LayerNorm's or the gMLP gate's backward gives):
@@ -210,7 +212,7 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                   } else {
                     dpre = mul(reshape(dense(g), {-1, cols}), slope);
                   }
-                  return linear_gradients(dpre, x2, x_shape, weight, needs);
+                  return linear_gradients(dpre, x2, x_shape, weight, bias, needs);
                 });
 }
 
@@ -239,16 +241,17 @@ Tensor feed_forward(const Tensor& x, const Tensor& w1, const Tensor& b1, const T
   if (!recorded) return make_view(y, shape, contiguous_strides(shape), 0);
   return record(
       "feed_forward", make_view(y, shape, contiguous_strides(shape), 0), {x, w1, b1, w2, b2},
-      [x2, h, slope, x_shape = x.shape(), w1, w2, out, first = needs_of(x, w1, b1),
+      [x2, h, slope, x_shape = x.shape(), w1, b1, w2, b2, out, first = needs_of(x, w1, b1),
        second = needs_of(h, w2, b2)](const Tensor& g) {
         // The second layer: dW₂ = dyᵀ h, db₂ = Σ dy. Then dpre = (dy W₂) ⊙ gelu'(pre) from one
         // product (the slope multiplied in its epilogue), and the first layer's rule on dpre.
         Tensor dy = reshape(dense(g), {-1, out});
-        auto outer = linear_gradients(dy, h, h.shape(), w2, {false, second.weight, second.bias});
+        auto outer =
+            linear_gradients(dy, h, h.shape(), w2, b2, {false, second.weight, second.bias});
         std::vector<Tensor> grads{Tensor(), Tensor(), Tensor(), outer[1], outer[2]};
         if (first.x || first.weight || first.bias) {
           Tensor dpre = product_with_epilogue(dy, w2, GemmEpilogue::Times, Tensor(), slope);
-          auto inner = linear_gradients(dpre, x2, x_shape, w1, first);
+          auto inner = linear_gradients(dpre, x2, x_shape, w1, b1, first);
           grads[0] = inner[0], grads[1] = inner[1], grads[2] = inner[2];
         }
         return grads;

@@ -29,24 +29,26 @@ Tensor scale_shift(const Tensor& x, const Tensor& scale, const Tensor& shift) {
   std::vector<Tensor> inputs{x, scale};
   if (shift.defined()) inputs.push_back(shift);
   bool shifted = shift.defined();
-  return record("scale_shift", y, inputs,
-                [in = in.detach(), s = s.detach(), shifted, rows, cols](const Tensor& g) {
-                  Tensor gd = dense(g);
-                  Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.device());
-                  Tensor ds = Tensor::empty({cols}, in.dtype(), in.device());
-                  Tensor dt = shifted ? Tensor::empty({cols}, in.dtype(), in.device()) : Tensor();
-                  if (rows > 0) {
-                    backend_of(in).scale_shift_backward(gd.view(), in.view(), s.view(), dx.view(),
-                                                        ds.view(), view_or_none(dt, in.dtype()),
-                                                        rows, cols);
-                  } else {
-                    ds.fill_(0.0);
-                    if (shifted) dt.fill_(0.0);
-                  }
-                  std::vector<Tensor> grads{dx, ds};
-                  if (shifted) grads.push_back(dt);
-                  return grads;
-                });
+  return record(
+      "scale_shift", y, inputs,
+      [in = in.detach(), s = s.detach(), scale, shift, shifted, rows, cols](const Tensor& g) {
+        Tensor gd = dense(g);
+        Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.device());
+        // Straight into the parameters' grad slots where they have them.
+        Tensor ds = leaf_gradient_buffer(scale, {cols}, in.dtype(), in.device());
+        Tensor dt =
+            shifted ? leaf_gradient_buffer(shift, {cols}, in.dtype(), in.device()) : Tensor();
+        if (rows > 0) {
+          backend_of(in).scale_shift_backward(gd.view(), in.view(), s.view(), dx.view(), ds.view(),
+                                              view_or_none(dt, in.dtype()), rows, cols);
+        } else {
+          ds.fill_(0.0);
+          if (shifted) dt.fill_(0.0);
+        }
+        std::vector<Tensor> grads{dx, ds};
+        if (shifted) grads.push_back(dt);
+        return grads;
+      });
 }
 
 }  // namespace mixlab

@@ -180,6 +180,20 @@ Tensor squeeze(const Tensor& x, int64_t axis) {
                 [a](const Tensor& g) { return std::vector<Tensor>{unsqueeze(g, a)}; });
 }
 
+namespace {
+// Whether contiguous pieces lie back to back in one buffer in their order, so that joining
+// them along the first axis is a view of that memory.
+bool pieces_back_to_back(const std::vector<Tensor>& xs) {
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].is_contiguous()) return false;
+    if (i > 0 && (xs[i].impl().storage != xs[0].impl().storage ||
+                  xs[i].offset() != xs[i - 1].offset() + xs[i - 1].numel()))
+      return false;
+  }
+  return true;
+}
+}  // namespace
+
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   check(!xs.empty(), "concat: no tensors");
   std::vector<const Tensor*> ptrs;
@@ -196,18 +210,23 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
            " differ outside axis ", a);
     shape[a] += t.shape()[a];
   }
-  Tensor out = Tensor::empty(shape, xs[0].dtype(), xs[0].device());
   std::vector<int64_t> sizes;
+  for (const Tensor& t : xs) sizes.push_back(t.shape()[a]);
+  // Pieces already back to back in one buffer, in order, joined along the first axis (the
+  // packed projection [W_Q; W_K; W_V] of parameters an optimizer laid out together): the result
+  // is a view of that memory and nothing is copied (on a GPU, three launches fewer each way).
+  const bool adjacent = a == 0 && pieces_back_to_back(xs);
+  Tensor out = adjacent ? make_view(xs[0], shape, contiguous_strides(shape), xs[0].offset())
+                        : Tensor::empty(shape, xs[0].dtype(), xs[0].device());
   int64_t start = 0;
   for (const Tensor& t : xs) {
-    if (t.numel() > 0) {
+    if (!adjacent && t.numel() > 0) {
       Tensor window = make_view(out, t.shape(), out.strides(), start * out.strides()[a]);
       backend_of(t).copy(t.view(), window.view());
     }
-    sizes.push_back(t.shape()[a]);
     start += t.shape()[a];
   }
-  return record("concat", out, xs, [sizes, a](const Tensor& g) {
+  return record(adjacent ? kAdjacentConcat : "concat", out, xs, [sizes, a](const Tensor& g) {
     std::vector<Tensor> grads;
     int64_t s = 0;
     for (int64_t n : sizes) {

@@ -5,8 +5,11 @@
 // group by group (param_groups() puts the decayed tensors first), copies their values there and
 // makes each parameter tensor a view into it (the same TensorImpl, so modules and every other
 // handle see it; forward and backward code is unchanged). Each parameter also gets a slot in a
-// flat gradient buffer (TensorImpl::grad_slot): backward() copies a leaf's first gradient into
-// its slot and adds later ones there in place. The moments (exp_avg, exp_avg_sq /
+// flat gradient buffer (TensorImpl::grad_slot): backward() puts a leaf's first gradient in its
+// slot (the linear, layer-norm, scale-shift and embedding rules write it there directly,
+// leaf_gradient_buffer in autograd/node.h; others' are copied) and adds later ones there in
+// place. Laid out back to back, attention's W_Q, W_K, W_V (and their biases) concatenate into
+// the packed projection as a view, and its gradient lands in their three slots. The moments (exp_avg, exp_avg_sq /
 // momentum_buffer) get one flat buffer each at the first step. A step is then ONE backend call
 // (Backend::adam_update_flat / sgd_update_flat) over the whole range, with one boundary index:
 // elements before it get the group's weight decay, elements after it none. clip_grad_norm and
