@@ -39,9 +39,9 @@ Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, Backw
 // fresh tensor would get: only where the gradient lands changes.
 Tensor leaf_gradient_buffer(const Tensor& input, const Shape& shape, DType dtype, Device device);
 
-// The name of concat's node when its pieces lay back to back in one buffer, in order, along the
-// first axis, so that its result is a view of them (autograd/ops/shape_ops.cpp): the packed
-// projection [W_Q; W_K; W_V] of parameters an optimizer laid out together.
+// The name of concat's node when its pieces are parameters lying back to back in one buffer, in
+// order, joined along the first axis, so that its result is a view of them
+// (autograd/ops/shape_ops.cpp): the packed projection [W_Q; W_K; W_V] an optimizer laid out.
 inline constexpr const char* kAdjacentConcat = "concat (adjacent pieces, a view)";
 
 // Runs reverse mode from `root` with upstream gradient `grad` (see Tensor::backward).

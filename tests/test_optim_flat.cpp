@@ -243,6 +243,11 @@ TEST_CASE(
     CHECK(packed.offset() == slotted[0].offset());
     CHECK(concat({plain[0], plain[1], plain[2]}, 0).impl().storage !=
           plain[0].impl().storage);  // separate tensors: copied, as before
+    // Adjacent pieces that are not parameters (a bucket of gradients about to be reduced in
+    // place) are copied too: a caller may write the result.
+    Tensor buffer = Tensor::zeros({6});
+    CHECK(concat({narrow(buffer, 0, 0, 3), narrow(buffer, 0, 3, 3)}, 0).impl().storage !=
+          buffer.impl().storage);
     loss(plain, variant).backward();
     loss(slotted, variant).backward();
     for (size_t i = 0; i < plain.size(); ++i) {

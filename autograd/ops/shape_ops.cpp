@@ -181,11 +181,14 @@ Tensor squeeze(const Tensor& x, int64_t axis) {
 }
 
 namespace {
-// Whether contiguous pieces lie back to back in one buffer in their order, so that joining
-// them along the first axis is a view of that memory.
-bool pieces_back_to_back(const std::vector<Tensor>& xs) {
+// Whether the pieces are parameters (leaves that take gradients) lying back to back in one
+// buffer in their order, so that joining them along the first axis is a view of that memory.
+// Only parameters: their values change only through the optimizer, between steps, so a view
+// reads what a copy would have; anything else a caller might still write in place (a bucket of
+// gradients about to be all-reduced) gets its own buffer, as before.
+bool parameters_back_to_back(const std::vector<Tensor>& xs) {
   for (size_t i = 0; i < xs.size(); ++i) {
-    if (!xs[i].is_contiguous()) return false;
+    if (!xs[i].is_contiguous() || !xs[i].requires_grad() || xs[i].grad_fn()) return false;
     if (i > 0 && (xs[i].impl().storage != xs[0].impl().storage ||
                   xs[i].offset() != xs[i - 1].offset() + xs[i - 1].numel()))
       return false;
@@ -212,10 +215,10 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   }
   std::vector<int64_t> sizes;
   for (const Tensor& t : xs) sizes.push_back(t.shape()[a]);
-  // Pieces already back to back in one buffer, in order, joined along the first axis (the
-  // packed projection [W_Q; W_K; W_V] of parameters an optimizer laid out together): the result
-  // is a view of that memory and nothing is copied (on a GPU, three launches fewer each way).
-  const bool adjacent = a == 0 && pieces_back_to_back(xs);
+  // Parameters already back to back in one buffer, in order, joined along the first axis (the
+  // packed projection [W_Q; W_K; W_V], laid out together by the optimizer): the result is a view
+  // of that memory and nothing is copied (on a GPU, three launches fewer each way).
+  const bool adjacent = a == 0 && parameters_back_to_back(xs);
   Tensor out = adjacent ? make_view(xs[0], shape, contiguous_strides(shape), xs[0].offset())
                         : Tensor::empty(shape, xs[0].dtype(), xs[0].device());
   int64_t start = 0;
