@@ -9,13 +9,13 @@
 // slot (the linear, layer-norm, scale-shift and embedding rules write it there directly,
 // leaf_gradient_buffer in autograd/node.h; others' are copied) and adds later ones there in
 // place. Laid out back to back, attention's W_Q, W_K, W_V (and their biases) concatenate into
-// the packed projection as a view, and its gradient lands in their three slots. The moments (exp_avg, exp_avg_sq /
-// momentum_buffer) get one flat buffer each at the first step. A step is then ONE backend call
-// (Backend::adam_update_flat / sgd_update_flat) over the whole range, with one boundary index:
-// elements before it get the group's weight decay, elements after it none. clip_grad_norm and
-// scale_grads (train/grad_utils.h) see the same range and make one reduction and one in-place
-// scale over it. zero_grad() stays set-to-none: the next first gradient overwrites its slot, so
-// no pass over memory is needed at all.
+// the packed projection as a view, and its gradient lands in their three slots. The moments
+// (exp_avg, exp_avg_sq / momentum_buffer) get one flat buffer each at the first step. A step is
+// then ONE backend call (Backend::adam_update_flat / sgd_update_flat) over the whole range, with
+// one boundary index: elements before it get the group's weight decay, elements after it none.
+// clip_grad_norm and scale_grads (train/grad_utils.h) see the same range and make one reduction and
+// one in-place scale over it. zero_grad() stays set-to-none: the next first gradient overwrites its
+// slot, so no pass over memory is needed at all.
 //
 // A step splits into more calls only where the per-tensor rule demands it: a parameter without a
 // gradient (skipped, as in PyTorch), parameters at different step counts (different bias
