@@ -183,6 +183,33 @@ Tensor leaf_gradient_buffer(const Tensor& input, const Shape& shape, DType dtype
   return Tensor::empty(shape, dtype, device);
 }
 
+bool add_to_leaf_window(const Tensor& leaf, int axis, int64_t start, int64_t length,
+                        const Tensor& g) {
+  if (!g_pass || !leaf.defined() || leaf.grad_fn() || !leaf.requires_grad()) return false;
+  TensorImpl& impl = leaf.impl();
+  if (!impl.grad_slot || (impl.grad && impl.grad != impl.grad_slot)) return false;
+  Tensor slot(impl.grad_slot);
+  if (slot.shape() != leaf.shape() || slot.dtype() != g.dtype() || slot.device() != g.device() ||
+      !slot.is_contiguous())
+    return false;
+  const int64_t full = slot.shape()[axis];
+  auto part = [&slot, axis](int64_t begin, int64_t size) {
+    Shape shape = slot.shape();
+    shape[axis] = size;
+    return make_view(slot, shape, slot.strides(), slot.offset() + begin * slot.strides()[axis]);
+  };
+  Tensor window = part(start, length);
+  if (impl.grad) {  // a gradient (or a slot handed to a rule, still to come back) is there
+    add_in_place(window, g);
+    return true;
+  }
+  window.copy_(g);
+  if (start > 0) part(0, start).fill_(0.0);
+  if (start + length < full) part(start + length, full - start - length).fill_(0.0);
+  impl.grad = impl.grad_slot;
+  return true;
+}
+
 bool grad_enabled() { return g_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }

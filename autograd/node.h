@@ -39,6 +39,16 @@ Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, Backw
 // fresh tensor would get: only where the gradient lands changes.
 Tensor leaf_gradient_buffer(const Tensor& input, const Shape& shape, DType dtype, Device device);
 
+// For narrow's rule, where the narrowed tensor is a leaf whose gradient lives in its grad slot:
+// adds `g` into the window [start, start + length) along `axis` of that gradient (the first
+// gradient of the pass also zeroes the rest of the slot) and returns true; the rule then returns
+// no gradient for the leaf. This replaces a gradient of the leaf's full shape built from a copy
+// and fills, then copied or added into the slot (for gMLP's two halves of U: three kernel calls a
+// tensor where there were six). Values are the full-shape path's (a -0.0 in the first window
+// stays -0.0 where adding a zero gave +0.0). False where the leaf has no such slot.
+bool add_to_leaf_window(const Tensor& leaf, int axis, int64_t start, int64_t length,
+                        const Tensor& g);
+
 // The name of concat's node when its pieces are parameters lying back to back in one buffer, in
 // order, joined along the first axis, so that its result is a view of them
 // (autograd/ops/shape_ops.cpp): the packed projection [W_Q; W_K; W_V] an optimizer laid out.

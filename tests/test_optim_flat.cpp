@@ -258,6 +258,48 @@ TEST_CASE(
   }
 }
 
+// Windows of a parameter (gMLP's two halves of U) add their gradients into the parameter's slot
+// (add_to_leaf_window): the first zeroes the rest. The same values as the full-shape path with
+// both halves, with one half only, a window along the second axis, and the whole parameter also
+// used directly (before or after the windows in the backward order).
+TEST_CASE("optim flat: gradients of a parameter's windows go straight into its slot") {
+  auto make = [] {
+    Generator gen(14);
+    return std::vector<Tensor>{Tensor::uniform({4, 3}, -1, 1, gen).set_requires_grad(true),
+                               Tensor::uniform({4}, -1, 1, gen).set_requires_grad(true)};
+  };
+  Generator data(15);
+  Tensor x = Tensor::uniform({5, 3}, -1, 1, data);
+  auto loss = [&x](const std::vector<Tensor>& p, int variant) {
+    const Tensor &u = p[0], &b = p[1];
+    Tensor z1 = linear(x, narrow(u, 0, 0, 2), narrow(b, 0, 0, 2));
+    Tensor y = sum(mul(z1, z1));
+    if (variant != 1) y = add(y, sum(gelu(linear(x, narrow(u, 0, 2, 2), narrow(b, 0, 2, 2)))));
+    if (variant == 2) y = add(y, sum(mul(narrow(u, 1, 1, 2), 3.0)));  // a strided window
+    if (variant == 3) y = add(sum(linear(x, u, b)), y);               // the whole, too
+    return y;
+  };
+  for (int variant : {0, 1, 2, 3}) {
+    CAPTURE(variant);
+    std::vector<Tensor> plain = make(), slotted = make();
+    AdamW opt({ParamGroup{{slotted[0], slotted[1]}, 0.0}}, AdamOptions{});
+    REQUIRE(opt.is_flat());
+    for (int pass = 0; pass < 3; ++pass) {  // the second adds to the first; the third starts
+      if (pass == 2) {                      // again over the stale slot (set-to-none)
+        opt.zero_grad();
+        for (const Tensor& p : plain) p.zero_grad();
+      }
+      loss(plain, variant).backward();
+      loss(slotted, variant).backward();
+      for (size_t i = 0; i < plain.size(); ++i) {
+        CAPTURE(i);
+        CHECK(slotted[i].grad().same_as(slotted[i].grad_slot()));
+        CHECK(slotted[i].grad().to_float_vector() == plain[i].grad().to_float_vector());
+      }
+    }
+  }
+}
+
 // The trainer clips with clip_grad_norm_tensor (its factor computed where the gradients are, so
 // a GPU step never reads the norm back): the gradients must end exactly as the host-side rule
 // leaves them (factor max / (norm + 1e-6) read to the host and applied when below 1), on the

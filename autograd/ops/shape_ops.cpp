@@ -115,10 +115,15 @@ Tensor narrow(const Tensor& x, int64_t axis, int64_t start, int64_t length) {
   Shape shape = x.shape();
   shape[a] = length;
   Tensor out = make_view(x, shape, x.strides(), x.offset() + start * x.strides()[a]);
-  return record("narrow", out, {x}, [from = x.shape(), a, start, length](const Tensor& g) {
+  // A parameter's window (gMLP's halves of U): its gradient goes straight into the parameter's
+  // grad slot where it has one (add_to_leaf_window).
+  Tensor leaf = x.requires_grad() && !x.grad_fn() ? x : Tensor();
+  return record("narrow", out, {x}, [leaf, from = x.shape(), a, start, length](const Tensor& g) {
     // The whole axis: the gradient as it came, in its own layout (a copy into zeros would cost a
     // pass and, for a strided g, a second one where the next op needs it contiguous).
     if (start == 0 && length == from[a]) return std::vector<Tensor>{g};
+    if (leaf.defined() && add_to_leaf_window(leaf, a, start, length, g))
+      return std::vector<Tensor>{Tensor()};
     // Scatter the gradient into zeros of the input's shape: the window gets g, and only the
     // parts before and after it are zeroed (a split's halves each write the full input's size;
     // zeroing it all first would write the window twice).
