@@ -99,6 +99,17 @@ double max_relative_difference(const std::vector<std::vector<float>>& a,
   return worst;
 }
 
+// Each slotted parameter's gradient is its slot and holds the values of the same parameter's
+// gradient without an optimizer (fresh tensors all the way).
+void check_in_slots_as_plain(const std::vector<Tensor>& slotted, const std::vector<Tensor>& plain) {
+  REQUIRE(slotted.size() == plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    CAPTURE(i);
+    CHECK(slotted[i].grad().same_as(slotted[i].grad_slot()));
+    CHECK(slotted[i].grad().to_float_vector() == plain[i].grad().to_float_vector());
+  }
+}
+
 }  // namespace
 
 TEST_CASE("optim flat: parameters become views into one buffer, with their values") {
@@ -199,11 +210,7 @@ TEST_CASE("optim flat: gradients written straight into the slots are the fresh-t
   for (int s : {0, 3}) {  // the second pass adds to the first's gradients (no zero_grad)
     loss(plain, s).backward();
     loss(slotted, s).backward();
-    for (size_t i = 0; i < plain.all().size(); ++i) {
-      CAPTURE(i);
-      CHECK(slotted.all()[i].grad().same_as(slotted.all()[i].grad_slot()));
-      CHECK(slotted.all()[i].grad().to_float_vector() == plain.all()[i].grad().to_float_vector());
-    }
+    check_in_slots_as_plain(slotted.all(), plain.all());
   }
 }
 
@@ -250,11 +257,7 @@ TEST_CASE(
           buffer.impl().storage);
     loss(plain, variant).backward();
     loss(slotted, variant).backward();
-    for (size_t i = 0; i < plain.size(); ++i) {
-      CAPTURE(i);
-      CHECK(slotted[i].grad().same_as(slotted[i].grad_slot()));
-      CHECK(slotted[i].grad().to_float_vector() == plain[i].grad().to_float_vector());
-    }
+    check_in_slots_as_plain(slotted, plain);
   }
 }
 
@@ -291,11 +294,7 @@ TEST_CASE("optim flat: gradients of a parameter's windows go straight into its s
       }
       loss(plain, variant).backward();
       loss(slotted, variant).backward();
-      for (size_t i = 0; i < plain.size(); ++i) {
-        CAPTURE(i);
-        CHECK(slotted[i].grad().same_as(slotted[i].grad_slot()));
-        CHECK(slotted[i].grad().to_float_vector() == plain[i].grad().to_float_vector());
-      }
+      check_in_slots_as_plain(slotted, plain);
     }
   }
 }
