@@ -64,15 +64,21 @@ bool same_memory(const Tensor& t, const Tensor& slot) {
          t.shape() == slot.shape() && t.is_contiguous();
 }
 
-// A leaf's slot, if it can take this pass's first gradient as `dtype` on `device`.
-Tensor free_slot(const Tensor& leaf, DType dtype, Device device) {
-  const TensorImpl& impl = leaf.impl();
-  if (!leaf.requires_grad() || !impl.grad_slot || impl.grad) return Tensor();
+// A leaf's slot where its gradient lives there (none yet, or the slot itself: not one replaced
+// by hand) and a gradient of `shape`, `dtype` and `device` fits it; else undefined.
+Tensor usable_slot(const TensorImpl& impl, const Shape& shape, DType dtype, Device device) {
+  if (!impl.grad_slot || (impl.grad && impl.grad != impl.grad_slot)) return Tensor();
   Tensor slot(impl.grad_slot);
-  if (slot.shape() != leaf.shape() || slot.dtype() != dtype || slot.device() != device ||
+  if (slot.shape() != shape || slot.dtype() != dtype || slot.device() != device ||
       !slot.is_contiguous())
     return Tensor();
   return slot;
+}
+
+// A leaf's slot, if it can take this pass's first gradient as `dtype` on `device`.
+Tensor free_slot(const Tensor& leaf, DType dtype, Device device) {
+  if (!leaf.requires_grad() || leaf.impl().grad) return Tensor();
+  return usable_slot(leaf.impl(), leaf.shape(), dtype, device);
 }
 
 // Marks a leaf's slot as handed to a rule: a second request in this pass gets a fresh tensor
@@ -143,25 +149,22 @@ void accumulate_into(Tensor& slot, const Tensor& incoming) {
 void accumulate_leaf(const Tensor& leaf, const Tensor& incoming) {
   TensorImpl& impl = leaf.impl();
   // A rule wrote this gradient straight into the slot (leaf_gradient_buffer): it is in place.
-  if (g_pass && impl.grad_slot && same_memory(incoming, Tensor(impl.grad_slot))) {
+  if (g_pass) {
     auto it = g_pass->handed.find(&impl);
-    if (it != g_pass->handed.end()) {
+    if (it != g_pass->handed.end() && same_memory(incoming, Tensor(impl.grad_slot))) {
       g_pass->handed.erase(it);
       return;
     }
   }
-  if (impl.grad_slot && (!impl.grad || impl.grad == impl.grad_slot)) {
-    Tensor slot(impl.grad_slot);
-    if (slot.shape() == incoming.shape() && slot.dtype() == incoming.dtype() &&
-        slot.device() == incoming.device()) {
-      if (!impl.grad) {
-        slot.copy_(incoming);
-        impl.grad = impl.grad_slot;
-      } else {
-        add_in_place(slot, incoming);
-      }
-      return;
+  if (Tensor slot = usable_slot(impl, incoming.shape(), incoming.dtype(), incoming.device());
+      slot.defined()) {
+    if (!impl.grad) {
+      slot.copy_(incoming);
+      impl.grad = impl.grad_slot;
+    } else {
+      add_in_place(slot, incoming);
     }
+    return;
   }
   leaf.set_grad(contiguous(accumulate(leaf.grad(), incoming)));
 }
@@ -187,11 +190,8 @@ bool add_to_leaf_window(const Tensor& leaf, int axis, int64_t start, int64_t len
                         const Tensor& g) {
   if (!g_pass || !leaf.defined() || leaf.grad_fn() || !leaf.requires_grad()) return false;
   TensorImpl& impl = leaf.impl();
-  if (!impl.grad_slot || (impl.grad && impl.grad != impl.grad_slot)) return false;
-  Tensor slot(impl.grad_slot);
-  if (slot.shape() != leaf.shape() || slot.dtype() != g.dtype() || slot.device() != g.device() ||
-      !slot.is_contiguous())
-    return false;
+  Tensor slot = usable_slot(impl, leaf.shape(), g.dtype(), g.device());
+  if (!slot.defined()) return false;
   const int64_t full = slot.shape()[axis];
   auto part = [&slot, axis](int64_t begin, int64_t size) {
     Shape shape = slot.shape();

@@ -226,9 +226,9 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   const bool adjacent = a == 0 && parameters_back_to_back(xs);
   Tensor out = adjacent ? make_view(xs[0], shape, contiguous_strides(shape), xs[0].offset())
                         : Tensor::empty(shape, xs[0].dtype(), xs[0].device());
-  int64_t start = 0;
-  for (const Tensor& t : xs) {
-    if (!adjacent && t.numel() > 0) {
+  for (int64_t i = 0, start = 0; !adjacent && i < static_cast<int64_t>(xs.size()); ++i) {
+    const Tensor& t = xs[i];
+    if (t.numel() > 0) {
       Tensor window = make_view(out, t.shape(), out.strides(), start * out.strides()[a]);
       backend_of(t).copy(t.view(), window.view());
     }

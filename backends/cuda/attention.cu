@@ -132,14 +132,6 @@ void weighted_sum(cudaStream_t stream, const T* w, int64_t w_item, int64_t w_r, 
 
 constexpr int kAttentionBlockThreads = 256;
 
-// The shared memory a block may use on `device`, past the default 48 KiB by opting in.
-size_t shared_bytes_allowed(int device) {
-  int bytes = 0;
-  MIXLAB_CUDA_CHECK(
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return static_cast<size_t>(bytes);
-}
-
 // A head's operands for the block kernels; q.data null for the synthesizers' given logits.
 template <typename T>
 BlockHead<T> block_head(const View& q, const View& k, const View& v, const View& logits,
@@ -159,12 +151,11 @@ BlockHead<T> block_head(const View& q, const View& k, const View& v, const View&
           int(v.shape[3])};
 }
 
-// Whether the head fits one block on this device (and the grid one block per item).
+// Whether the head fits one block's `shared_bytes` (and the grid one block per item).
 template <typename T>
-bool use_block_path(int64_t items, const BlockHead<T>& h, bool backward, int device) {
+bool use_block_path(int64_t items, const BlockHead<T>& h, bool backward, size_t shared_bytes) {
   return items < (int64_t(1) << 31) &&
-         attention_block_fits(h.n, h.m, h.d, h.e, h.given(), backward, sizeof(T),
-                              shared_bytes_allowed(device));
+         attention_block_fits(h.n, h.m, h.d, h.e, h.given(), backward, sizeof(T), shared_bytes);
 }
 
 // Launches `kernel` with one block per item and the layout's shared memory (opted in when it
@@ -213,7 +204,8 @@ void CudaBackend::attention(const View& q, const View& k, const View& v, const V
   dispatch_floating(q.dtype, "attention", [&](auto tag) {
     using T = decltype(tag);
     BlockHead<T> h = block_head<T>(q, k, v, View(), bias, mask, scale, q.shape[1], n, m);
-    if (use_block_path(items, h, false, device_)) return block_forward(h, out, lse, items, stream_);
+    if (use_block_path(items, h, false, shared_bytes_per_block()))
+      return block_forward(h, out, lse, items, stream_);
     Scratch p(*this, static_cast<size_t>(items * n * m) * sizeof(T));
     launch_rows(items * n, m, [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
@@ -238,7 +230,7 @@ void CudaBackend::attention_backward(const View& q, const View& k, const View& v
   dispatch_floating(q.dtype, "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     BlockHead<T> h = block_head<T>(q, k, v, View(), bias, mask, scale, q.shape[1], n, m);
-    if (use_block_path(items, h, true, device_))
+    if (use_block_path(items, h, true, shared_bytes_per_block()))
       return block_backward(h, out, lse, dout, dq, dk, dv, dbias, items, stream_);
     size_t bytes = static_cast<size_t>(items * n * m) * sizeof(T);
     Scratch p(*this, bytes), ds(*this, bytes);
@@ -271,7 +263,8 @@ void CudaBackend::synthesized_attention(const View& logits, const View& v, const
   dispatch_floating(v.dtype, "synthesized_attention", [&](auto tag) {
     using T = decltype(tag);
     BlockHead<T> h = block_head<T>(View(), View(), v, logits, View(), mask, 1.0, v.shape[1], n, m);
-    if (use_block_path(items, h, false, device_)) return block_forward(h, out, lse, items, stream_);
+    if (use_block_path(items, h, false, shared_bytes_per_block()))
+      return block_forward(h, out, lse, items, stream_);
     Scratch p(*this, static_cast<size_t>(items * n * m) * sizeof(T));
     launch_rows(items * n, m, [&](auto group, unsigned int blocks, int threads) {
       using G = decltype(group);
@@ -295,7 +288,7 @@ void CudaBackend::synthesized_attention_backward(const View& logits, const View&
   dispatch_floating(v.dtype, "synthesized_attention_backward", [&](auto tag) {
     using T = decltype(tag);
     BlockHead<T> h = block_head<T>(View(), View(), v, logits, View(), mask, 1.0, v.shape[1], n, m);
-    if (use_block_path(items, h, true, device_))
+    if (use_block_path(items, h, true, shared_bytes_per_block()))
       return block_backward(h, out, lse, dout, View(), View(), dv, dlogits, items, stream_);
     Scratch p(*this, static_cast<size_t>(items * n * m) * sizeof(T));
     launch_rows(items * n, std::max(m, e), [&](auto group, unsigned int blocks, int threads) {

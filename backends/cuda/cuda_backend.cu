@@ -47,6 +47,8 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   MIXLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   MIXLAB_CUDA_CHECK(
       cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
+  MIXLAB_CUDA_CHECK(cudaDeviceGetAttribute(&shared_bytes_per_block_,
+                                           cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
   allocator_ = std::make_unique<CachingAllocator>(device_, stream_);
   fft_plans_ = std::make_unique<FftPlanCache>();
   staging_ = std::make_unique<UploadStaging>(stream_);

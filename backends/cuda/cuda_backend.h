@@ -77,6 +77,8 @@ class CudaBackend final : public Backend {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   int multiprocessors() const { return multiprocessors_; }  // sizes grids that fill the GPU
+  // The shared memory one block may use, past the default 48 KiB by opting in (attention.cu).
+  size_t shared_bytes_per_block() const { return static_cast<size_t>(shared_bytes_per_block_); }
   cublasContext* cublas();  // created on first use, bound to stream()
   void activate() const;    // makes this GPU current for the calling thread
   void empty_cache();       // returns every cached block to the driver
@@ -103,6 +105,7 @@ class CudaBackend final : public Backend {
  private:
   int device_;
   int multiprocessors_ = 1;
+  int shared_bytes_per_block_ = 48 * 1024;  // queried once: attention asks on every call
   cudaStream_t stream_ = nullptr;
   cublasContext* cublas_ = nullptr;
   std::mutex cublas_mutex_;  // guards the lazy creation of cublas_
