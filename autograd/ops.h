@@ -41,6 +41,11 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 // Rows of x along its first axis: out[i] = x[index[i]] (int32 index; repeats allowed). Built
 // on the embedding gather, so its gradient scatter-adds back.
 Tensor select_rows(const Tensor& x, const Tensor& index);
+// select_rows' transpose: `rows` rows along the first axis, zero except that row index[i] gets
+// x[i] added (int32 index into [0, rows); repeats add up). Its gradient is the gather
+// select_rows(grad, index). With distinct indices it puts rows back where select_rows took them
+// from: the translator packs its real tokens with select_rows and places them back with this.
+Tensor place_rows(const Tensor& x, const Tensor& index, int64_t rows);
 // Not differentiable: 1.0 where the relation holds, else 0.0, in a's dtype.
 Tensor equal(const Tensor& a, const Tensor& b);
 Tensor greater(const Tensor& a, const Tensor& b);

@@ -10,7 +10,7 @@
 //
 //   build/bench_train_step [--task translate|classify] [--mixer NAME] [--threads N] [--dim D]
 //       [--layers L] [--batch B] [--len T] [--patch P] [--images FILE] [--dropout R] [--steps K]
-//       [--device cpu|cuda|cuda:N]
+//       [--device cpu|cuda|cuda:N] [--keep-padding]
 //   build/bench_train_step --list-mixers      # the mixers the speed table covers, one a line
 //   build/bench_train_step --kernels          # the CPU kernels' registers: AVX-512, AVX2, generic
 //
@@ -18,6 +18,9 @@
 // buffers and its logits on the batch, so that bench/vs_torch.py can load them into its PyTorch
 // model and check that it computes the same function. FILE is one JSON line (each tensor's
 // name, kind and shape, in order, then the logits' shape) followed by their float32 values.
+//
+// --keep-padding: the translator's blocks run on the padded [B, N] batch, as before session 32,
+// instead of on the real tokens alone (nn/token_rows.h): the same model, for A/B comparisons.
 //
 // --images FILE holds B·28·28 float32 pixels then B int32 labels (little-endian), nothing else;
 // without it the classifier trains on an all-zero batch.
@@ -72,6 +75,7 @@ struct Options {
   std::string task = "translate", mixer = "attention", images, dump, device = "cpu";
   int64_t dim = 128, layers = 3, batch = 128, len = 12, patch = 4, steps = 20;
   double dropout = -1;  // unset: 0.1 for the translator, 0 for the classifier
+  bool keep_padding = false;
 };
 
 // Both sides of example i are `len - i % (len / 2)` tokens long (<bos>/<eos> included on the
@@ -201,6 +205,10 @@ static int run(int argc, char** argv) {
       list_mixers();
       return 0;
     }
+    if (flag == "--keep-padding") {
+      o.keep_padding = true;
+      continue;
+    }
     if (flag == "--kernels") {  // for the speed table's header: the width decides the speed
       std::printf("%s\n", cpu::kernel_registers());
       return 0;
@@ -283,6 +291,7 @@ static int run(int argc, char** argv) {
     c.vocab = 31;
     c.tgt_vocab = 43;
     auto translator = std::make_unique<Translator>(c);
+    translator->set_skip_padding(!o.keep_padding);
     translator->train();
     translator->to(device);
     task = std::make_unique<TranslationTask>(*translator, device, 0.1);

@@ -17,6 +17,12 @@ struct Residual {
 double drop_rate(const Dropout& drop) { return drop.is_training() ? drop.p : 0.0; }
 uint64_t drop_seed(double rate) { return rate > 0 ? default_generator().next_u64() : 0; }
 
+// The mixer on the block's input: [B, N, d], or the real tokens' rows [R, d] when ctx.rows says
+// the model packed them (everything else in a block is position-wise and takes either).
+Tensor mix(Mixer& mixer, const Tensor& x, const MixerContext& ctx) {
+  return ctx.rows.defined() ? mixer.forward_rows(x, ctx) : mixer.forward(x, ctx);
+}
+
 Tensor residual(const Tensor& x, const Tensor& h, const Dropout& drop) {
   double p = drop_rate(drop);
   return add_dropout(x, h, p, drop_seed(p));
@@ -65,7 +71,7 @@ EncoderBlock::EncoderBlock(const BlockConfig& c, Generator& gen) {
 }
 
 Tensor EncoderBlock::forward(const Tensor& x, const MixerContext& ctx) {
-  Tensor h = mixer_->forward(norm1_ ? norm1_->forward(x) : x, ctx);
+  Tensor h = mix(*mixer_, norm1_ ? norm1_->forward(x) : x, ctx);
   if (scale1_) h = scale1_->forward(h);
   if (!ffn_) return residual(x, h, *drop_);  // gMLP/aMLP: the unit is the whole block
   Residual y = residual_norm(x, h, *drop_, *norm2_);
@@ -97,10 +103,10 @@ DecoderBlock::DecoderBlock(const BlockConfig& c, const MixerConfig& cross, Gener
 
 Tensor DecoderBlock::forward(const Tensor& x, const MixerContext& self_ctx,
                              const MixerContext& cross_ctx) {
-  Tensor h = self_->forward(norm1_->forward(x), self_ctx);
+  Tensor h = mix(*self_, norm1_->forward(x), self_ctx);
   if (scale1_) h = scale1_->forward(h);
   Residual y = residual_norm(x, h, *drop_, *norm2_);
-  Tensor c = cross_->forward(y.normed, cross_ctx);
+  Tensor c = mix(*cross_, y.normed, cross_ctx);
   if (scale2_) c = scale2_->forward(c);
   if (!ffn_) return residual(y.sum, c, *drop_);
   Residual z = residual_norm(y.sum, c, *drop_, *norm3_);

@@ -38,6 +38,8 @@ class EncoderBlock : public Module {
  public:
   EncoderBlock(const BlockConfig& config, Generator& gen);
   std::string type_name() const override { return "EncoderBlock"; }
+  // x [B, N, d], or the real tokens' rows [R, d] when ctx.rows is defined (the same for the
+  // decoder block's contexts).
   Tensor forward(const Tensor& x, const MixerContext& ctx);
   const std::shared_ptr<Mixer>& mixer() const { return mixer_; }
 
@@ -65,6 +67,8 @@ class DecoderBlock : public Module {
   Tensor step(const Tensor& x_t, DecoderBlockCache& cache, const MixerContext& self_ctx,
               const MixerContext& cross_ctx);
   DecoderBlockCache new_cache() const;
+  const std::shared_ptr<Mixer>& self_mixer() const { return self_; }
+  const std::shared_ptr<Mixer>& cross_mixer() const { return cross_; }
 
  private:
   BlockStyle style_;

@@ -61,24 +61,41 @@ std::string MixerConfig::str() const {
 }
 
 void Mixer::check_input(const Tensor& x, const MixerContext& ctx) const {
-  if (x.dim() != 3 || x.size(2) != config_.dim)
-    fail(config_.name, ": input ", shape_str(x.shape()), " must be [B, N, ", config_.dim, "]");
-  if (capabilities().length != LengthSupport::Any && x.size(1) > config_.max_len)
-    fail(config_.name, ": input length ", x.size(1), " exceeds max_len ℓ = ", config_.max_len,
-         " (input ", shape_str(x.shape()), "); build the mixer with a larger max_len");
-  if (ctx.valid.defined() && ctx.valid.shape() != Shape{x.size(0), x.size(1)})
+  check_input_shape(x.shape(), ctx);
+}
+
+void Mixer::check_input_shape(const Shape& x, const MixerContext& ctx) const {
+  if (x.size() != 3 || x[2] != config_.dim)
+    fail(config_.name, ": input ", shape_str(x), " must be [B, N, ", config_.dim, "]");
+  if (capabilities().length != LengthSupport::Any && x[1] > config_.max_len)
+    fail(config_.name, ": input length ", x[1], " exceeds max_len ℓ = ", config_.max_len,
+         " (input ", shape_str(x), "); build the mixer with a larger max_len");
+  if (ctx.valid.defined() && ctx.valid.shape() != Shape{x[0], x[1]})
     fail(config_.name, ": valid mask ", shape_str(ctx.valid.shape()), " does not match input ",
-         shape_str(x.shape()));
+         shape_str(x));
   if (ctx.causal != config_.causal)
     fail(config_.name, ": built ", config_.causal ? "causal" : "non-causal", " but called with a ",
          ctx.causal ? "causal" : "non-causal", " context");
   if (config_.cross) {
     check(ctx.memory.defined(), config_.name, ": cross-mixer called without memory");
-    check(ctx.memory.dim() == 3 && ctx.memory.size(0) == x.size(0) &&
-              ctx.memory.size(2) == config_.dim,
+    check(ctx.memory.dim() == 3 && ctx.memory.size(0) == x[0] && ctx.memory.size(2) == config_.dim,
           config_.name, ": memory ", shape_str(ctx.memory.shape()), " does not fit input ",
-          shape_str(x.shape()));
+          shape_str(x));
   }
+}
+
+void Mixer::check_rows(const Tensor& x_rows, const MixerContext& ctx) const {
+  check(ctx.rows.defined(), config_.name, ": forward_rows() called without the batch's rows");
+  if (x_rows.dim() != 2 || x_rows.size(0) != ctx.rows.count() || x_rows.size(1) != config_.dim)
+    fail(config_.name, ": rows ", shape_str(x_rows.shape()), " must be [", ctx.rows.count(), ", ",
+         config_.dim, "] (the batch's real tokens)");
+  // The padded layout's checks, on the shape the rows stand for.
+  check_input_shape({ctx.rows.batch, ctx.rows.length, config_.dim}, ctx);
+}
+
+Tensor Mixer::forward_rows(const Tensor& x_rows, const MixerContext& ctx) {
+  check_rows(x_rows, ctx);
+  return pack_rows(forward(unpack_rows(x_rows, ctx.rows), ctx), ctx.rows);
 }
 
 void Mixer::check_step(const Tensor& x_t, const MixerCache& cache) const {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/token_rows.h"
 
 namespace mixlab {
 
@@ -35,6 +36,10 @@ struct MixerConfig {
 // The per-call context of §0. `valid` is [B, N] with 1 for real tokens and 0 for padding
 // (padding on the right), in x's dtype and device; undefined means every position is valid.
 // `lengths` are the same facts on the host (empty when every position is valid).
+// `rows`, when defined, says the block runs on the real tokens alone (nn/token_rows.h): the
+// mixer is called through forward_rows with x [R, d], and `valid`/`lengths` still describe the
+// padded [B, N] layout. A cross mixer may then also get the memory's real rows (memory_rows,
+// memory_packed [R_M, d]) beside the padded memory.
 struct MixerContext {
   Tensor valid;
   std::vector<int32_t> lengths;
@@ -42,6 +47,9 @@ struct MixerContext {
   Tensor memory;  // cross mixers: [B, M, d]
   Tensor memory_valid;
   std::vector<int32_t> memory_lengths;
+  TokenRows rows;
+  TokenRows memory_rows;
+  Tensor memory_packed;
 };
 
 // How a mixer handles sequence length (§13).
@@ -94,6 +102,13 @@ class Mixer : public Module {
   // Y [B, N, d] from X [B, N, d]. Implementations start with check_input().
   virtual Tensor forward(const Tensor& x, const MixerContext& ctx) = 0;
 
+  // The same map on the real tokens alone: x_rows [R, d] are the rows ctx.rows lists, the result
+  // is their R output rows. The default places them in a zero-padded [B, N, d], runs forward() and
+  // takes the valid rows back, which is exact for a mixer with the padding property (the models
+  // pack their tokens only when every mixer has it). Mixers whose own projections are
+  // position-wise override it to run those on the rows alone (attention).
+  virtual Tensor forward_rows(const Tensor& x_rows, const MixerContext& ctx);
+
   // Incremental decoding (causal mixers): consume x_t [B, 1, d], the next position, and return
   // its output row [B, 1, d], equal to forward() over the whole prefix at that position. The
   // default keeps the prefix and re-runs forward (correct, not fast); mixers override it to
@@ -105,6 +120,9 @@ class Mixer : public Module {
   // Checks X against d, the length limit ℓ (an error naming ℓ), ctx.valid's shape and the
   // causal flag, so every mixer fails the same clear way.
   void check_input(const Tensor& x, const MixerContext& ctx) const;
+  void check_input_shape(const Shape& x, const MixerContext& ctx) const;
+  // forward_rows' check: ctx.rows is defined and x_rows is [R, d] for its R.
+  void check_rows(const Tensor& x_rows, const MixerContext& ctx) const;
 
   // The preamble of every step(): the cache is this mixer's own kind (CacheT), the mixer was
   // built for decoding (causal, or a cross-mixer), x_t is [B, 1, d], and a mixer with ℓ-sized

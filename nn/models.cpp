@@ -90,6 +90,12 @@ Tensor Encoder::forward(const Tensor& x, const MixerContext& ctx) {
   return final_norm_->forward(h);
 }
 
+bool Encoder::mixers_have_padding_property() const {
+  for (const auto& layer : *layers_)
+    if (!layer->mixer()->capabilities().padding_property) return false;
+  return true;
+}
+
 // ---- Classifier ----
 Classifier::Classifier(const ModelConfig& c) : config_(c) {
   check(c.task == ModelTask::Classify, "Classifier: config task is '", to_string(c.task), "'");
@@ -112,6 +118,7 @@ Classifier::Classifier(const ModelConfig& c) : config_(c) {
                                                                         c.max_len, false, 1)),
                                            c.layers, gen));
   head_ = register_module("head", std::make_shared<Linear>(c.dim, c.classes, true, gen));
+  rows_allowed_ = encoder_->mixers_have_padding_property();
 }
 
 Tensor Classifier::forward(const Tensor& inputs, const std::vector<int32_t>& lengths_in) {
@@ -124,7 +131,11 @@ Tensor Classifier::forward(const Tensor& inputs, const std::vector<int32_t>& len
   }
   x = positions_->forward(x);
   MixerContext ctx = make_context(lengths, x.size(1), x.dtype(), x.device(), false);
-  Tensor h = encoder_->forward(x, ctx);
+  if (skips_padding()) ctx.rows = token_rows(lengths, x.size(1), x.device());
+  // On the real tokens' rows, placed back (zeros at the padding) for the pooling.
+  Tensor h = ctx.rows.defined()
+                 ? unpack_rows(encoder_->forward(pack_rows(x, ctx.rows), ctx), ctx.rows)
+                 : encoder_->forward(x, ctx);
   Tensor pooled;
   if (cls_token_.defined()) {
     pooled = reshape(narrow(h, 1, 0, 1), {b, config_.dim});
@@ -171,6 +182,10 @@ Translator::Translator(const ModelConfig& c) : config_(c) {
     head_bias_ = register_parameter("head_bias", init::zeros({c.tgt_vocab}));
   else
     head_ = register_module("head", std::make_shared<Linear>(c.dim, c.tgt_vocab, true, gen));
+  rows_allowed_ = encoder_->mixers_have_padding_property();
+  for (const auto& block : *decoder_)
+    rows_allowed_ = rows_allowed_ && block->self_mixer()->capabilities().padding_property &&
+                    block->cross_mixer()->capabilities().padding_property;
 }
 
 Tensor Translator::logits_from(const Tensor& h) {
@@ -182,7 +197,14 @@ Memory Translator::encode(const Tensor& src, const std::vector<int32_t>& src_len
   Tensor x = src_pos_->forward(src_embed_->forward(src));
   MixerContext ctx = make_context(src_lengths, x.size(1), x.dtype(), x.device(), false);
   Memory m;
-  m.states = encoder_->forward(x, ctx);
+  if (skips_padding()) ctx.rows = token_rows(src_lengths, x.size(1), x.device());
+  if (ctx.rows.defined()) {
+    m.rows = ctx.rows;
+    m.packed = encoder_->forward(pack_rows(x, ctx.rows), ctx);
+    m.states = unpack_rows(m.packed, ctx.rows);
+  } else {
+    m.states = encoder_->forward(x, ctx);
+  }
   m.valid = ctx.valid;
   m.lengths = ctx.lengths;
   return m;
@@ -194,6 +216,8 @@ MixerContext cross_context(const Memory& m) {
   ctx.memory = m.states;
   ctx.memory_valid = m.valid;
   ctx.memory_lengths = m.lengths;
+  ctx.memory_rows = m.rows;
+  ctx.memory_packed = m.packed;
   return ctx;
 }
 }  // namespace
@@ -203,8 +227,12 @@ Tensor Translator::decode(const Memory& memory, const Tensor& tgt_in,
   Tensor y = tgt_pos_->forward(tgt_embed_->forward(tgt_in));
   MixerContext self_ctx = make_context(tgt_lengths, y.size(1), y.dtype(), y.device(), true);
   MixerContext cross_ctx = cross_context(memory);
+  if (skips_padding())
+    self_ctx.rows = cross_ctx.rows = token_rows(tgt_lengths, y.size(1), y.device());
+  if (self_ctx.rows.defined()) y = pack_rows(y, self_ctx.rows);
   for (const auto& block : *decoder_) y = block->forward(y, self_ctx, cross_ctx);
-  return logits_from(y);
+  // Logits of the real tokens placed back into [B, T, V], zero at the padding (the loss skips it).
+  return self_ctx.rows.defined() ? unpack_rows(logits_from(y), self_ctx.rows) : logits_from(y);
 }
 
 Tensor Translator::forward(const Tensor& src, const std::vector<int32_t>& src_lengths,
@@ -235,6 +263,8 @@ Tensor Translator::step(State& state, const std::vector<int32_t>& tokens) {
 
 void Translator::reorder(State& state, const std::vector<int32_t>& index) {
   state.memory.states = gather_batch(state.memory.states, index);
+  state.memory.rows = TokenRows();  // the packed rows follow the old batch order
+  state.memory.packed = Tensor();
   state.memory.valid = gather_batch(state.memory.valid, index);
   if (!state.memory.lengths.empty()) {
     std::vector<int32_t> lengths;

@@ -15,7 +15,10 @@ class Encoder : public Module {
  public:
   Encoder(const BlockConfig& block, int64_t depth, Generator& gen);
   std::string type_name() const override { return "Encoder"; }
+  // x [B, N, d], or the real tokens' rows [R, d] when ctx.rows is defined (then so is the result).
   Tensor forward(const Tensor& x, const MixerContext& ctx);
+  // Whether every block's mixer has the padding property (so its blocks may run on rows).
+  bool mixers_have_padding_property() const;
 
  private:
   std::shared_ptr<ModuleList<EncoderBlock>> layers_;
@@ -29,9 +32,16 @@ class Classifier : public Module {
   // inputs: int32 token ids [B, N] (with lengths; empty = all valid) or images [B, C·H·W].
   Tensor forward(const Tensor& inputs, const std::vector<int32_t>& lengths = {});
   const ModelConfig& config() const { return config_; }
+  // Whether forward() runs the encoder on the real tokens alone when a batch has padding
+  // (nn/token_rows.h). On by default; it applies only where every mixer has the padding
+  // property, so outputs at valid positions are the padded path's up to float rounding (dropout
+  // draws its masks over the rows, so a training step's masks differ). Off: the padded path.
+  void set_skip_padding(bool on) { skip_padding_ = on; }
+  bool skips_padding() const { return skip_padding_ && rows_allowed_; }
 
  private:
   ModelConfig config_;
+  bool skip_padding_ = true, rows_allowed_ = false;
   std::shared_ptr<Embedding> tokens_;
   std::shared_ptr<PatchEmbedding> patches_;
   Tensor cls_token_;
@@ -46,6 +56,10 @@ struct Memory {
   Tensor states;  // [B, S, d]
   Tensor valid;   // [B, S]
   std::vector<int32_t> lengths;
+  // When the encoder ran on the real tokens: their rows and its output on them ([R_S, d], the
+  // valid rows of `states`), for cross-attention to project without the padding.
+  TokenRows rows;
+  Tensor packed;
 };
 
 class Translator : public Module {
@@ -53,6 +67,10 @@ class Translator : public Module {
   explicit Translator(const ModelConfig& config);
   std::string type_name() const override { return "Translator"; }
   const ModelConfig& config() const { return config_; }
+  // As Classifier's: encoder and decoder run on the real tokens of a padded batch (default on,
+  // where every mixer, the cross mixer included, has the padding property).
+  void set_skip_padding(bool on) { skip_padding_ = on; }
+  bool skips_padding() const { return skip_padding_ && rows_allowed_; }
 
   Memory encode(const Tensor& src, const std::vector<int32_t>& src_lengths);
   // Teacher-forced logits [B, T, V] for target inputs [B, T] (starting with <bos>).
@@ -83,6 +101,7 @@ class Translator : public Module {
   Tensor logits_from(const Tensor& h);
 
   ModelConfig config_;
+  bool skip_padding_ = true, rows_allowed_ = false;
   std::shared_ptr<Embedding> src_embed_, tgt_embed_;
   std::shared_ptr<PositionalEmbedding> src_pos_, tgt_pos_;
   std::shared_ptr<Encoder> encoder_;

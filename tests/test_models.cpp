@@ -6,45 +6,13 @@
 #include "autograd/ops.h"
 #include "nn/mixer_registry.h"
 #include "nn/models.h"
+#include "tests/model_configs.h"
 #include "tests/test_helpers.h"
 
 using namespace mixlab;
 using namespace mixlab::testing;
 
 namespace {
-
-ModelConfig tiny_classifier(const std::string& mixer) {
-  ModelConfig c;
-  c.task = ModelTask::Classify;
-  c.mixer = mixer;
-  c.dim = 16;
-  c.heads = 2;
-  c.layers = 1;
-  c.max_len = 8;
-  c.vocab = 10;
-  c.classes = 3;
-  c.dropout = 0.0;
-  c.seed = 5;
-  return c;
-}
-
-ModelConfig tiny_translator(const std::string& encoder, const std::string& decoder) {
-  ModelConfig c;
-  c.task = ModelTask::Translate;
-  c.mixer = encoder;
-  c.decoder_mixer = decoder;
-  c.dim = 16;
-  c.heads = 2;
-  c.layers = 1;
-  c.decoder_layers = 2;
-  c.max_len = 8;
-  c.tgt_max_len = 8;
-  c.vocab = 10;
-  c.tgt_vocab = 7;
-  c.dropout = 0.0;
-  c.seed = 6;
-  return c;
-}
 
 // Plain SGD on every parameter (the optimizers have their own tests).
 void sgd_step(Module& m, double lr) {

@@ -210,3 +210,12 @@ TEST_CASE("gradcheck: select_rows with repeated rows") {
   CHECK_GRADS([idx](const Inputs& x) { return select_rows(x[0], idx); },
               (Inputs{rand64({3, 2, 2}, 70)}));
 }
+
+TEST_CASE("gradcheck: place_rows, distinct and repeated rows") {
+  Tensor idx = Tensor::from_data(std::vector<int32_t>{4, 0, 2}, {3});
+  CHECK_GRADS([idx](const Inputs& x) { return place_rows(x[0], idx, 5); },
+              (Inputs{rand64({3, 2, 2}, 71)}));
+  Tensor repeated = Tensor::from_data(std::vector<int32_t>{1, 1, 0}, {3});
+  CHECK_GRADS([repeated](const Inputs& x) { return place_rows(x[0], repeated, 2); },
+              (Inputs{rand64({3, 3}, 72)}));
+}

@@ -49,6 +49,32 @@ class Attention : public Mixer {
     return attend(q, k, v, mask);
   }
 
+  // On the real tokens' rows (nn/token_rows.h): every projection runs on the R rows (the
+  // memory's too, when the encoder packed it); only the core sees the padded [B, N] layout.
+  Tensor forward_rows(const Tensor& x, const MixerContext& ctx) override {
+    if (mixing_capture_active()) return Mixer::forward_rows(x, ctx);  // attend()'s unfused path
+    check_rows(x, ctx);
+    const TokenRows& rows = ctx.rows;
+    int64_t h = config_.heads, n = rows.length;
+    if (!config_.cross) {
+      Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
+      return w_o->forward(
+          mixers::packed_self_attention_rows(x, rows, *w_q, *w_k, *w_v, h, mask, scale()));
+    }
+    bool packed = ctx.memory_rows.defined() && ctx.memory_packed.defined();
+    auto project = [&](const Linear& w) {
+      return mixers::split_heads(packed ? unpack_rows(w.forward(ctx.memory_packed), ctx.memory_rows)
+                                        : w.forward(ctx.memory),
+                                 h);
+    };
+    Tensor k = project(*w_k), v = project(*w_v);
+    Tensor mask =
+        mixers::attention_mask(ctx.memory_valid, false, n, k.size(2), x.dtype(), x.device());
+    Tensor q = mixers::split_heads(unpack_rows(w_q->forward(x), rows), h);
+    Tensor y = fused_attention(q, k, v, mask, scale());
+    return w_o->forward(pack_rows(mixers::merge_heads(y), rows));
+  }
+
   // Incremental decoding: K and V of earlier positions are kept, only the new row is projected.
   struct Cache : MixerCache {
     Tensor k, v;  // [B, h, t, d_h]

@@ -12,12 +12,29 @@ Tensor merge_heads(const Tensor& x) {
   return reshape(transpose(x, 1, 2), {b, n, h * dh});
 }
 
+namespace {
+// x [W_Q; W_K; W_V]ᵀ + [b_Q; b_K; b_V]: one product (the stacked weights are a view when the
+// three lie back to back in the optimizer's buffer).
+Tensor stacked_qkv(const Tensor& x, const Projections& weights, const Projections& biases) {
+  Tensor bias = biases[0].defined() ? concat({biases[0], biases[1], biases[2]}, 0) : Tensor();
+  return linear(x, concat({weights[0], weights[1], weights[2]}, 0), bias);
+}
+}  // namespace
+
 Tensor packed_self_attention(const Tensor& x, const Projections& weights, const Projections& biases,
                              int64_t heads, const Tensor& allowed, double scale,
                              const Tensor& score_bias) {
-  Tensor bias = biases[0].defined() ? concat({biases[0], biases[1], biases[2]}, 0) : Tensor();
-  Tensor qkv = linear(x, concat({weights[0], weights[1], weights[2]}, 0), bias);
+  Tensor qkv = stacked_qkv(x, weights, biases);
   return merge_heads(fused_self_attention(qkv, heads, allowed, scale, score_bias));
+}
+
+Tensor packed_self_attention_rows(const Tensor& x_rows, const TokenRows& rows, const Linear& w_q,
+                                  const Linear& w_k, const Linear& w_v, int64_t heads,
+                                  const Tensor& allowed, double scale) {
+  Tensor qkv = unpack_rows(
+      stacked_qkv(x_rows, {w_q.weight, w_k.weight, w_v.weight}, {w_q.bias, w_k.bias, w_v.bias}),
+      rows);
+  return pack_rows(merge_heads(fused_self_attention(qkv, heads, allowed, scale)), rows);
 }
 
 Tensor packed_self_attention(const Tensor& x, const Linear& w_q, const Linear& w_k,

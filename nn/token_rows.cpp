@@ -1,0 +1,43 @@
+#include "nn/token_rows.h"
+
+#include "autograd/ops.h"
+#include "core/error.h"
+
+namespace mixlab {
+
+TokenRows token_rows(const std::vector<int32_t>& lengths, int64_t n, Device device) {
+  TokenRows rows;
+  std::vector<int32_t> index;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    check(lengths[b] >= 0 && lengths[b] <= n, "token_rows: length ", lengths[b], " outside [0, ", n,
+          "]");
+    for (int32_t t = 0; t < lengths[b]; ++t)
+      index.push_back(static_cast<int32_t>(static_cast<int64_t>(b) * n + t));
+  }
+  const int64_t all = static_cast<int64_t>(lengths.size()) * n;
+  if (index.empty() || static_cast<int64_t>(index.size()) == all) return rows;
+  rows.index = Tensor::from_data(index, {static_cast<int64_t>(index.size())}, device);
+  rows.batch = static_cast<int64_t>(lengths.size());
+  rows.length = n;
+  return rows;
+}
+
+Tensor pack_rows(const Tensor& x, const TokenRows& rows) {
+  check(x.dim() >= 2 && x.size(0) == rows.batch && x.size(1) == rows.length, "pack_rows: x ",
+        shape_str(x.shape()), " is not a [", rows.batch, ", ", rows.length, ", ...] batch");
+  Shape flat = x.shape();
+  flat.erase(flat.begin());
+  flat[0] = rows.batch * rows.length;
+  return select_rows(reshape(x, flat), rows.index);
+}
+
+Tensor unpack_rows(const Tensor& x_rows, const TokenRows& rows) {
+  check(x_rows.dim() >= 1 && x_rows.size(0) == rows.count(), "unpack_rows: x ",
+        shape_str(x_rows.shape()), " does not have the ", rows.count(), " rows of the batch");
+  Shape shape = x_rows.shape();
+  shape[0] = rows.length;
+  shape.insert(shape.begin(), rows.batch);
+  return reshape(place_rows(x_rows, rows.index, rows.batch * rows.length), shape);
+}
+
+}  // namespace mixlab

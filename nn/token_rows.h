@@ -1,0 +1,32 @@
+// The real tokens of a right-padded batch as rows. Everything in a block but the mixer is
+// position-wise (norms, projections, the FFN, dropout, residuals), so it can run on the real
+// tokens alone: a batch of CMUdict words padded to its longest spends a fifth of its products on
+// padding otherwise. A model that packs its tokens (pack_rows) runs its blocks on [R, d] and
+// hands the mixers MixerContext::rows; a mixer places the rows back into a zero-padded [B, N, d]
+// for the part that mixes positions (Mixer::forward_rows), which changes nothing at the valid
+// positions of a mixer with the padding property (mixers.md §0).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace mixlab {
+
+struct TokenRows {
+  Tensor index;  // int32 [R]: b·N + t of each real token, in batch then position order
+  int64_t batch = 0, length = 0;  // B, N of the padded layout
+  bool defined() const { return index.defined(); }
+  int64_t count() const { return index.defined() ? index.numel() : 0; }  // R
+};
+
+// The rows of a [B, N] batch with these lengths (padding on the right). Undefined when there is
+// nothing to skip: no lengths, every sequence N long, or no real token at all.
+TokenRows token_rows(const std::vector<int32_t>& lengths, int64_t n, Device device);
+
+// x [B, N, ...] -> its real rows [R, ...].
+Tensor pack_rows(const Tensor& x, const TokenRows& rows);
+// x_rows [R, ...] -> [B, N, ...] with zeros at the padding.
+Tensor unpack_rows(const Tensor& x_rows, const TokenRows& rows);
+
+}  // namespace mixlab
