@@ -41,11 +41,12 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 // Rows of x along its first axis: out[i] = x[index[i]] (int32 index; repeats allowed). Built
 // on the embedding gather, so its gradient scatter-adds back.
 Tensor select_rows(const Tensor& x, const Tensor& index);
-// select_rows' transpose: `rows` rows along the first axis, zero except that row index[i] gets
-// x[i] added (int32 index into [0, rows); repeats add up). Its gradient is the gather
-// select_rows(grad, index). With distinct indices it puts rows back where select_rows took them
-// from: the translator packs its real tokens with select_rows and places them back with this.
-Tensor place_rows(const Tensor& x, const Tensor& index, int64_t rows);
+// Rows of x by a partial permutation: out[i] = x[take[i]], a row of zeros where take[i] is -1
+// (int32 take [T] into [0, x.size(0)), no value twice). `put` [x.size(0)] is its inverse: put[j]
+// is the i with take[i] == j, or -1 where no row takes j. The gradient is the same gather the
+// other way, take_rows(grad, put, take). The models pack a padded batch's real tokens with it and
+// place them back (nn/token_rows.h): one pass of copies each way, and no zero-fill or scatter.
+Tensor take_rows(const Tensor& x, const Tensor& take, const Tensor& put);
 // Not differentiable: 1.0 where the relation holds, else 0.0, in a's dtype.
 Tensor equal(const Tensor& a, const Tensor& b);
 Tensor greater(const Tensor& a, const Tensor& b);

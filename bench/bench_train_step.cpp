@@ -296,8 +296,10 @@ static int run(int argc, char** argv) {
     translator->to(device);
     task = std::make_unique<TranslationTask>(*translator, device, 0.1);
     b = synthetic_batch(o.batch, o.len, c.vocab, c.tgt_vocab);
+    // Say which path ran: the blocks on the real tokens alone, or on the padded batch.
+    shape = "len=" + std::to_string(o.len) +
+            (translator->skips_padding() ? " padding-skipped" : " padding-kept");
     model = std::move(translator);
-    shape = "len=" + std::to_string(o.len);
   } else {
     if (o.patch < 1 || kImageSide % o.patch != 0)
       return usage_error("--patch must divide 28, got " + std::to_string(o.patch));

@@ -7,16 +7,20 @@ namespace mixlab {
 
 TokenRows token_rows(const std::vector<int32_t>& lengths, int64_t n, Device device) {
   TokenRows rows;
-  std::vector<int32_t> index;
+  const int64_t all = static_cast<int64_t>(lengths.size()) * n;
+  std::vector<int32_t> index, place(all, -1);
   for (size_t b = 0; b < lengths.size(); ++b) {
     check(lengths[b] >= 0 && lengths[b] <= n, "token_rows: length ", lengths[b], " outside [0, ", n,
           "]");
-    for (int32_t t = 0; t < lengths[b]; ++t)
-      index.push_back(static_cast<int32_t>(static_cast<int64_t>(b) * n + t));
+    for (int32_t t = 0; t < lengths[b]; ++t) {
+      const int64_t position = static_cast<int64_t>(b) * n + t;
+      place[position] = static_cast<int32_t>(index.size());
+      index.push_back(static_cast<int32_t>(position));
+    }
   }
-  const int64_t all = static_cast<int64_t>(lengths.size()) * n;
   if (index.empty() || static_cast<int64_t>(index.size()) == all) return rows;
   rows.index = Tensor::from_data(index, {static_cast<int64_t>(index.size())}, device);
+  rows.place = Tensor::from_data(place, {all}, device);
   rows.batch = static_cast<int64_t>(lengths.size());
   rows.length = n;
   return rows;
@@ -28,7 +32,7 @@ Tensor pack_rows(const Tensor& x, const TokenRows& rows) {
   Shape flat = x.shape();
   flat.erase(flat.begin());
   flat[0] = rows.batch * rows.length;
-  return select_rows(reshape(x, flat), rows.index);
+  return take_rows(reshape(x, flat), rows.index, rows.place);
 }
 
 Tensor unpack_rows(const Tensor& x_rows, const TokenRows& rows) {
@@ -37,7 +41,7 @@ Tensor unpack_rows(const Tensor& x_rows, const TokenRows& rows) {
   Shape shape = x_rows.shape();
   shape[0] = rows.length;
   shape.insert(shape.begin(), rows.batch);
-  return reshape(place_rows(x_rows, rows.index, rows.batch * rows.length), shape);
+  return reshape(take_rows(x_rows, rows.place, rows.index), shape);
 }
 
 }  // namespace mixlab

@@ -15,6 +15,7 @@ namespace mixlab {
 
 struct TokenRows {
   Tensor index;  // int32 [R]: b·N + t of each real token, in batch then position order
+  Tensor place;  // int32 [B·N]: the row of each position b·N + t, or -1 at the padding
   int64_t batch = 0, length = 0;  // B, N of the padded layout
   bool defined() const { return index.defined(); }
   int64_t count() const { return index.defined() ? index.numel() : 0; }  // R

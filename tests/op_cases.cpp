@@ -763,15 +763,17 @@ void add_index_and_random_cases(std::vector<OpCase>& t) {
                    count == 1 && ids == 50});
     }
   }
-  // The translator's padding placement: packed rows back to their padded places, and the
-  // gather of the gradient. Distinct indices: every output element is one copy or a zero.
-  t.push_back(
-      {"scatter_add_rows",
-       "place_rows: packed rows to their padded places",
-       {Input::leaf({5, 2, 3}, 174), Input::given({5}, {7, 0, 2, 3, 5})},
-       [](const Ctx&, const In& in) { return Out{place_rows(in[0], cast(in[1], DType::I32), 8)}; },
-       kF32,  // the float32 copy of the float64 reference's inputs
-       kExact});
+  // The models' padding placement (nn/token_rows.h): packed rows to their padded places, zero
+  // rows where take is -1, and the gradient gathered back.
+  t.push_back({"gather_rows",
+               "take_rows: packed rows to their padded places",
+               {Input::leaf({5, 2, 3}, 174), Input::given({8}, {1, -1, 2, 3, -1, 4, -1, 0}),
+                Input::given({5}, {7, 0, 2, 3, 5})},
+               [](const Ctx&, const In& in) {
+                 return Out{take_rows(in[0], cast(in[1], DType::I32), cast(in[2], DType::I32))};
+               },
+               kF32,  // the float32 copy of the float64 reference's inputs
+               kExact});
   // Valid indices pass on every backend (the failures: test_bad_input.cpp on the CPU,
   // test_cuda_backend.cpp on a GPU, where they surface at the next wait).
   t.push_back({"check_indices",

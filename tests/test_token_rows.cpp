@@ -1,7 +1,7 @@
 // The models' blocks on the real tokens alone (nn/token_rows.h): the rows of a padded batch, the
-// place_rows op that puts them back, and the models giving the padded path's logits, loss and
-// every gradient with padding skipped, for mixers that override forward_rows (attention) and
-// mixers that take its default (the rest). In float64, so the two paths must agree to rounding.
+// take_rows op that packs them and puts them back, and the models giving the padded path's logits,
+// loss and every gradient with padding skipped, for mixers that override forward_rows (attention)
+// and mixers that take its default (the rest). In float64, so the two paths must agree to rounding.
 #include <cmath>
 
 #include "autograd/grad_mode.h"
@@ -60,10 +60,10 @@ std::vector<double> valid_values(const Tensor& x, const std::vector<int32_t>& le
 
 std::vector<double> gradients(Module& m) {
   std::vector<double> out;
-  for (auto& [name, p] : m.named_parameters()) {
-    INFO(name);
-    REQUIRE(p.grad().defined());
-    for (double v : p.grad().to_double_vector()) out.push_back(v);
+  for (const auto& named : m.named_parameters()) {  // not a binding: clang's INFO captures it
+    INFO(named.first);
+    REQUIRE(named.second.grad().defined());
+    for (double v : named.second.grad().to_double_vector()) out.push_back(v);
   }
   return out;
 }
@@ -113,14 +113,18 @@ TEST_CASE("token rows: the real tokens' places, and none when nothing is padded"
   }
   CHECK_THROWS_WITH_AS(unpack_rows(rand64({4, 2}, 2, false), rows),
                        "unpack_rows: x [4,2] does not have the 5 rows of the batch", Error);
+  CHECK(rows.place.to_int_vector() == std::vector<int32_t>{0, 1, -1, -1, -1, -1, 2, 3, 4});
   CHECK_THROWS_WITH_AS(
-      place_rows(rand64({2, 2}, 3, false), Tensor::from_data(std::vector<int32_t>{0, 5}, {2}), 5),
-      "place_rows: index 5 is out of range for 5 rows", Error);
+      take_rows(rand64({2, 2}, 3, false), Tensor::from_data(std::vector<int32_t>{0, 5}, {2}),
+                Tensor::from_data(std::vector<int32_t>{0, 1}, {2})),
+      "take_rows: take index 5 is out of range for x of shape [2,2]", Error);
 }
 
 TEST_CASE("token rows: a translator skipping its padding gives the padded path's loss and grads") {
-  // attention overrides forward_rows; the others take the default (placed back, mixed, taken).
-  for (const char* decoder : {"attention", "hcsa", "lightconv", "synth-dense", "gmlp", "resmlp"}) {
+  // attention and gmlp/amlp override forward_rows; the others take the default (placed back,
+  // mixed, taken again).
+  for (const char* decoder :
+       {"attention", "gmlp", "amlp", "hcsa", "lightconv", "synth-dense", "resmlp"}) {
     for (const char* encoder : {"attention", "mlp-mixer", "fnet"}) {
       INFO(encoder << " encoder, " << decoder << " decoder");
       ModelConfig c = small_translator(encoder, decoder);
@@ -181,7 +185,7 @@ TEST_CASE("token rows: a padding-dependent mixer keeps the padded path") {
 
 TEST_CASE("token rows: a token classifier skipping its padding gives the padded path's grads") {
   for (PoolKind pool : {PoolKind::Mean, PoolKind::Cls}) {
-    for (const char* mixer : {"attention", "mlp-mixer", "gmlp", "external", "linformer"}) {
+    for (const char* mixer : {"attention", "gmlp", "amlp", "mlp-mixer", "external", "linformer"}) {
       INFO(mixer << (pool == PoolKind::Cls ? " cls" : " mean"));
       std::vector<double> logits[2], grads[2];
       double loss[2];

@@ -42,36 +42,34 @@ Tensor select_rows(const Tensor& x, const Tensor& index) {
   return reshape(embedding(reshape(x, {x.size(0), -1}), reshape(index, {-1})), shape);
 }
 
-Tensor place_rows(const Tensor& x, const Tensor& index, int64_t rows) {
-  check_same("place_rows", {&x});
-  check(x.dim() >= 1, "place_rows: needs at least one dimension");
-  check(index.dtype() == DType::I32 && index.dim() == 1 && index.numel() == x.size(0),
-        "place_rows: index must be int32 [", x.size(0), "] for x of shape ", shape_str(x.shape()),
-        ", got ", dtype_name(index.dtype()), " ", shape_str(index.shape()));
-  check(index.device() == x.device(), "place_rows: index on ", index.device().str(), ", x on ",
-        x.device().str());
-  check(rows >= 0, "place_rows: rows must be at least 0, got ", rows);
+Tensor take_rows(const Tensor& x, const Tensor& take, const Tensor& put) {
+  check_same("take_rows", {&x});
+  check(x.dim() >= 1, "take_rows: needs at least one dimension");
+  for (const Tensor* index : {&take, &put}) {
+    check(index->dtype() == DType::I32 && index->dim() == 1,
+          "take_rows: indices must be int32 "
+          "vectors, got ",
+          dtype_name(index->dtype()), " ", shape_str(index->shape()));
+    check(index->device() == x.device(), "take_rows: indices on ", index->device().str(), ", x on ",
+          x.device().str());
+  }
+  check(put.numel() == x.size(0), "take_rows: put ", shape_str(put.shape()),
+        " must have one entry for each of the ", x.size(0), " rows of x ", shape_str(x.shape()));
   Shape shape = x.shape();
-  shape[0] = rows;
+  shape[0] = take.numel();
   int64_t width = 1;
   for (int64_t a = 1; a < x.dim(); ++a) width *= x.size(a);
-  Tensor idx = dense(index);
-  const std::string why = "is out of range for " + std::to_string(rows) + " rows";
-  backend_of(idx).check_indices(idx.view(), rows, kNoIndexAllowed, "place_rows: index",
-                                why.c_str());
+  Tensor t = dense(take), p = dense(put);
+  const std::string why_take = "is out of range for x of shape " + shape_str(x.shape());
+  const std::string why_put = "is out of range for " + std::to_string(take.numel()) + " rows";
+  backend_of(t).check_indices(t.view(), x.size(0), -1, "take_rows: take index", why_take.c_str());
+  backend_of(p).check_indices(p.view(), take.numel(), -1, "take_rows: put index", why_put.c_str());
   Tensor xd = dense(x);
   Tensor out = Tensor::empty(shape, x.dtype(), x.device());
-  out.fill_(0.0);
-  if (xd.numel() > 0)
-    backend_of(xd).scatter_add_rows(xd.view(), idx.view(), out.view(), idx.numel(), width);
-  Shape x_shape = x.shape();
-  return record("place_rows", out, {x}, [idx, width, x_shape](const Tensor& g) {
-    Tensor gd = dense(g);
-    Tensor dx = Tensor::empty(x_shape, g.dtype(), g.device());
-    if (dx.numel() > 0)
-      backend_of(gd).gather_rows(gd.view(), idx.view(), dx.view(), idx.numel(), width);
-    return std::vector<Tensor>{dx};
-  });
+  if (out.numel() > 0)
+    backend_of(xd).gather_rows(xd.view(), t.view(), out.view(), t.numel(), width);
+  return record("take_rows", out, {x},
+                [t, p](const Tensor& g) { return std::vector<Tensor>{take_rows(g, p, t)}; });
 }
 
 }  // namespace mixlab

@@ -26,8 +26,12 @@ void CpuBackend::gather_rows(const View& table, const View& idx, const View& out
   char* dst = static_cast<char*>(out.data);
   const int32_t* ids = idx.as<int32_t>();
   parallel_for(count, 256, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      std::memcpy(dst + i * row_bytes, src + ids[i] * row_bytes, row_bytes);
+    for (int64_t i = b; i < e; ++i) {
+      if (ids[i] < 0)  // -1: a zero row (take_rows' padding)
+        std::memset(dst + i * row_bytes, 0, row_bytes);
+      else
+        std::memcpy(dst + i * row_bytes, src + ids[i] * row_bytes, row_bytes);
+    }
   });
 }
 
