@@ -10,6 +10,7 @@
 
 #include "core/parallel.h"
 #include "nn/mixer_registry.h"
+#include "nn/models.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "train/run/summary.h"
@@ -67,6 +68,12 @@ void add_runtime_flags(CLI::App* cmd, CommonFlags& f) {
   cmd->add_option("--device", f.device, "cpu, cuda or cuda:N")
       ->capture_default_str()
       ->check(device_name())
+      ->group(kRunGroup);
+  cmd->add_option("--padding", f.padding,
+                  "run the blocks on the real tokens alone (skip) or on the padded batch (keep); "
+                  "auto: skip on the CPU, keep on a GPU. The same model either way")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "skip", "keep"}))
       ->group(kRunGroup);
 }
 
@@ -164,6 +171,9 @@ void check_stdout() {
 
 Device setup_runtime(const CommonFlags& f) {
   if (f.threads > 0) set_num_threads(f.threads);
+  set_default_padding_rows(f.padding == "skip"   ? PaddingRows::Skip
+                           : f.padding == "keep" ? PaddingRows::Keep
+                                                 : PaddingRows::Auto);
   Device d;
   try {
     d = parse_device(f.device);

@@ -31,6 +31,7 @@ struct CommonFlags {
   uint64_t seed = 0;
   int threads = 0;  // 0 = MIXLAB_NUM_THREADS or all cores
   std::string device = "cpu";
+  std::string padding = "auto";  // the models' PaddingRows: auto, skip or keep
 };
 
 struct ModelFlags {

@@ -46,7 +46,9 @@ Tensor select_rows(const Tensor& x, const Tensor& index);
 // is the i with take[i] == j, or -1 where no row takes j. The gradient is the same gather the
 // other way, take_rows(grad, put, take). The models pack a padded batch's real tokens with it and
 // place them back (nn/token_rows.h): one pass of copies each way, and no zero-fill or scatter.
-Tensor take_rows(const Tensor& x, const Tensor& take, const Tensor& put);
+// `checked` false skips the index checks (a kernel each on a GPU) for indices the caller built
+// and vouches for (token_rows).
+Tensor take_rows(const Tensor& x, const Tensor& take, const Tensor& put, bool checked = true);
 // Not differentiable: 1.0 where the relation holds, else 0.0, in a's dtype.
 Tensor equal(const Tensor& a, const Tensor& b);
 Tensor greater(const Tensor& a, const Tensor& b);

@@ -10,7 +10,7 @@
 //
 //   build/bench_train_step [--task translate|classify] [--mixer NAME] [--threads N] [--dim D]
 //       [--layers L] [--batch B] [--len T] [--patch P] [--images FILE] [--dropout R] [--steps K]
-//       [--device cpu|cuda|cuda:N] [--keep-padding]
+//       [--device cpu|cuda|cuda:N] [--padding auto|skip|keep]
 //   build/bench_train_step --list-mixers      # the mixers the speed table covers, one a line
 //   build/bench_train_step --kernels          # the CPU kernels' registers: AVX-512, AVX2, generic
 //
@@ -19,8 +19,9 @@
 // model and check that it computes the same function. FILE is one JSON line (each tensor's
 // name, kind and shape, in order, then the logits' shape) followed by their float32 values.
 //
-// --keep-padding: the translator's blocks run on the padded [B, N] batch, as before session 32,
-// instead of on the real tokens alone (nn/token_rows.h): the same model, for A/B comparisons.
+// --padding: whether the translator's blocks run on the real tokens alone (skip, nn/token_rows.h)
+// or on the padded [B, N] batch (keep, as before session 32); auto (the default, the models'
+// own) skips on the CPU and keeps on a GPU. The same model either way, for A/B comparisons.
 //
 // --images FILE holds B·28·28 float32 pixels then B int32 labels (little-endian), nothing else;
 // without it the classifier trains on an all-zero batch.
@@ -75,7 +76,7 @@ struct Options {
   std::string task = "translate", mixer = "attention", images, dump, device = "cpu";
   int64_t dim = 128, layers = 3, batch = 128, len = 12, patch = 4, steps = 20;
   double dropout = -1;  // unset: 0.1 for the translator, 0 for the classifier
-  bool keep_padding = false;
+  std::string padding = "auto";
 };
 
 // Both sides of example i are `len - i % (len / 2)` tokens long (<bos>/<eos> included on the
@@ -205,10 +206,6 @@ static int run(int argc, char** argv) {
       list_mixers();
       return 0;
     }
-    if (flag == "--keep-padding") {
-      o.keep_padding = true;
-      continue;
-    }
     if (flag == "--kernels") {  // for the speed table's header: the width decides the speed
       std::printf("%s\n", cpu::kernel_registers());
       return 0;
@@ -226,6 +223,8 @@ static int run(int argc, char** argv) {
         o.dump = value;
       else if (flag == "--device")
         o.device = value;
+      else if (flag == "--padding")
+        o.padding = value;
       else if (flag == "--dropout")
         o.dropout = std::stod(value);
       else if (flag == "--threads")
@@ -277,6 +276,14 @@ static int run(int argc, char** argv) {
     }
   }
 
+  PaddingRows padding_rows = PaddingRows::Auto;
+  if (o.padding == "skip")
+    padding_rows = PaddingRows::Skip;
+  else if (o.padding == "keep")
+    padding_rows = PaddingRows::Keep;
+  else if (o.padding != "auto")
+    return usage_error("--padding takes auto, skip or keep, got '" + o.padding + "'");
+
   c.dim = o.dim;
   c.heads = 4;
   c.layers = c.decoder_layers = o.layers;
@@ -291,14 +298,14 @@ static int run(int argc, char** argv) {
     c.vocab = 31;
     c.tgt_vocab = 43;
     auto translator = std::make_unique<Translator>(c);
-    translator->set_skip_padding(!o.keep_padding);
+    translator->set_padding_rows(padding_rows);
     translator->train();
     translator->to(device);
     task = std::make_unique<TranslationTask>(*translator, device, 0.1);
     b = synthetic_batch(o.batch, o.len, c.vocab, c.tgt_vocab);
     // Say which path ran: the blocks on the real tokens alone, or on the padded batch.
     shape = "len=" + std::to_string(o.len) +
-            (translator->skips_padding() ? " padding-skipped" : " padding-kept");
+            (translator->skips_padding(device) ? " padding-skipped" : " padding-kept");
     model = std::move(translator);
   } else {
     if (o.patch < 1 || kImageSide % o.patch != 0)

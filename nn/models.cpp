@@ -71,6 +71,25 @@ MixerContext make_context(const std::vector<int32_t>& lengths, int64_t n, DType 
   return ctx;
 }
 
+namespace {
+PaddingRows g_default_padding_rows = PaddingRows::Auto;
+
+bool use_rows(PaddingRows mode, bool allowed, Device device) {
+  if (mode == PaddingRows::Auto) mode = g_default_padding_rows;
+  return allowed && (mode == PaddingRows::Skip || (mode == PaddingRows::Auto && device.is_cpu()));
+}
+}  // namespace
+
+void set_default_padding_rows(PaddingRows mode) { g_default_padding_rows = mode; }
+PaddingRows default_padding_rows() { return g_default_padding_rows; }
+
+bool Classifier::skips_padding(Device device) const {
+  return use_rows(padding_rows_, rows_allowed_, device);
+}
+bool Translator::skips_padding(Device device) const {
+  return use_rows(padding_rows_, rows_allowed_, device);
+}
+
 // ---- Encoder ----
 Encoder::Encoder(const BlockConfig& block, int64_t depth, Generator& gen) {
   layers_ = register_module("layers", std::make_shared<ModuleList<EncoderBlock>>());
@@ -131,7 +150,7 @@ Tensor Classifier::forward(const Tensor& inputs, const std::vector<int32_t>& len
   }
   x = positions_->forward(x);
   MixerContext ctx = make_context(lengths, x.size(1), x.dtype(), x.device(), false);
-  if (skips_padding()) ctx.rows = token_rows(lengths, x.size(1), x.device());
+  if (skips_padding(x.device())) ctx.rows = token_rows(lengths, x.size(1), x.device());
   // On the real tokens' rows, placed back (zeros at the padding) for the pooling.
   Tensor h = ctx.rows.defined()
                  ? unpack_rows(encoder_->forward(pack_rows(x, ctx.rows), ctx), ctx.rows)
@@ -197,7 +216,7 @@ Memory Translator::encode(const Tensor& src, const std::vector<int32_t>& src_len
   Tensor x = src_pos_->forward(src_embed_->forward(src));
   MixerContext ctx = make_context(src_lengths, x.size(1), x.dtype(), x.device(), false);
   Memory m;
-  if (skips_padding()) ctx.rows = token_rows(src_lengths, x.size(1), x.device());
+  if (skips_padding(x.device())) ctx.rows = token_rows(src_lengths, x.size(1), x.device());
   if (ctx.rows.defined()) {
     m.rows = ctx.rows;
     m.packed = encoder_->forward(pack_rows(x, ctx.rows), ctx);
@@ -227,7 +246,7 @@ Tensor Translator::decode(const Memory& memory, const Tensor& tgt_in,
   Tensor y = tgt_pos_->forward(tgt_embed_->forward(tgt_in));
   MixerContext self_ctx = make_context(tgt_lengths, y.size(1), y.dtype(), y.device(), true);
   MixerContext cross_ctx = cross_context(memory);
-  if (skips_padding())
+  if (skips_padding(y.device()))
     self_ctx.rows = cross_ctx.rows = token_rows(tgt_lengths, y.size(1), y.device());
   if (self_ctx.rows.defined()) y = pack_rows(y, self_ctx.rows);
   for (const auto& block : *decoder_) y = block->forward(y, self_ctx, cross_ctx);

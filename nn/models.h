@@ -25,6 +25,19 @@ class Encoder : public Module {
   std::shared_ptr<BlockNorm> final_norm_;
 };
 
+// Whether a model runs its blocks on the real tokens alone when a batch has padding
+// (nn/token_rows.h). It applies only where every mixer has the padding property, so outputs at
+// valid positions are the padded path's up to float rounding (dropout draws its masks over the
+// rows, so a training step's masks differ). Auto skips the padding on the CPU, where a step's
+// time is its arithmetic; on a GPU the small models' steps are bound by the host's kernel
+// launches (docs/gpu.md), to which packing and placing the rows add about a fifth, so Auto keeps
+// the padded path there until that is measured. Skip and Keep decide on every device.
+enum class PaddingRows { Auto, Skip, Keep };
+// What a model left at Auto does: the process's choice (the command line's --padding), itself
+// Auto unless set.
+void set_default_padding_rows(PaddingRows mode);
+PaddingRows default_padding_rows();
+
 class Classifier : public Module {
  public:
   explicit Classifier(const ModelConfig& config);
@@ -32,16 +45,14 @@ class Classifier : public Module {
   // inputs: int32 token ids [B, N] (with lengths; empty = all valid) or images [B, C·H·W].
   Tensor forward(const Tensor& inputs, const std::vector<int32_t>& lengths = {});
   const ModelConfig& config() const { return config_; }
-  // Whether forward() runs the encoder on the real tokens alone when a batch has padding
-  // (nn/token_rows.h). On by default; it applies only where every mixer has the padding
-  // property, so outputs at valid positions are the padded path's up to float rounding (dropout
-  // draws its masks over the rows, so a training step's masks differ). Off: the padded path.
-  void set_skip_padding(bool on) { skip_padding_ = on; }
-  bool skips_padding() const { return skip_padding_ && rows_allowed_; }
+  // Whether forward() runs the encoder on the real tokens alone (PaddingRows; default Auto).
+  void set_padding_rows(PaddingRows mode) { padding_rows_ = mode; }
+  bool skips_padding(Device device = Device::cpu()) const;
 
  private:
   ModelConfig config_;
-  bool skip_padding_ = true, rows_allowed_ = false;
+  PaddingRows padding_rows_ = PaddingRows::Auto;
+  bool rows_allowed_ = false;
   std::shared_ptr<Embedding> tokens_;
   std::shared_ptr<PatchEmbedding> patches_;
   Tensor cls_token_;
@@ -67,10 +78,10 @@ class Translator : public Module {
   explicit Translator(const ModelConfig& config);
   std::string type_name() const override { return "Translator"; }
   const ModelConfig& config() const { return config_; }
-  // As Classifier's: encoder and decoder run on the real tokens of a padded batch (default on,
-  // where every mixer, the cross mixer included, has the padding property).
-  void set_skip_padding(bool on) { skip_padding_ = on; }
-  bool skips_padding() const { return skip_padding_ && rows_allowed_; }
+  // As Classifier's: encoder and decoder on the real tokens of a padded batch (PaddingRows,
+  // default Auto; every mixer, the cross mixer included, must have the padding property).
+  void set_padding_rows(PaddingRows mode) { padding_rows_ = mode; }
+  bool skips_padding(Device device = Device::cpu()) const;
 
   Memory encode(const Tensor& src, const std::vector<int32_t>& src_lengths);
   // Teacher-forced logits [B, T, V] for target inputs [B, T] (starting with <bos>).
@@ -101,7 +112,8 @@ class Translator : public Module {
   Tensor logits_from(const Tensor& h);
 
   ModelConfig config_;
-  bool skip_padding_ = true, rows_allowed_ = false;
+  PaddingRows padding_rows_ = PaddingRows::Auto;
+  bool rows_allowed_ = false;
   std::shared_ptr<Embedding> src_embed_, tgt_embed_;
   std::shared_ptr<PositionalEmbedding> src_pos_, tgt_pos_;
   std::shared_ptr<Encoder> encoder_;

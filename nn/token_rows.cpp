@@ -26,13 +26,14 @@ TokenRows token_rows(const std::vector<int32_t>& lengths, int64_t n, Device devi
   return rows;
 }
 
+// token_rows built both index vectors, in range and each the other's inverse: no check kernels.
 Tensor pack_rows(const Tensor& x, const TokenRows& rows) {
   check(x.dim() >= 2 && x.size(0) == rows.batch && x.size(1) == rows.length, "pack_rows: x ",
         shape_str(x.shape()), " is not a [", rows.batch, ", ", rows.length, ", ...] batch");
   Shape flat = x.shape();
   flat.erase(flat.begin());
   flat[0] = rows.batch * rows.length;
-  return take_rows(reshape(x, flat), rows.index, rows.place);
+  return take_rows(reshape(x, flat), rows.index, rows.place, false);
 }
 
 Tensor unpack_rows(const Tensor& x_rows, const TokenRows& rows) {
@@ -41,7 +42,7 @@ Tensor unpack_rows(const Tensor& x_rows, const TokenRows& rows) {
   Shape shape = x_rows.shape();
   shape[0] = rows.length;
   shape.insert(shape.begin(), rows.batch);
-  return reshape(take_rows(x_rows, rows.place, rows.index), shape);
+  return reshape(take_rows(x_rows, rows.place, rows.index, false), shape);
 }
 
 }  // namespace mixlab

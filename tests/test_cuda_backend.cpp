@@ -21,6 +21,7 @@
 #include "core/random.h"
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
+#include "nn/models.h"
 #include "tests/op_harness.h"
 
 #ifdef MIXLAB_HAVE_CUDA
@@ -359,6 +360,60 @@ TEST_CASE("cuda: a small model trains the same on both devices" * doctest::skip(
         expect_close(cpu_grads[i], gpu_grads[i], tol, "grad of " + cpu_params[i].first + " " + tag);
         expect_close(cpu_params[i].second, gpu_params[i].second, tol,
                      "updated " + cpu_params[i].first + " " + tag);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: a translator on the real tokens alone gives the CPU's loss and gradients" *
+          doctest::skip(kNoGpu)) {
+  // nn/token_rows.h on the GPU: take_rows both ways, attention's and gMLP's forward_rows, and
+  // the padded path of the same model on the GPU as a second reference.
+  std::vector<int32_t> src_len{9, 4, 1}, tgt_len{6, 9, 3};
+  std::vector<int32_t> src(3 * 9), tgt(3 * 9), out(3 * 9);
+  for (int64_t i = 0; i < 27; ++i) {
+    bool src_real = i % 9 < src_len[i / 9], tgt_real = i % 9 < tgt_len[i / 9];
+    src[i] = src_real ? static_cast<int32_t>(1 + (i * 7) % 10) : 0;
+    tgt[i] = tgt_real ? static_cast<int32_t>(1 + (i * 5) % 8) : 0;
+    out[i] = tgt_real ? static_cast<int32_t>(1 + (i * 3) % 8) : 0;
+  }
+  for (const char* decoder : {"attention", "gmlp"}) {
+    for (DType dt : kFloats) {
+      ModelConfig c;
+      c.task = ModelTask::Translate;
+      c.mixer = "attention";
+      c.decoder_mixer = decoder;
+      c.dim = 16;
+      c.heads = 2;
+      c.layers = c.decoder_layers = 2;
+      c.max_len = c.tgt_max_len = 9;
+      c.vocab = 11;
+      c.tgt_vocab = 9;
+      c.dropout = 0.0;
+      Tol tol = dt == DType::F64 ? Tol{1e-9, 1e-11} : Tol{2e-4, 2e-6};
+      auto run = [&](Device dev, PaddingRows mode) {
+        Translator m(c);
+        m.to(dt);
+        m.to(dev);
+        m.set_padding_rows(mode);
+        CHECK(m.skips_padding(dev) == (mode == PaddingRows::Skip));
+        Tensor logits = m.forward(Tensor::from_data(src, {3, 9}, dev), src_len,
+                                  Tensor::from_data(tgt, {3, 9}, dev), tgt_len);
+        Tensor loss = cross_entropy(logits, Tensor::from_data(out, {3, 9}, dev), 0, 0.1);
+        loss.backward();
+        std::vector<Tensor> grads{loss};
+        for (const auto& named : m.named_parameters()) grads.push_back(named.second.grad());
+        return grads;
+      };
+      std::vector<Tensor> cpu = run(Device::cpu(), PaddingRows::Skip);
+      std::vector<Tensor> rows = run(gpu(), PaddingRows::Skip);
+      std::vector<Tensor> padded = run(gpu(), PaddingRows::Keep);
+      std::string tag = std::string(decoder) + " " + dtype_name(dt);
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        expect_close(cpu[i], rows[i], tol,
+                     "rows on the GPU, tensor " + std::to_string(i) + " " + tag);
+        expect_close(padded[i], rows[i], tol,
+                     "padded GPU, tensor " + std::to_string(i) + " " + tag);
       }
     }
   }

@@ -215,11 +215,11 @@ TEST_CASE(
     // That sum includes the logits at the padded positions, which the blocks computed then; on
     // the real tokens alone (nn/token_rows.h, the default since) they are zeros, so the padded
     // path gives it.
-    model.set_skip_padding(false);
+    model.set_padding_rows(PaddingRows::Keep);
     CHECK(
         sum(model.forward(fixture::source(), fixture::kSourceLengths, fixture::target_in(), {4, 3}))
             .item() == doctest::Approx(1.428778).epsilon(1e-5));
-    model.set_skip_padding(true);
+    model.set_padding_rows(PaddingRows::Auto);
   }
 
   // Resuming: the optimizer's tensors and per-parameter steps are renamed too.

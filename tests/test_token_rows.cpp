@@ -77,7 +77,7 @@ struct TranslatorRun {
 TranslatorRun run_translator(const ModelConfig& c, bool skip) {
   Translator m(c);
   m.to(DType::F64);
-  m.set_skip_padding(skip);
+  m.set_padding_rows(skip ? PaddingRows::Skip : PaddingRows::Keep);
   std::vector<int32_t> src_len{6, 3, 5, 1}, tgt_len{5, 2, 6, 4};
   Tensor src = padded_ids(src_len, 6, c.vocab, 0), tgt = padded_ids(tgt_len, 6, c.tgt_vocab, 2);
   Tensor out = padded_ids(tgt_len, 6, c.tgt_vocab, 5);
@@ -144,7 +144,7 @@ TEST_CASE("token rows: the encoder's padded states are exact zeros when it skipp
   std::vector<int32_t> len{2, 6};
   Tensor src = padded_ids(len, 6, 11, 0);
   for (bool skip : {true, false}) {
-    m.set_skip_padding(skip);
+    m.set_padding_rows(skip ? PaddingRows::Skip : PaddingRows::Keep);
     Memory mem = m.encode(src, len);
     CHECK(mem.packed.defined() == skip);
     std::vector<float> states = mem.states.to_float_vector();
@@ -165,9 +165,9 @@ TEST_CASE("token rows: decoding is the same either way") {
   DecodeOptions greedy, beam;
   greedy.max_len = beam.max_len = 5;
   beam.beam = 3;
-  m.set_skip_padding(false);
+  m.set_padding_rows(PaddingRows::Keep);
   auto greedy_padded = m.generate(src, len, greedy), beam_padded = m.generate(src, len, beam);
-  m.set_skip_padding(true);
+  m.set_padding_rows(PaddingRows::Skip);
   CHECK(m.generate(src, len, greedy) == greedy_padded);
   CHECK(m.generate(src, len, beam) == beam_padded);
 }
@@ -181,6 +181,21 @@ TEST_CASE("token rows: a padding-dependent mixer keeps the padded path") {
   k.mixer_options = {{"fnet-padded", "true"}};
   Classifier m(k);
   CHECK_FALSE(m.skips_padding());
+  m.set_padding_rows(PaddingRows::Skip);
+  CHECK_FALSE(m.skips_padding());  // not even when asked: the padding reaches its outputs
+}
+
+TEST_CASE("token rows: Auto skips the padding on the CPU only; Skip and Keep decide everywhere") {
+  Translator t(small_translator("attention", "attention"));
+  CHECK(t.skips_padding(Device::cpu()));
+  CHECK_FALSE(t.skips_padding(Device::cuda()));  // a host-bound GPU step: docs/gpu.md
+  t.set_padding_rows(PaddingRows::Skip);
+  CHECK(t.skips_padding(Device::cuda()));
+  t.set_padding_rows(PaddingRows::Keep);
+  CHECK_FALSE(t.skips_padding(Device::cpu()));
+  Classifier c(token_classifier("attention", PoolKind::Mean));
+  CHECK(c.skips_padding());
+  CHECK_FALSE(c.skips_padding(Device::cuda()));
 }
 
 TEST_CASE("token rows: a token classifier skipping its padding gives the padded path's grads") {
@@ -193,7 +208,7 @@ TEST_CASE("token rows: a token classifier skipping its padding gives the padded 
         ModelConfig c = token_classifier(mixer, pool);
         Classifier m(c);
         m.to(DType::F64);
-        m.set_skip_padding(skip);
+        m.set_padding_rows(skip ? PaddingRows::Skip : PaddingRows::Keep);
         CHECK(m.skips_padding() == skip);
         std::vector<int32_t> len{7, 2, 4};
         Tensor out = m.forward(padded_ids(len, 7, c.vocab, 1), len);

@@ -136,6 +136,17 @@ if [[ -x "$build/bench_train_step" ]]; then
   ((rc == 0 || rc == 77)) || status=1  # 77: python3 has no PyTorch with CUDA
   # What a step waits for: the line ends with the host's waits for the GPU per step (0 expected).
   step "translator step" 30 "$build/bench_train_step" --device cuda --steps 30 || status=1
+  # Whether the blocks on the real tokens alone pay on a GPU (PaddingRows::Auto keeps the padding
+  # there until measured): the same step both ways, alternating; best keep / best skip above 1
+  # means skipping is faster.
+  wrap=$(mktemp -d)
+  for mode in keep skip; do
+    printf '#!/bin/sh\nexec "%s" --padding %s "$@"\n' "$(realpath "$build/bench_train_step")" \
+      "$mode" >"$wrap/$mode"
+    chmod +x "$wrap/$mode"
+  done
+  step "padding skip vs keep" 60 bench/ab_step.sh --device cuda --rounds 2 --steps 20 \
+    "$wrap/keep" "$wrap/skip" translator || status=1
 fi
 step "op timing" 60 "$build/mixlab_tests" -tc='ops timing*' --no-skip || status=1
 
@@ -144,8 +155,10 @@ step "op timing" 60 "$build/mixlab_tests" -tc='ops timing*' --no-skip || status=
 # agree within 3% (float32 on both, sums in different orders).
 if [[ -x "$build/mixlab" ]]; then
   out=$(mktemp -d)
+  # --padding skip on both: the blocks on the real tokens alone, so dropout draws the same masks
+  # (auto would keep the padding on the GPU and draw them over the padded batch).
   train_args=(translate train --data g2p --steps 300 --seed 1 --dim 64 --heads 4 --layers 1
-    --batch 32 --dropout 0.1 --log-every 50 --eval-every 100000 --quiet)
+    --batch 32 --dropout 0.1 --log-every 50 --eval-every 100000 --quiet --padding skip)
   if ! step "train on cpu" 100 "$build/mixlab" "${train_args[@]}" --device cpu --out "$out/cpu"; then
     echo "FAILED: the CPU training command failed; nothing to compare"
     status=1
