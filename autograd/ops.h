@@ -155,6 +155,18 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 // `bias` as fused_attention's.
 Tensor fused_self_attention(const Tensor& qkv, int64_t heads, const Tensor& allowed, double scale,
                             const Tensor& bias = Tensor());
+// Self-attention over sequences packed back to back with no padding (nn/token_rows.h): qkv
+// [R, 3·H·D] as fused_self_attention's, its rows `groups` of sequences in turn, group g being
+// count_g sequences of length_g rows each (Σ count_g · length_g = R). Each sequence attends to
+// its own rows only, causally or not; one kernel call per group, each reading its rows in place
+// as fused_self_attention reads a [count_g, length_g, 3·H·D] batch. Returns [R, H·D], the heads
+// merged. Equals fused_self_attention on the padded batch (padded keys masked) at the real rows.
+struct SequenceGroup {
+  int64_t count = 0, length = 0;
+};
+Tensor fused_self_attention_groups(const Tensor& qkv, int64_t heads,
+                                   const std::vector<SequenceGroup>& groups, bool causal,
+                                   double scale);
 // The synthesizers' core (mixers.md §3): softmax(L + M) v per (batch, head) in one kernel, the
 // logits L [B or 1, H, N, M] given (not scaled; [1, H, N, M]: the same logits for every example,
 // their gradient summed over the batch), v [B, H, M, E] -> [B, H, N, E], `allowed` as

@@ -8,17 +8,23 @@ namespace mixlab {
 TokenRows token_rows(const std::vector<int32_t>& lengths, int64_t n, Device device) {
   TokenRows rows;
   const int64_t all = static_cast<int64_t>(lengths.size()) * n;
-  std::vector<int32_t> index, place(all, -1);
+  std::vector<std::vector<int64_t>> by_length(n + 1);  // the sequences of each length
   for (size_t b = 0; b < lengths.size(); ++b) {
     check(lengths[b] >= 0 && lengths[b] <= n, "token_rows: length ", lengths[b], " outside [0, ", n,
           "]");
-    for (int32_t t = 0; t < lengths[b]; ++t) {
-      const int64_t position = static_cast<int64_t>(b) * n + t;
-      place[position] = static_cast<int32_t>(index.size());
-      index.push_back(static_cast<int32_t>(position));
-    }
+    by_length[lengths[b]].push_back(static_cast<int64_t>(b));
   }
-  if (index.empty() || static_cast<int64_t>(index.size()) == all) return rows;
+  std::vector<int32_t> index, place(all, -1);
+  for (int64_t length = 1; length <= n; ++length) {
+    if (by_length[length].empty()) continue;
+    rows.groups.push_back({static_cast<int64_t>(by_length[length].size()), length});
+    for (int64_t b : by_length[length])
+      for (int64_t t = 0; t < length; ++t) {
+        place[b * n + t] = static_cast<int32_t>(index.size());
+        index.push_back(static_cast<int32_t>(b * n + t));
+      }
+  }
+  if (index.empty() || static_cast<int64_t>(index.size()) == all) return TokenRows();
   rows.index = Tensor::from_data(index, {static_cast<int64_t>(index.size())}, device);
   rows.place = Tensor::from_data(place, {all}, device);
   rows.batch = static_cast<int64_t>(lengths.size());

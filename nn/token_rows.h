@@ -9,14 +9,19 @@
 #include <cstdint>
 #include <vector>
 
+#include "autograd/ops.h"
 #include "autograd/tensor.h"
 
 namespace mixlab {
 
 struct TokenRows {
-  Tensor index;  // int32 [R]: b·N + t of each real token, in batch then position order
+  // int32 [R]: b·N + t of each real token. The sequences are grouped by length (shortest first,
+  // in batch order within a length), so each group is a [count, length] block of rows that
+  // self-attention reads in place without padding (fused_self_attention_groups).
+  Tensor index;
   Tensor place;  // int32 [B·N]: the row of each position b·N + t, or -1 at the padding
-  int64_t batch = 0, length = 0;  // B, N of the padded layout
+  std::vector<SequenceGroup> groups;  // the row blocks, in order
+  int64_t batch = 0, length = 0;      // B, N of the padded layout
   bool defined() const { return index.defined(); }
   int64_t count() const { return index.defined() ? index.numel() : 0; }  // R
 };

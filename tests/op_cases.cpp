@@ -1246,6 +1246,22 @@ void add_attention_cases(std::vector<OpCase>& t) {
                  true});
   }
 
+  // The same on sequences packed back to back without padding (fused_self_attention_groups, the
+  // models' rows): groups of 2 sequences of 3 rows, 1 of 1 and 1 of 4, causal and not.
+  for (bool causal : {false, true}) {
+    t.push_back(
+        {"attention_backward",
+         std::string("self-attention on grouped rows [11, 3·2·4], ") +
+             (causal ? "causal" : "not causal"),
+         {Input::leaf({11, 24}, 209, -2, 2)},
+         [causal](const Ctx&, const In& x) {
+           return Out{fused_self_attention_groups(x[0], 2, {{2, 3}, {1, 1}, {1, 4}}, causal, 0.5)};
+         },
+         kF32Loose,
+         kF64Loose,
+         true});
+  }
+
   // Rows of scores in registers (attention_short_keys.cpp): 16 keys fill one AVX-512 register
   // (two of AVX2), 17 and 40 start a second and a third (AVX2: start a third, fill five), 64
   // fill four (eight); 65 keys take the tiles. 13 query rows make uneven groups for every

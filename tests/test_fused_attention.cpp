@@ -252,6 +252,62 @@ TEST_CASE("fused_self_attention: equals fused_attention on the three parts of qk
   CHECK(contiguous(strided).to_double_vector() == contiguous(copied).to_double_vector());
 }
 
+TEST_CASE("fused_self_attention_groups: the padded batch's values and grads at its real rows") {
+  // Sequences of lengths 5, 2, 5, 1 padded to 5, against the same rows grouped by length
+  // (1: #3, 2: #1, 5: #0 and #2), causal and not; gradients of sum(out ∘ w) at the real rows.
+  const int64_t b = 4, n = 5, h = 2, d = 4, width = 3 * h * d;
+  const std::vector<int32_t> lengths{5, 2, 5, 1};
+  const std::vector<int64_t> order{3, 1, 0, 2};  // the sequences in the groups' order
+  const std::vector<SequenceGroup> groups{{1, 1}, {1, 2}, {2, 5}};
+  for (bool causal : {false, true}) {
+    INFO(causal);
+    Tensor mask = reshape(length_mask(lengths, n), {b, 1, 1, n});
+    if (causal) mask = mul(mask, tril_mask(n, n));
+    Tensor padded = leaf32({b, n, width}, 7);
+    Tensor w = rand32({b, n, h * d}, 8);
+    Tensor out_padded = mixers::merge_heads(fused_self_attention(padded, h, mask, 0.4));
+    sum(mul(mul(out_padded, w), unsqueeze(length_mask(lengths, n), 2))).backward();
+    // The real rows in the groups' order, as a leaf of their own.
+    std::vector<float> all = padded.to_float_vector(), rows_data, w_rows;
+    std::vector<float> w_all = w.to_float_vector();
+    for (int64_t s : order)
+      for (int64_t t = 0; t < lengths[s]; ++t) {
+        rows_data.insert(rows_data.end(), all.begin() + (s * n + t) * width,
+                         all.begin() + (s * n + t + 1) * width);
+        w_rows.insert(w_rows.end(), w_all.begin() + (s * n + t) * h * d,
+                      w_all.begin() + (s * n + t + 1) * h * d);
+      }
+    const int64_t r = 13;
+    Tensor rows = Tensor::from_data(rows_data, {r, width});
+    rows.set_requires_grad(true);
+    Tensor out_rows = fused_self_attention_groups(rows, h, groups, causal, 0.4);
+    sum(mul(out_rows, Tensor::from_data(w_rows, {r, h * d}))).backward();
+    REQUIRE(out_rows.shape() == Shape{r, h * d});
+    std::vector<float> got = out_rows.to_float_vector(), grad = rows.grad().to_float_vector();
+    std::vector<float> want = contiguous(out_padded).to_float_vector();
+    std::vector<float> want_grad = padded.grad().to_float_vector();
+    int64_t row = 0;
+    for (int64_t s : order)
+      for (int64_t t = 0; t < lengths[s]; ++t, ++row) {
+        for (int64_t c = 0; c < h * d; ++c)
+          CHECK(got[row * h * d + c] ==
+                doctest::Approx(want[(s * n + t) * h * d + c]).epsilon(1e-5));
+        for (int64_t c = 0; c < width; ++c)
+          CHECK(grad[row * width + c] ==
+                doctest::Approx(want_grad[(s * n + t) * width + c]).epsilon(1e-4).scale(1e-6));
+      }
+  }
+}
+
+TEST_CASE("fused_self_attention_groups: groups that do not cover qkv are refused") {
+  CHECK_THROWS_WITH_AS(fused_self_attention_groups(rand32({7, 12}, 1), 2, {{2, 3}}, false, 1.0),
+                       "fused_self_attention_groups: the groups hold 6 rows, qkv [7,12] has 7",
+                       Error);
+  CHECK_THROWS_WITH_AS(fused_self_attention_groups(rand32({6, 10}, 1), 2, {{2, 3}}, false, 1.0),
+                       doctest::Contains("needs qkv [R, 3·H·D] and H > 0 heads, got qkv [6,10]"),
+                       Error);
+}
+
 TEST_CASE("fused_self_attention: wrong shapes name the op and the shapes") {
   CHECK_THROWS_WITH_AS(fused_self_attention(rand32({2, 3, 20}, 1), 3, Tensor(), 1.0),
                        doctest::Contains("fused_self_attention: needs qkv [B, N, 3·H·D] and H > 0 "

@@ -95,6 +95,13 @@ TEST_CASE("token rows: the real tokens' places, and none when nothing is padded"
   CHECK(rows.batch == 3);
   CHECK(rows.length == 3);
   CHECK(rows.index.to_int_vector() == std::vector<int32_t>{0, 1, 6, 7, 8});
+  // Grouped by length, shortest first: [3] (length 1), [2] (length 2), [0] (length 3).
+  TokenRows grouped = token_rows({3, 1, 2}, 3, Device::cpu());
+  CHECK(grouped.index.to_int_vector() == std::vector<int32_t>{3, 6, 7, 0, 1, 2});
+  CHECK(grouped.place.to_int_vector() == std::vector<int32_t>{3, 4, 5, 0, -1, -1, 1, 2, -1});
+  REQUIRE(grouped.groups.size() == 3);
+  CHECK(grouped.groups[0].count == 1);
+  CHECK(grouped.groups[2].length == 3);
   CHECK_FALSE(token_rows({3, 3}, 3, Device::cpu()).defined());  // no padding
   CHECK_FALSE(token_rows({}, 3, Device::cpu()).defined());      // every position valid
   CHECK_FALSE(token_rows({0, 0}, 3, Device::cpu()).defined());  // no real token

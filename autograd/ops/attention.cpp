@@ -224,6 +224,91 @@ Tensor fused_self_attention(const Tensor& qkv_in, int64_t heads, const Tensor& a
                 });
 }
 
+Tensor fused_self_attention_groups(const Tensor& qkv_in, int64_t heads,
+                                   const std::vector<SequenceGroup>& groups, bool causal,
+                                   double scale) {
+  const char* op = "fused_self_attention_groups";
+  check(qkv_in.dim() == 2 && heads > 0 && qkv_in.size(1) % (3 * heads) == 0, op,
+        ": needs qkv [R, 3·H·D] and H > 0 heads, got qkv ", shape_str(qkv_in.shape()), " and ",
+        heads, " heads");
+  check(is_floating(qkv_in.dtype()), op, ": expects a floating qkv, got ",
+        dtype_name(qkv_in.dtype()));
+  int64_t rows = 0;
+  for (const SequenceGroup& g : groups) {
+    check(g.count >= 0 && g.length >= 0, op, ": a group of ", g.count, " sequences of length ",
+          g.length);
+    rows += g.count * g.length;
+  }
+  check(rows == qkv_in.size(0), op, ": the groups hold ", rows, " rows, qkv ",
+        shape_str(qkv_in.shape()), " has ", qkv_in.size(0));
+  Tensor qkv = qkv_in.is_contiguous() ? qkv_in : [&] {
+    NoGradGuard no_grad;
+    return contiguous(qkv_in);
+  }();
+  const int64_t width = qkv.size(1), d = width / 3, depth = d / heads;
+  const DType dtype = qkv.dtype();
+  Backend& backend = backend_of(qkv);
+  // Group g's part p (q, k, v), its output and its gradient as [count, H, length, D] views: the
+  // same geometry fused_self_attention gives a [count, length, 3·H·D] batch.
+  struct Part {
+    int64_t start, count, length;
+    Tensor mask;  // causal: [length, length] lower triangle
+  };
+  std::vector<Part> parts;
+  int64_t start = 0;
+  for (const SequenceGroup& g : groups) {
+    if (g.count > 0 && g.length > 0) {
+      Tensor mask;
+      if (causal) {
+        NoGradGuard no_grad;
+        mask = tril_mask(g.length, g.length, 0, dtype, qkv.device());
+      }
+      parts.push_back({start, g.count, g.length, mask});
+    }
+    start += g.count * g.length;
+  }
+  auto rows_view = [heads, depth](const Tensor& t, const Part& part, int64_t column) {
+    const int64_t w = t.size(1);
+    return make_view(t, {part.count, heads, part.length, depth}, {part.length * w, depth, w, 1},
+                     t.offset() + part.start * w + column);
+  };
+  auto lse_view = [heads](const Tensor& lse, const Part& part) {
+    return make_view(lse, {part.count, heads, part.length}, {heads * part.length, part.length, 1},
+                     lse.offset() + part.start * heads);
+  };
+  auto mask_view = [heads, dtype](const Part& part) {
+    return part.mask.defined()
+               ? broadcast_view(part.mask, {part.count, heads, part.length, part.length})
+               : no_view(dtype);
+  };
+  Tensor out = Tensor::empty({rows, d}, dtype, qkv.device());
+  Tensor lse = Tensor::empty({rows * heads}, dtype, qkv.device());
+  for (const Part& part : parts)
+    backend.attention(rows_view(qkv, part, 0).view(), rows_view(qkv, part, d).view(),
+                      rows_view(qkv, part, 2 * d).view(), mask_view(part), no_view(dtype), scale,
+                      rows_view(out, part, 0).view(), lse_view(lse, part).view());
+  Tensor saved_qkv = qkv.detach(), saved_out = out.detach();
+  return record(op, out, {qkv_in},
+                [saved_qkv, saved_out, lse, parts, rows_view, lse_view, mask_view, scale, rows,
+                 width, dtype](const Tensor& grad) {
+                  Tensor g = grad.is_contiguous() ? grad : [&] {
+                    NoGradGuard no_grad;
+                    return contiguous(grad);
+                  }();
+                  Tensor dqkv = Tensor::empty({rows, width}, dtype, g.device());
+                  const int64_t d = width / 3;
+                  for (const Part& part : parts)
+                    backend_of(g).attention_backward(
+                        rows_view(saved_qkv, part, 0).view(), rows_view(saved_qkv, part, d).view(),
+                        rows_view(saved_qkv, part, 2 * d).view(), mask_view(part), no_view(dtype),
+                        scale, rows_view(saved_out, part, 0).view(), lse_view(lse, part).view(),
+                        rows_view(g, part, 0).view(), rows_view(dqkv, part, 0).view(),
+                        rows_view(dqkv, part, d).view(), rows_view(dqkv, part, 2 * d).view(),
+                        no_view(dtype));
+                  return std::vector<Tensor>{dqkv};
+                });
+}
+
 // ---- the synthesizers' core: softmax(L + M) v with the logits L given ----
 
 Tensor fused_synthesized_attention(const Tensor& logits_in, const Tensor& v_in,

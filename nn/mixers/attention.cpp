@@ -50,16 +50,17 @@ class Attention : public Mixer {
   }
 
   // On the real tokens' rows (nn/token_rows.h): every projection runs on the R rows (the
-  // memory's too, when the encoder packed it); only the core sees the padded [B, N] layout.
+  // memory's too, when the encoder packed it). Self-attention's core runs on the rows' groups of
+  // equal-length sequences, no padding anywhere; cross-attention's places q, k and v in the
+  // padded [B, N] and [B, M] layouts (a query's and its memory's lengths need not group alike).
   Tensor forward_rows(const Tensor& x, const MixerContext& ctx) override {
     if (mixing_capture_active()) return Mixer::forward_rows(x, ctx);  // attend()'s unfused path
     check_rows(x, ctx);
     const TokenRows& rows = ctx.rows;
     int64_t h = config_.heads, n = rows.length;
     if (!config_.cross) {
-      Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
-      return w_o->forward(
-          mixers::packed_self_attention_rows(x, rows, *w_q, *w_k, *w_v, h, mask, scale()));
+      return w_o->forward(mixers::packed_self_attention_rows(x, rows, *w_q, *w_k, *w_v, h,
+                                                             config_.causal, scale()));
     }
     bool packed = ctx.memory_rows.defined() && ctx.memory_packed.defined();
     auto project = [&](const Linear& w) {

@@ -29,12 +29,11 @@ Tensor packed_self_attention(const Tensor& x, const Projections& weights, const 
 }
 
 Tensor packed_self_attention_rows(const Tensor& x_rows, const TokenRows& rows, const Linear& w_q,
-                                  const Linear& w_k, const Linear& w_v, int64_t heads,
-                                  const Tensor& allowed, double scale) {
-  Tensor qkv = unpack_rows(
-      stacked_qkv(x_rows, {w_q.weight, w_k.weight, w_v.weight}, {w_q.bias, w_k.bias, w_v.bias}),
-      rows);
-  return pack_rows(merge_heads(fused_self_attention(qkv, heads, allowed, scale)), rows);
+                                  const Linear& w_k, const Linear& w_v, int64_t heads, bool causal,
+                                  double scale) {
+  Tensor qkv =
+      stacked_qkv(x_rows, {w_q.weight, w_k.weight, w_v.weight}, {w_q.bias, w_k.bias, w_v.bias});
+  return fused_self_attention_groups(qkv, heads, rows.groups, causal, scale);
 }
 
 Tensor packed_self_attention(const Tensor& x, const Linear& w_q, const Linear& w_k,

@@ -49,11 +49,13 @@ Tensor packed_self_attention(const Tensor& x, const Projections& weights, const 
                              int64_t heads, const Tensor& allowed, double scale,
                              const Tensor& score_bias = Tensor());
 
-// packed_self_attention on the real tokens' rows x_rows [R, d] (nn/token_rows.h): the product
-// runs on the R rows, only the core sees the padded [B, N] layout. Returns [R, h·d_h].
+// packed_self_attention on the real tokens' rows x_rows [R, d] (nn/token_rows.h), padding
+// nowhere: the product runs on the R rows and the core on the rows' groups of equal-length
+// sequences (fused_self_attention_groups), each sequence seeing its own keys (causally or not).
+// Returns [R, h·d_h].
 Tensor packed_self_attention_rows(const Tensor& x_rows, const TokenRows& rows, const Linear& w_q,
-                                  const Linear& w_k, const Linear& w_v, int64_t heads,
-                                  const Tensor& allowed, double scale);
+                                  const Linear& w_k, const Linear& w_v, int64_t heads, bool causal,
+                                  double scale);
 
 // The [B, 1, 1, M] key mask from a [B, M] valid mask (undefined stays undefined).
 Tensor key_mask(const Tensor& valid);

@@ -101,8 +101,9 @@ class GatedMlp : public Mixer {
   }
 
   // On the real tokens' rows (nn/token_rows.h): U, V and amlp's projections, the unit's products,
-  // run on the R rows; only W's product, the attention core and the gate see the padded layout
-  // (LN(Z₂) is zero at the padding there, as zero_invalid_rows makes it in forward()).
+  // run on the R rows, and aMLP's attention core on the rows' groups of equal-length sequences;
+  // only W's product and the gate see the padded layout (LN(Z₂) is zero at the padding there, as
+  // zero_invalid_rows makes it in forward()).
   Tensor forward_rows(const Tensor& x, const MixerContext& ctx) override {
     if (mixing_capture_active()) return Mixer::forward_rows(x, ctx);  // records W and attention
     check_rows(x, ctx);
@@ -114,9 +115,8 @@ class GatedMlp : public Mixer {
     if (config_.causal) w = mul(w, tril_mask(n, n, 0, x.dtype(), x.device()));
     Tensor g = matmul(w, unpack_rows(zn, rows));
     if (attention_) {
-      Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
       Tensor heads =
-          mixers::packed_self_attention_rows(x, rows, *w_q, *w_k, *w_v, 1, mask, scale());
+          mixers::packed_self_attention_rows(x, rows, *w_q, *w_k, *w_v, 1, config_.causal, scale());
       g = add(g, unpack_rows(w_o->forward(heads), rows));
     }
     return V->forward(pack_rows(spatial_gate(g, narrow(b, 0, 0, n), unpack_rows(z1, rows)), rows));
