@@ -167,6 +167,16 @@ struct SequenceGroup {
 Tensor fused_self_attention_groups(const Tensor& qkv, int64_t heads,
                                    const std::vector<SequenceGroup>& groups, bool causal,
                                    double scale);
+// Cross-attention over packed rows (nn/token_rows.h): q [Rq, H·D] holds the queries and k
+// [Rk, H·D], v [Rk, H·E] the keys and values of the same sequences in the same order, `groups`
+// of sequences in turn, group g being count_g sequences of query_length_g query rows and
+// key_length_g key rows. Each query sees its own sequence's keys, every one of them (no mask);
+// one kernel call per group. A query with no key gets 0. Returns [Rq, H·E], the heads merged.
+struct CrossGroup {
+  int64_t count = 0, query_length = 0, key_length = 0;
+};
+Tensor fused_attention_groups(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                              const std::vector<CrossGroup>& groups, double scale);
 // The synthesizers' core (mixers.md §3): softmax(L + M) v per (batch, head) in one kernel, the
 // logits L [B or 1, H, N, M] given (not scaled; [1, H, N, M]: the same logits for every example,
 // their gradient summed over the batch), v [B, H, M, E] -> [B, H, N, E], `allowed` as

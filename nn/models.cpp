@@ -213,10 +213,15 @@ Tensor Translator::logits_from(const Tensor& h) {
 }
 
 Memory Translator::encode(const Tensor& src, const std::vector<int32_t>& src_lengths) {
+  return encode(src, src_lengths, {});
+}
+
+Memory Translator::encode(const Tensor& src, const std::vector<int32_t>& src_lengths,
+                          const std::vector<int64_t>& order) {
   Tensor x = src_pos_->forward(src_embed_->forward(src));
   MixerContext ctx = make_context(src_lengths, x.size(1), x.dtype(), x.device(), false);
   Memory m;
-  if (skips_padding(x.device())) ctx.rows = token_rows(src_lengths, x.size(1), x.device());
+  if (skips_padding(x.device())) ctx.rows = token_rows(src_lengths, x.size(1), x.device(), order);
   if (ctx.rows.defined()) {
     m.rows = ctx.rows;
     m.packed = encoder_->forward(pack_rows(x, ctx.rows), ctx);
@@ -246,8 +251,12 @@ Tensor Translator::decode(const Memory& memory, const Tensor& tgt_in,
   Tensor y = tgt_pos_->forward(tgt_embed_->forward(tgt_in));
   MixerContext self_ctx = make_context(tgt_lengths, y.size(1), y.dtype(), y.device(), true);
   MixerContext cross_ctx = cross_context(memory);
-  if (skips_padding(y.device()))
-    self_ctx.rows = cross_ctx.rows = token_rows(tgt_lengths, y.size(1), y.device());
+  // The target's rows in the memory's sequence order, so that cross-attention runs on the rows
+  // of both (cross_groups).
+  if (skips_padding(y.device()) && !tgt_lengths.empty())
+    self_ctx.rows = cross_ctx.rows =
+        token_rows(tgt_lengths, y.size(1), y.device(),
+                   memory.rows.defined() ? memory.rows.order : std::vector<int64_t>());
   if (self_ctx.rows.defined()) y = pack_rows(y, self_ctx.rows);
   for (const auto& block : *decoder_) y = block->forward(y, self_ctx, cross_ctx);
   // Logits of the real tokens placed back into [B, T, V], zero at the padding (the loss skips it).
@@ -256,7 +265,12 @@ Tensor Translator::decode(const Memory& memory, const Tensor& tgt_in,
 
 Tensor Translator::forward(const Tensor& src, const std::vector<int32_t>& src_lengths,
                            const Tensor& tgt_in, const std::vector<int32_t>& tgt_lengths) {
-  return decode(encode(src, src_lengths), tgt_in, tgt_lengths);
+  // Both sides' rows in one order, by (source length, target length): long groups for the
+  // encoder's self-attention and for cross-attention.
+  bool both = !src_lengths.empty() && src_lengths.size() == tgt_lengths.size();
+  return decode(encode(src, src_lengths,
+                       both ? order_by_lengths(src_lengths, tgt_lengths) : std::vector<int64_t>()),
+                tgt_in, tgt_lengths);
 }
 
 Translator::State Translator::start(const Memory& memory) {

@@ -110,6 +110,9 @@ class Translator : public Module {
 
  private:
   Tensor logits_from(const Tensor& h);
+  // encode() with the source's rows in `order` (token_rows; empty: by length).
+  Memory encode(const Tensor& src, const std::vector<int32_t>& src_lengths,
+                const std::vector<int64_t>& order);
 
   ModelConfig config_;
   PaddingRows padding_rows_ = PaddingRows::Auto;

@@ -1262,6 +1262,20 @@ void add_attention_cases(std::vector<OpCase>& t) {
          true});
   }
 
+  // Cross-attention on grouped rows (fused_attention_groups): 2 sequences of 3 queries and 4
+  // keys, 1 of 2 queries and no key (its output 0), 1 of no query and 2 keys (no gradient).
+  t.push_back({"attention_backward",
+               "cross-attention on grouped rows, q [8, 2·4], k [10, 2·4], v [10, 2·3]",
+               {Input::leaf({8, 8}, 210, -2, 2), Input::leaf({10, 8}, 211, -2, 2),
+                Input::leaf({10, 6}, 212, -2, 2)},
+               [](const Ctx&, const In& x) {
+                 return Out{fused_attention_groups(x[0], x[1], x[2], 2,
+                                                   {{2, 3, 4}, {1, 2, 0}, {1, 0, 2}}, 0.5)};
+               },
+               kF32Loose,
+               kF64Loose,
+               true});
+
   // Rows of scores in registers (attention_short_keys.cpp): 16 keys fill one AVX-512 register
   // (two of AVX2), 17 and 40 start a second and a third (AVX2: start a third, fill five), 64
   // fill four (eight); 65 keys take the tiles. 13 query rows make uneven groups for every

@@ -74,11 +74,12 @@ struct TranslatorRun {
   bool skipped = false;
 };
 
-TranslatorRun run_translator(const ModelConfig& c, bool skip) {
+TranslatorRun run_translator(const ModelConfig& c, bool skip,
+                             std::vector<int32_t> src_len = {6, 3, 5, 1},
+                             std::vector<int32_t> tgt_len = {5, 2, 6, 4}) {
   Translator m(c);
   m.to(DType::F64);
   m.set_padding_rows(skip ? PaddingRows::Skip : PaddingRows::Keep);
-  std::vector<int32_t> src_len{6, 3, 5, 1}, tgt_len{5, 2, 6, 4};
   Tensor src = padded_ids(src_len, 6, c.vocab, 0), tgt = padded_ids(tgt_len, 6, c.tgt_vocab, 2);
   Tensor out = padded_ids(tgt_len, 6, c.tgt_vocab, 5);
   Tensor logits = m.forward(src, src_len, tgt, tgt_len);
@@ -143,6 +144,31 @@ TEST_CASE("token rows: a translator skipping its padding gives the padded path's
       check_close(rows.grads, padded.grads, 1e-10);
     }
   }
+}
+
+TEST_CASE(
+    "token rows: cross-attention's groups: shared lengths, an empty source, an empty target") {
+  // Sequences 0 and 2 share (6, 5) and form one group of two; sequence 3 has no source token
+  // (its queries see no key: 0, then W_O's bias) and sequence 4 no target token.
+  for (const char* decoder : {"attention", "gmlp"}) {
+    INFO(decoder);
+    ModelConfig c = small_translator("attention", decoder);
+    std::vector<int32_t> src_len{6, 3, 6, 0, 2}, tgt_len{5, 2, 5, 3, 0};
+    TranslatorRun padded = run_translator(c, false, src_len, tgt_len);
+    TranslatorRun rows = run_translator(c, true, src_len, tgt_len);
+    CHECK(rows.loss == doctest::Approx(padded.loss).epsilon(1e-12));
+    check_close(rows.logits, padded.logits, 1e-10);
+    check_close(rows.grads, padded.grads, 1e-10);
+  }
+  TokenRows queries = token_rows({5, 2, 5}, 6, Device::cpu(), {1, 0, 2});
+  TokenRows keys = token_rows({6, 3, 6}, 6, Device::cpu(), {1, 0, 2});
+  std::vector<CrossGroup> groups = cross_groups(queries, keys);
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0].count == 1);
+  CHECK(groups[0].query_length == 2);
+  CHECK(groups[0].key_length == 3);
+  CHECK(groups[1].count == 2);
+  CHECK(cross_groups(queries, token_rows({6, 3, 6}, 6, Device::cpu(), {2, 1, 0})).empty());
 }
 
 TEST_CASE("token rows: the encoder's padded states are exact zeros when it skipped them") {

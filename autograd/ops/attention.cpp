@@ -309,6 +309,98 @@ Tensor fused_self_attention_groups(const Tensor& qkv_in, int64_t heads,
                 });
 }
 
+Tensor fused_attention_groups(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                              int64_t heads, const std::vector<CrossGroup>& groups, double scale) {
+  const char* op = "fused_attention_groups";
+  check_same(op, {&q_in, &k_in, &v_in});
+  check(q_in.dim() == 2 && k_in.dim() == 2 && v_in.dim() == 2 && heads > 0 &&
+            q_in.size(1) % heads == 0 && v_in.size(1) % heads == 0 &&
+            k_in.size(1) == q_in.size(1) && v_in.size(0) == k_in.size(0),
+        op, ": needs q [Rq, H·D], k [Rk, H·D], v [Rk, H·E] and H > 0 heads, got q ",
+        shape_str(q_in.shape()), ", k ", shape_str(k_in.shape()), ", v ", shape_str(v_in.shape()),
+        " and ", heads, " heads");
+  int64_t q_rows = 0, k_rows = 0;
+  bool empty_side = false;  // a group with queries and no keys, or keys and no queries
+  for (const CrossGroup& g : groups) {
+    check(g.count >= 0 && g.query_length >= 0 && g.key_length >= 0, op, ": a group of ", g.count,
+          " sequences of ", g.query_length, " queries and ", g.key_length, " keys");
+    q_rows += g.count * g.query_length;
+    k_rows += g.count * g.key_length;
+    empty_side = empty_side || (g.count > 0 && (g.query_length == 0) != (g.key_length == 0));
+  }
+  check(q_rows == q_in.size(0) && k_rows == k_in.size(0), op, ": the groups hold ", q_rows,
+        " query rows and ", k_rows, " key rows, q ", shape_str(q_in.shape()), " and k ",
+        shape_str(k_in.shape()));
+  auto dense2 = [](const Tensor& t) {
+    if (t.is_contiguous()) return t;
+    NoGradGuard no_grad;
+    return contiguous(t);
+  };
+  Tensor q = dense2(q_in), k = dense2(k_in), v = dense2(v_in);
+  const DType dtype = q.dtype();
+  const int64_t d = q.size(1) / heads, e = v.size(1) / heads;
+  struct Part {
+    int64_t q_start, k_start, count, n, m;
+  };
+  std::vector<Part> parts;
+  int64_t q_at = 0, k_at = 0;
+  for (const CrossGroup& g : groups) {
+    if (g.count > 0 && g.query_length > 0 && g.key_length > 0)
+      parts.push_back({q_at, k_at, g.count, g.query_length, g.key_length});
+    q_at += g.count * g.query_length;
+    k_at += g.count * g.key_length;
+  }
+  // Rows [start, start + count·length) of t as [count, H, length, depth].
+  auto rows_view = [heads](const Tensor& t, int64_t start, int64_t count, int64_t length,
+                           int64_t depth) {
+    const int64_t w = t.size(1);
+    return make_view(t, {count, heads, length, depth}, {length * w, depth, w, 1},
+                     t.offset() + start * w);
+  };
+  Tensor out = Tensor::empty({q_rows, heads * e}, dtype, q.device());
+  Tensor lse = Tensor::empty({q_rows * heads}, dtype, q.device());
+  if (empty_side) out.fill_(0.0);  // queries without keys get 0; no kernel sees them
+  auto lse_view = [heads](const Tensor& l, const Part& p) {
+    return make_view(l, {p.count, heads, p.n}, {heads * p.n, p.n, 1},
+                     l.offset() + p.q_start * heads);
+  };
+  for (const Part& p : parts)
+    backend_of(q).attention(
+        rows_view(q, p.q_start, p.count, p.n, d).view(),
+        rows_view(k, p.k_start, p.count, p.m, d).view(),
+        rows_view(v, p.k_start, p.count, p.m, e).view(), no_view(dtype), no_view(dtype), scale,
+        rows_view(out, p.q_start, p.count, p.n, e).view(), lse_view(lse, p).view());
+  Tensor sq = q.detach(), sk = k.detach(), sv = v.detach(), so = out.detach();
+  return record(op, out, {q_in, k_in, v_in},
+                [sq, sk, sv, so, lse, parts, rows_view, lse_view, scale, d, e, dtype,
+                 empty_side](const Tensor& grad) {
+                  Tensor g = grad;
+                  if (!g.is_contiguous()) {
+                    NoGradGuard no_grad;
+                    g = contiguous(grad);
+                  }
+                  Tensor dq = Tensor::empty(sq.shape(), dtype, g.device());
+                  Tensor dk = Tensor::empty(sk.shape(), dtype, g.device());
+                  Tensor dv = Tensor::empty(sv.shape(), dtype, g.device());
+                  if (empty_side) {  // rows no kernel writes: their gradients are 0
+                    dq.fill_(0.0);
+                    dk.fill_(0.0);
+                    dv.fill_(0.0);
+                  }
+                  for (const Part& p : parts)
+                    backend_of(g).attention_backward(
+                        rows_view(sq, p.q_start, p.count, p.n, d).view(),
+                        rows_view(sk, p.k_start, p.count, p.m, d).view(),
+                        rows_view(sv, p.k_start, p.count, p.m, e).view(), no_view(dtype),
+                        no_view(dtype), scale, rows_view(so, p.q_start, p.count, p.n, e).view(),
+                        lse_view(lse, p).view(), rows_view(g, p.q_start, p.count, p.n, e).view(),
+                        rows_view(dq, p.q_start, p.count, p.n, d).view(),
+                        rows_view(dk, p.k_start, p.count, p.m, d).view(),
+                        rows_view(dv, p.k_start, p.count, p.m, e).view(), no_view(dtype));
+                  return std::vector<Tensor>{dq, dk, dv};
+                });
+}
+
 // ---- the synthesizers' core: softmax(L + M) v with the logits L given ----
 
 Tensor fused_synthesized_attention(const Tensor& logits_in, const Tensor& v_in,

@@ -51,8 +51,9 @@ class Attention : public Mixer {
 
   // On the real tokens' rows (nn/token_rows.h): every projection runs on the R rows (the
   // memory's too, when the encoder packed it). Self-attention's core runs on the rows' groups of
-  // equal-length sequences, no padding anywhere; cross-attention's places q, k and v in the
-  // padded [B, N] and [B, M] layouts (a query's and its memory's lengths need not group alike).
+  // equal-length sequences, no padding anywhere; cross-attention's on runs of sequences with
+  // equal (query, memory) lengths when both sides' rows share one order (the translator's
+  // forward), else it places q, k and v in the padded [B, N] and [B, M] layouts.
   Tensor forward_rows(const Tensor& x, const MixerContext& ctx) override {
     if (mixing_capture_active()) return Mixer::forward_rows(x, ctx);  // attend()'s unfused path
     check_rows(x, ctx);
@@ -62,6 +63,12 @@ class Attention : public Mixer {
       return w_o->forward(mixers::packed_self_attention_rows(x, rows, *w_q, *w_k, *w_v, h,
                                                              config_.causal, scale()));
     }
+    // Queries and memory on rows in one sequence order: the core on their groups, no padding.
+    std::vector<CrossGroup> groups = cross_groups(rows, ctx.memory_rows);
+    if (!groups.empty() && ctx.memory_packed.defined())
+      return w_o->forward(fused_attention_groups(w_q->forward(x), w_k->forward(ctx.memory_packed),
+                                                 w_v->forward(ctx.memory_packed), h, groups,
+                                                 scale()));
     bool packed = ctx.memory_rows.defined() && ctx.memory_packed.defined();
     auto project = [&](const Linear& w) {
       return mixers::split_heads(packed ? unpack_rows(w.forward(ctx.memory_packed), ctx.memory_rows)
