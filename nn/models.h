@@ -30,8 +30,9 @@ class Encoder : public Module {
 // valid positions are the padded path's up to float rounding (dropout draws its masks over the
 // rows, so a training step's masks differ). Auto skips the padding on the CPU, where a step's
 // time is its arithmetic; on a GPU the small models' steps are bound by the host's kernel
-// launches (docs/gpu.md), to which packing and placing the rows add about a fifth, so Auto keeps
-// the padded path there until that is measured. Skip and Keep decide on every device.
+// launches (docs/gpu.md), and the rows raise the translator's calls from 256 to 365 a step
+// (the gathers, one attention call per group of equal lengths), so Auto keeps the padded path
+// there until that is measured. Skip and Keep decide on every device.
 enum class PaddingRows { Auto, Skip, Keep };
 // What a model left at Auto does: the process's choice (the command line's --padding), itself
 // Auto unless set.
