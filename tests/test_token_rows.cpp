@@ -160,6 +160,12 @@ TEST_CASE(
     check_close(rows.logits, padded.logits, 1e-10);
     check_close(rows.grads, padded.grads, 1e-10);
   }
+  // A source with no padding is not packed: the queries' rows are placed beside it.
+  ModelConfig full = small_translator("attention", "attention");
+  TranslatorRun padded = run_translator(full, false, {6, 6, 6}, {5, 2, 6});
+  TranslatorRun rows = run_translator(full, true, {6, 6, 6}, {5, 2, 6});
+  check_close(rows.logits, padded.logits, 1e-10);
+  check_close(rows.grads, padded.grads, 1e-10);
   TokenRows queries = token_rows({5, 2, 5}, 6, Device::cpu(), {1, 0, 2});
   TokenRows keys = token_rows({6, 3, 6}, 6, Device::cpu(), {1, 0, 2});
   std::vector<CrossGroup> groups = cross_groups(queries, keys);

@@ -52,8 +52,8 @@ class Attention : public Mixer {
   // On the real tokens' rows (nn/token_rows.h): every projection runs on the R rows (the
   // memory's too, when the encoder packed it). Self-attention's core runs on the rows' groups of
   // equal-length sequences, no padding anywhere; cross-attention's on runs of sequences with
-  // equal (query, memory) lengths when both sides' rows share one order (the translator's
-  // forward), else it places q, k and v in the padded [B, N] and [B, M] layouts.
+  // equal (query, memory) lengths when the memory was packed too (the decoder packs its rows in
+  // the memory's order), else it places the queries beside the padded memory.
   Tensor forward_rows(const Tensor& x, const MixerContext& ctx) override {
     if (mixing_capture_active()) return Mixer::forward_rows(x, ctx);  // attend()'s unfused path
     check_rows(x, ctx);
@@ -69,13 +69,9 @@ class Attention : public Mixer {
       return w_o->forward(fused_attention_groups(w_q->forward(x), w_k->forward(ctx.memory_packed),
                                                  w_v->forward(ctx.memory_packed), h, groups,
                                                  scale()));
-    bool packed = ctx.memory_rows.defined() && ctx.memory_packed.defined();
-    auto project = [&](const Linear& w) {
-      return mixers::split_heads(packed ? unpack_rows(w.forward(ctx.memory_packed), ctx.memory_rows)
-                                        : w.forward(ctx.memory),
-                                 h);
-    };
-    Tensor k = project(*w_k), v = project(*w_v);
+    // Otherwise (the memory not packed) the padded memory, queries placed beside it.
+    Tensor k = mixers::split_heads(w_k->forward(ctx.memory), h);
+    Tensor v = mixers::split_heads(w_v->forward(ctx.memory), h);
     Tensor mask =
         mixers::attention_mask(ctx.memory_valid, false, n, k.size(2), x.dtype(), x.device());
     Tensor q = mixers::split_heads(unpack_rows(w_q->forward(x), rows), h);
