@@ -50,22 +50,27 @@ void check_agree(const AttentionGrads& a, const AttentionGrads& b) {
 }  // namespace
 
 TEST_CASE("fused_attention: agrees with the unfused path in float32, values and gradients") {
-  const int64_t b = 3, h = 2, n = 7, d = 8;
-  Tensor keys = length_mask({7, 4, 2}, n);        // [B, N] padded keys
-  Tensor key_mask = reshape(keys, {b, 1, 1, n});  // as mixers::key_mask makes it
-  Tensor causal = tril_mask(n, n);                // [N, N]
-  Tensor both = mul(key_mask, causal);            // [B, 1, N, N]
-  // (a pair, not a structured binding: clang 14 cannot capture a binding in INFO's lambda)
-  for (const auto& item :
-       std::vector<std::pair<const char*, Tensor>>{{"no mask", Tensor()},
-                                                   {"padded keys", key_mask},
-                                                   {"causal", causal},
-                                                   {"causal and padded", both}}) {
-    const char* what = item.first;
-    const Tensor& mask = item.second;
-    INFO(what);
-    check_agree(run_attention(true, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask),
-                run_attention(false, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask));
+  const int64_t b = 3, h = 2, d = 8;
+  // 7 keys: one register of them; 49 (the classifier's): several, formed in blocks of registers
+  // with AVX2, and softmax rows interleaved by group (attention_short_keys.cpp).
+  for (int n : {7, 49}) {
+    Tensor keys = length_mask({n, n - 3, 2}, n);    // [B, N] padded keys
+    Tensor key_mask = reshape(keys, {b, 1, 1, n});  // as mixers::key_mask makes it
+    Tensor causal = tril_mask(n, n);                // [N, N]
+    Tensor both = mul(key_mask, causal);            // [B, 1, N, N]
+    // (a pair, not a structured binding: clang 14 cannot capture a binding in INFO's lambda)
+    for (const auto& item :
+         std::vector<std::pair<const char*, Tensor>>{{"no mask", Tensor()},
+                                                     {"padded keys", key_mask},
+                                                     {"causal", causal},
+                                                     {"causal and padded", both}}) {
+      const char* what = item.first;
+      const Tensor& mask = item.second;
+      INFO(what);
+      INFO(n << " tokens");
+      check_agree(run_attention(true, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask),
+                  run_attention(false, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask));
+    }
   }
   // Cross-attention: 5 queries, 9 keys of another width, padded memory and two queries that see
   // nothing (their rows are 0 on both paths, and so are their gradients).

@@ -8,9 +8,13 @@
 // 64 keys): lane j of register kv holds key kWidth·kv + j. Keys' columns are transposed once per
 // item (kᵀ and vᵀ as [cols, W], W = kWidth·KV, zero beyond the m keys), so
 //   - rows of scores (q kᵀ, or dout vᵀ in the backward) are cols broadcast-FMAs into KV
-//     registers each, for several rows at once (kScoreRows: 7 to 28 independent chains);
-//   - each row, scaled and stored in L1, takes the tiles' own softmax (attention_item.h), so
-//     both paths give a row the same probabilities and log-sum-exp;
+//     registers each, for several rows at once (kScoreRows; with AVX2, 6 rows against 2
+//     registers of keys at a time: 12 independent chains);
+//   - each row, scaled and stored in L1, takes the tiles' softmax operations in their order
+//     (softmax_rows: vector_math's softmax_row, the group's rows interleaved), so both paths
+//     give a row the same probabilities and log-sum-exp;
+//   - an item of at least 32 rows first copies the rows it reads more than once out of their
+//     [B, N, ·] tensors into L1 (packed_rows);
 //   - weighted sums of key rows (P v, dS k) and of query rows (Pᵀ dout, dSᵀ q) broadcast one
 //     weight at a time against registers of features, a block of output rows at once.
 // The synthesizers' core (logits given) takes the same pieces: each row of logits is stored in
@@ -23,7 +27,9 @@
 
 #if defined(MIXLAB_HAS_LANES)
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -63,13 +69,35 @@ constexpr int kLanes = L::kWidth;
 // This thread's scratch buffer `which`, on a cache line, at least `floats` long (grown once,
 // reused by every later item and call).
 float* scratch(int which, int64_t floats) {
-  thread_local std::vector<float> buffers[4];
+  thread_local std::vector<float> buffers[8];
   return aligned_scratch(buffers[which], floats);
 }
 
 // t[c·W + j] = x[j, c] for the keys j < m, 0 in the lanes beyond (W = kLanes·KV floats a row):
 // x's columns as KV registers each, transposed kLanes keys by kLanes columns at a time (gathers
 // ran no faster, and would need 32-bit offsets).
+// x's rows [0, rows) copied into this thread's scratch buffer `which`, one after another (cols
+// floats apart), when there are at least kPackRows of them; fewer are left where they are.
+// An item's rows lie in a [B, N, ·] tensor (the classifier's q, k and v: a head's 128 bytes of
+// every 1,536-byte row of the stacked projection), and the weighted sums read each of them once
+// per group of output rows (9 times at 49 tokens). Read where they lie, they cost the classifier's
+// core about a seventh of its time (AVX2, 49 tokens, per call in the step: forward 8.3 -> 7.3 ms
+// with q and v packed); the translator's items of about 12 rows, read twice, ran slower packed.
+constexpr int64_t kPackRows = 32;
+
+Mat<const float> packed_rows(Mat<const float> x, int64_t rows, int64_t cols, int which) {
+  if (rows < kPackRows || x.ld == cols) return x;
+  float* out = scratch(which, rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = x.data + r * x.ld;
+    float* dst = out + r * cols;
+    int64_t c = 0;
+    for (; c + kLanes <= cols; c += kLanes) L::storeu(dst + c, L::loadu(src + c));
+    if (c < cols) L::store(dst + c, L::first(cols - c), L::load(src + c, L::first(cols - c)));
+  }
+  return {out, cols};
+}
+
 template <int KV>
 void key_columns(Mat<const float> x, int64_t m, int64_t cols, float* t) {
   constexpr int64_t W = kLanes * KV;
@@ -79,25 +107,46 @@ void key_columns(Mat<const float> x, int64_t m, int64_t cols, float* t) {
                       std::min<int64_t>(kLanes, cols - c0), t + c0 * W + j0, W, L::all());
 }
 
-// acc[r][kv] = Σ_c a[r, c] · t[c·W + kLanes·kv ..] for R rows of a (row stride lda): each row
-// against every key (R·KV independent chains).
-template <int R, int KV>
-void rows_against_keys(const float* a, int64_t lda, const float* t, int64_t cols, V (&acc)[R][KV]) {
+// Registers of keys formed together: AVX-512 takes a whole row (up to 4 registers, the rows'
+// accumulators within its 32 registers); AVX2 (16 registers) takes a row of up to 64 keys in
+// blocks of 2 registers, so that 6 rows (12 accumulators) are formed at once. With the whole
+// row of 7 registers (49 keys) only one row fit, and its 7 chains waited on the FMAs' latency
+// and on one broadcast of the query per 7 FMAs.
+template <int KV>
+constexpr int kKeyBlock = kLanes == 16 ? KV : std::min(KV, 2);
+
+// sum[r][b] = Σ_c a[r, c] · t[c·W + kLanes·(kv0 + b) ..] for R rows of a (row stride lda) and
+// the B registers of keys from kv0, into acc[r][kv0 + b] (R·B independent chains).
+template <int R, int B, int KV>
+void rows_against_key_block(const float* a, int64_t lda, const float* t, int64_t cols, int kv0,
+                            V (&acc)[R][KV]) {
+  constexpr int64_t W = kLanes * KV;
   // Local accumulators: updated through `acc`, they were stored back on every step of c (the
   // compiler cannot rule out that `a` reads them), 2x slower at 49 keys.
-  V sum[R][KV];
+  V sum[R][B];
   for (int r = 0; r < R; ++r)
-    for (int kv = 0; kv < KV; ++kv) sum[r][kv] = L::zero();
+    for (int b = 0; b < B; ++b) sum[r][b] = L::zero();
   for (int64_t c = 0; c < cols; ++c) {
-    V column[KV];
-    for (int kv = 0; kv < KV; ++kv) column[kv] = L::load(t + c * kLanes * KV + kLanes * kv);
+    V column[B];
+    for (int b = 0; b < B; ++b) column[b] = L::load(t + c * W + kLanes * (kv0 + b));
     for (int r = 0; r < R; ++r) {
       const V a_rc = L::set1(a[r * lda + c]);
-      for (int kv = 0; kv < KV; ++kv) sum[r][kv] = L::fmadd(a_rc, column[kv], sum[r][kv]);
+      for (int b = 0; b < B; ++b) sum[r][b] = L::fmadd(a_rc, column[b], sum[r][b]);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int kv = 0; kv < KV; ++kv) acc[r][kv] = sum[r][kv];
+    for (int b = 0; b < B; ++b) acc[r][kv0 + b] = sum[r][b];
+}
+
+// acc[r][kv] = Σ_c a[r, c] · t[c·W + kLanes·kv ..] for R rows of a (row stride lda): each row
+// against every key, kKeyBlock<KV> registers of keys at a time. Each score sums over c in order,
+// whatever the blocks.
+template <int R, int KV>
+void rows_against_keys(const float* a, int64_t lda, const float* t, int64_t cols, V (&acc)[R][KV]) {
+  constexpr int B = kKeyBlock<KV>;
+  int kv0 = 0;
+  for (; kv0 + B <= KV; kv0 += B) rows_against_key_block<R, B, KV>(a, lda, t, cols, kv0, acc);
+  if constexpr (KV % B != 0) rows_against_key_block<R, KV % B, KV>(a, lda, t, cols, kv0, acc);
 }
 
 // Stores the R rows of scaled scores s (all W lanes; those past the m keys hold 0) as rows of p.
@@ -160,6 +209,80 @@ void add_bias_rows(Mat<const float> bias, int64_t i0, int64_t m, float* p) {
   }
 }
 
+// The softmax of R rows of scaled scores in p from row i0 (W = kLanes·KV floats apart) over the
+// keys each row may see (the m keys, less those its mask row, if any, marks 0); those it may not
+// get 0, as do the lanes past m. Each row's log-sum-exp to lse[i]: -inf, with a row of zeros,
+// where no key is allowed. Per row these are vector_math::softmax_row's operations in its order
+// (the same bits as the tiles' rows); the group's rows are interleaved, step by step, so that
+// their exponentials and reductions are in flight together: one row at a time, each row's
+// maximum, sum and logarithm waited on the one before (AVX2, the classifier's 49 keys: the
+// softmax was a fifth of the core's time).
+template <int R, int KV>
+void softmax_rows(float* p, int64_t i0, int64_t m, const MaskRows<float>& mask, float* lse) {
+  constexpr int64_t W = kLanes * KV;
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  const V none = L::set1(kNone);
+  L::Mask allowed[R][KV];
+  for (int r = 0; r < R; ++r)
+    for (int kv = 0; kv < KV; ++kv) {
+      allowed[r][kv] = L::first(m - kLanes * kv);
+      if (mask.data) allowed[r][kv] = L::marked(mask.row_of(i0 + r) + kLanes * kv, allowed[r][kv]);
+    }
+  float top[R];
+  for (int r = 0; r < R; ++r) {
+    const float* row = p + (i0 + r) * W;
+    V hi = none;
+    for (int kv = 0; kv < KV; ++kv)
+      hi = L::max(L::select(allowed[r][kv], L::load(row + kLanes * kv), none), hi);
+    top[r] = L::max_of(hi);
+  }
+  V total[R];
+  for (int r = 0; r < R; ++r) {
+    float* row = p + (i0 + r) * W;
+    const V top_v = L::set1(top[r]);
+    total[r] = L::zero();
+    for (int kv = 0; kv < KV; ++kv) {
+      const V e = vector_math::exp_of(L::sub(L::load(row + kLanes * kv), top_v));
+      const V kept = L::select(allowed[r][kv], e, L::zero());
+      L::store(row + kLanes * kv, kept);
+      total[r] = L::add(total[r], kept);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float* row = p + (i0 + r) * W;
+    if (mask.data && top[r] == kNone) {  // no key allowed: a row of zeros (already: every lane 0)
+      lse[i0 + r] = kNone;
+      continue;
+    }
+    const float sum = L::sum(total[r]);
+    const V inv = L::set1(1.0f / sum);
+    for (int kv = 0; kv < KV; ++kv)
+      L::store(row + kLanes * kv, L::mul(L::load(row + kLanes * kv), inv));
+    lse[i0 + r] = top[r] + std::log(sum);
+  }
+}
+
+// R rows of P again from their scores in p (from row i0, W floats apart) and saved log-sum-exps:
+// vector_math::exp_shifted_row's operations per row, the rows interleaved as in softmax_rows.
+// Lanes of keys a row may not see (and past m) get 0.
+template <int R, int KV>
+void probabilities_again_rows(float* p, int64_t i0, int64_t m, const MaskRows<float>& mask,
+                              const float* lse) {
+  constexpr int64_t W = kLanes * KV;
+  for (int r = 0; r < R; ++r) {
+    float* row = p + (i0 + r) * W;
+    const float shift = lse[i0 + r];
+    const bool none = shift == -std::numeric_limits<float>::infinity();  // no key allowed
+    const V shift_v = L::set1(shift);
+    for (int kv = 0; kv < KV; ++kv) {
+      L::Mask allowed = L::first(m - kLanes * kv);
+      if (mask.data) allowed = L::marked(mask.row_of(i0 + r) + kLanes * kv, allowed);
+      const V e = vector_math::exp_of(L::sub(L::load(row + kLanes * kv), shift_v));
+      L::store(row + kLanes * kv, none ? L::zero() : L::select(allowed, e, L::zero()));
+    }
+  }
+}
+
 // Query rows whose scores are formed together. AVX-512: R·KV accumulators 8, 16, 21 and 28 for
 // KV = 1 to 4, within the 32 registers with the key columns beside them (the row's element is
 // broadcast from memory inside the FMA): at 49 keys, 7 rows a group (7 groups) formed the scores
@@ -167,7 +290,7 @@ void add_bias_rows(Mat<const float> bias, int64_t i0, int64_t m, float* p) {
 // session 24). AVX2 (16 registers, up to 8 of them a row of 64 keys): at most 12 accumulators,
 // the columns read from L1 as operands.
 template <int KV>
-constexpr int kScoreRows = kLanes == 16 ? (KV <= 2 ? 8 : 7) : std::clamp(12 / KV, 1, 8);
+constexpr int kScoreRows = kLanes == 16 ? (KV <= 2 ? 8 : 7) : (KV == 1 ? 8 : 6);
 
 template <int KV>
 void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const float> q,
@@ -177,6 +300,8 @@ void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const 
   float* kt = scratch(0, d * W);
   float* p = scratch(2, n * W);  // P, a row of W per query
   key_columns<KV>(k, m, d, kt);
+  q = packed_rows(q, n, d, 4);
+  v = packed_rows(v, m, e, 5);
   const V scale_v = L::set1(scale);
   // Per group of queries: the scores, then each row's softmax as the tiles take it.
   in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
@@ -185,7 +310,7 @@ void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const 
     rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, s);
     store_scaled<R, KV>(s, scale_v, p + i0 * W);
     add_bias_rows<R, KV>(bias, i0, m, p);
-    for (int64_t i = i0; i < i0 + R; ++i) lse[i] = softmax_allowed(p + i * W, m, mask, i);
+    softmax_rows<R, KV>(p, i0, m, mask, lse);
   });
   weighted_sum_rows(p, W, 1, m, v, e, out.data, out.ld, n);  // P v
 }
@@ -202,6 +327,9 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
   float* ds = scratch(3, n * W);  // scale · dS, likewise
   key_columns<KV>(k, m, d, kt);
   key_columns<KV>(v, m, e, vt);
+  q = packed_rows(q, n, d, 4);
+  k = packed_rows(k, m, d, 5);
+  dout = packed_rows(dout, n, e, 6);
   const V scale_v = L::set1(scale);
   // Per group of queries: P again, dP = dout vᵀ, dS = P ∘ (dP − rowsum(dout ∘ out)).
   in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
@@ -210,7 +338,7 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
     rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, acc);
     store_scaled<R, KV>(acc, scale_v, p + i0 * W);
     add_bias_rows<R, KV>(bias, i0, m, p);
-    for (int64_t i = i0; i < i0 + R; ++i) probabilities_again(p + i * W, m, mask, i, lse[i]);
+    probabilities_again_rows<R, KV>(p, i0, m, mask, lse);
     rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
     store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, scale_v, ds, W, dbias);
   });
@@ -234,10 +362,12 @@ void synthesized_forward(int64_t n, int64_t m, int64_t e, Mat<const float> logit
                          float* lse) {
   constexpr int64_t W = kLanes * KV;
   float* p = scratch(2, n * W);
-  for (int64_t i = 0; i < n; ++i) {
-    logits_row<KV>(logits, i, m, p + i * W);
-    lse[i] = softmax_allowed(p + i * W, m, mask, i);
-  }
+  v = packed_rows(v, m, e, 5);
+  in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
+    constexpr int R = decltype(size)::value;
+    for (int64_t i = i0; i < i0 + R; ++i) logits_row<KV>(logits, i, m, p + i * W);
+    softmax_rows<R, KV>(p, i0, m, mask, lse);
+  });
   weighted_sum_rows(p, W, 1, m, v, e, out.data, out.ld, n);  // P v
 }
 
@@ -250,13 +380,12 @@ void synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const float> logi
   float* vt = scratch(1, e * W);
   float* p = scratch(2, n * W);
   key_columns<KV>(v, m, e, vt);
+  dout = packed_rows(dout, n, e, 6);
   // Per group of queries: P again, dP = dout vᵀ, dlogits = P ∘ (dP − rowsum(dout ∘ out)).
   in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
     constexpr int R = decltype(size)::value;
-    for (int64_t i = i0; i < i0 + R; ++i) {
-      logits_row<KV>(logits, i, m, p + i * W);
-      probabilities_again(p + i * W, m, mask, i, lse[i]);
-    }
+    for (int64_t i = i0; i < i0 + R; ++i) logits_row<KV>(logits, i, m, p + i * W);
+    probabilities_again_rows<R, KV>(p, i0, m, mask, lse);
     V acc[R][KV];
     rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
     store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, L::set1(1.0f), dlogits.data,

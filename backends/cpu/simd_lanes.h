@@ -65,6 +65,12 @@ struct Lanes512 {
   static V keep_marked(V marks, V v, V otherwise) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(marks, zero(), _CMP_NEQ_UQ), otherwise, v);
   }
+  // v in the lanes of m, `otherwise` in the others.
+  static V select(Mask m, V v, V otherwise) { return _mm512_mask_blend_ps(m, otherwise, v); }
+  // The lanes of `within` whose mark (a row of 0/1 marks, read in those lanes only) is nonzero.
+  static Mask marked(const float* marks, Mask within) {
+    return _mm512_mask_cmp_ps_mask(within, load(marks, within), zero(), _CMP_NEQ_UQ);
+  }
 
   // out[c] lane r = rows[r] lane c. Four rounds of shuffles (64 in all): pairs of rows
   // interleaved, then pairs of pairs, then 128-bit lanes twice.
@@ -163,6 +169,15 @@ struct Lanes256 {
   // v where marks (a row of 0/1 marks) is nonzero, `otherwise` elsewhere.
   static V keep_marked(V marks, V v, V otherwise) {
     return _mm256_blendv_ps(otherwise, v, _mm256_cmp_ps(marks, zero(), _CMP_NEQ_UQ));
+  }
+  // v in the lanes of m, `otherwise` in the others.
+  static V select(Mask m, V v, V otherwise) {
+    return _mm256_blendv_ps(otherwise, v, _mm256_castsi256_ps(m.bits));
+  }
+  // The lanes of `within` whose mark (a row of 0/1 marks, read in those lanes only) is nonzero.
+  static Mask marked(const float* marks, Mask within) {
+    const __m256 nonzero = _mm256_cmp_ps(load(marks, within), zero(), _CMP_NEQ_UQ);
+    return {_mm256_and_si256(within.bits, _mm256_castps_si256(nonzero)), false};
   }
 
   // out[c] lane r = rows[r] lane c: pairs of rows interleaved, then pairs of pairs (columns c
