@@ -73,16 +73,14 @@ float* scratch(int which, int64_t floats) {
   return aligned_scratch(buffers[which], floats);
 }
 
-// t[c·W + j] = x[j, c] for the keys j < m, 0 in the lanes beyond (W = kLanes·KV floats a row):
-// x's columns as KV registers each, transposed kLanes keys by kLanes columns at a time (gathers
-// ran no faster, and would need 32-bit offsets).
 // x's rows [0, rows) copied into this thread's scratch buffer `which`, one after another (cols
 // floats apart), when there are at least kPackRows of them; fewer are left where they are.
 // An item's rows lie in a [B, N, ·] tensor (the classifier's q, k and v: a head's 128 bytes of
 // every 1,536-byte row of the stacked projection), and the weighted sums read each of them once
-// per group of output rows (9 times at 49 tokens). Read where they lie, they cost the classifier's
-// core about a seventh of its time (AVX2, 49 tokens, per call in the step: forward 8.3 -> 7.3 ms
-// with q and v packed); the translator's items of about 12 rows, read twice, ran slower packed.
+// per group of output rows (9 times at 49 tokens). Packed, one call's 512 items of the classifier
+// ran faster (AVX2, a microbenchmark of the core alone: forward 7.8 -> 7.0 ms with q and v
+// packed, backward 12.7 -> 11.9 ms with q, k and dout); the translator's items of about 12 rows,
+// read twice, ran slower packed.
 constexpr int64_t kPackRows = 32;
 
 Mat<const float> packed_rows(Mat<const float> x, int64_t rows, int64_t cols, int which) {
@@ -98,6 +96,9 @@ Mat<const float> packed_rows(Mat<const float> x, int64_t rows, int64_t cols, int
   return {out, cols};
 }
 
+// t[c·W + j] = x[j, c] for the keys j < m, 0 in the lanes beyond (W = kLanes·KV floats a row):
+// x's columns as KV registers each, transposed kLanes keys by kLanes columns at a time (gathers
+// ran no faster, and would need 32-bit offsets).
 template <int KV>
 void key_columns(Mat<const float> x, int64_t m, int64_t cols, float* t) {
   constexpr int64_t W = kLanes * KV;
