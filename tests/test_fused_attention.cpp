@@ -257,6 +257,31 @@ TEST_CASE("fused_self_attention: equals fused_attention on the three parts of qk
   CHECK(contiguous(strided).to_double_vector() == contiguous(copied).to_double_vector());
 }
 
+// Long items (at least 32 rows) read their heads' rows out of the stacked [B, N, 3·H·D]
+// projection through copies into L1 and write their outputs and gradients through a staging
+// buffer, streamed when the rows are whole registers (attention_short_keys.cpp): with heads of 8
+// features (streamed with AVX2) and of 12 (a partial register), causal and padded.
+TEST_CASE("fused_self_attention: 49 tokens of stacked heads agree with the unfused path") {
+  const int64_t b = 2, n = 49, h = 2;
+  Tensor mask = mul(reshape(length_mask({49, 40}, n), {b, 1, 1, n}), tril_mask(n, n));
+  for (int64_t d : {8, 12}) {
+    INFO(d << " features a head");
+    const int64_t width = 3 * h * d;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    Tensor w = rand32({b, h, n, d}, 4);
+    Tensor fused_qkv = leaf32({b, n, width}, 5);
+    Tensor fused = fused_self_attention(fused_qkv, h, mask, scale);
+    sum(mul(fused, w)).backward();
+    Tensor qkv = leaf32({b, n, width}, 5);  // the same values
+    auto part = [&](int p) { return mixers::split_heads(narrow(qkv, 2, p * h * d, h * d), h); };
+    Tensor scores = mul(matmul(part(0), transpose(part(1), -1, -2)), scale);
+    Tensor unfused = matmul(mixers::masked_softmax(scores, mask), part(2));
+    sum(mul(unfused, w)).backward();
+    check_close(contiguous(fused).to_double_vector(), contiguous(unfused).to_double_vector(), 2e-6);
+    check_close(fused_qkv.grad().to_double_vector(), qkv.grad().to_double_vector(), 2e-5);
+  }
+}
+
 TEST_CASE("fused_self_attention_groups: the padded batch's values and grads at its real rows") {
   // Sequences of lengths 5, 2, 5, 1 padded to 5, against the same rows grouped by length
   // (1: #3, 2: #1, 5: #0 and #2), causal and not; gradients of sum(out ∘ w) at the real rows.

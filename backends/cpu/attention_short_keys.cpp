@@ -96,6 +96,48 @@ Mat<const float> packed_rows(Mat<const float> x, int64_t rows, int64_t cols, int
   return {out, cols};
 }
 
+// A long item's output rows (at least kPackRows: out, or dq, dk and dv) are formed in this
+// thread's scratch buffer 7 and then streamed to their [B, N, ·] tensor past the caches
+// (written_rows). Formed in place, each group of rows stored into lines not yet in any cache
+// (a head's 128 bytes of rows 1,536 bytes apart), which took the L1 the item's operands were
+// using and made the store buffer wait on reads of lines about to be overwritten. Asking for
+// those lines ahead (prefetchw) did not help. Per call in the attention classifier's step (AVX2,
+// 49 tokens, `MIXLAB_DEBUG=1` over 8 steps, 1 thread): `attention` 156-160 -> 142-145 ms and
+// `attention_backward` 303-304 -> 256-257 ms in all, with the products that read the rows
+// afterwards unchanged (a staged copy with plain stores: 149-151 and 280-282 ms). A short
+// item's rows are formed in place.
+Mat<float> staged_rows(Mat<float> dst, int64_t rows, int64_t cols) {
+  if (rows < kPackRows || dst.ld == cols) return dst;
+  return {scratch(7, rows * cols), cols};
+}
+
+// The staged rows copied to dst (nothing when they were formed there): streaming stores where
+// dst's rows are whole registers on their alignment, then a fence, so that the thread that
+// joins this one's work reads them; plain stores otherwise.
+void written_rows(Mat<float> staged, Mat<float> dst, int64_t rows, int64_t cols) {
+  if (staged.data == dst.data) return;
+  const bool stream = reinterpret_cast<uintptr_t>(dst.data) % (sizeof(float) * kLanes) == 0 &&
+                      dst.ld % kLanes == 0 && cols % kLanes == 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = staged.data + r * staged.ld;
+    float* out = dst.data + r * dst.ld;
+    int64_t c = 0;
+    if (stream)
+      for (; c < cols; c += kLanes) L::stream(out + c, L::loadu(src + c));
+    for (; c + kLanes <= cols; c += kLanes) L::storeu(out + c, L::loadu(src + c));
+    if (c < cols) L::store(out + c, L::first(cols - c), L::load(src + c, L::first(cols - c)));
+  }
+  if (stream) L::fence();
+}
+
+// y's rows (`rows` of them) = weighted_sum_rows' weighted sums, a long item's staged.
+void weighted_sum_into(const float* w, int64_t w_row, int64_t w_step, int64_t count,
+                       Mat<const float> x, int64_t cols, Mat<float> y, int64_t rows) {
+  const Mat<float> staged = staged_rows(y, rows, cols);
+  weighted_sum_rows(w, w_row, w_step, count, x, cols, staged.data, staged.ld, rows);
+  written_rows(staged, y, rows, cols);
+}
+
 // t[c·W + j] = x[j, c] for the keys j < m, 0 in the lanes beyond (W = kLanes·KV floats a row):
 // x's columns as KV registers each, transposed kLanes keys by kLanes columns at a time (gathers
 // ran no faster, and would need 32-bit offsets).
@@ -313,7 +355,7 @@ void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const 
     add_bias_rows<R, KV>(bias, i0, m, p);
     softmax_rows<R, KV>(p, i0, m, mask, lse);
   });
-  weighted_sum_rows(p, W, 1, m, v, e, out.data, out.ld, n);  // P v
+  weighted_sum_into(p, W, 1, m, v, e, out, n);  // P v
 }
 
 template <int KV>
@@ -344,9 +386,9 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
     store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, scale_v, ds, W, dbias);
   });
   // dq = dS k per group of queries; dv = Pᵀ dout and dk = dSᵀ q per group of keys.
-  weighted_sum_rows(ds, W, 1, m, k, d, dq.data, dq.ld, n);
-  weighted_sum_rows(p, 1, W, n, dout, e, dv.data, dv.ld, m);
-  weighted_sum_rows(ds, 1, W, n, q, d, dk.data, dk.ld, m);
+  weighted_sum_into(ds, W, 1, m, k, d, dq, n);
+  weighted_sum_into(p, 1, W, n, dout, e, dv, m);
+  weighted_sum_into(ds, 1, W, n, q, d, dk, m);
 }
 
 // Row i of the logits into P's row (W lanes, 0 past the m keys): the synthesizers' scores.
@@ -369,7 +411,7 @@ void synthesized_forward(int64_t n, int64_t m, int64_t e, Mat<const float> logit
     for (int64_t i = i0; i < i0 + R; ++i) logits_row<KV>(logits, i, m, p + i * W);
     softmax_rows<R, KV>(p, i0, m, mask, lse);
   });
-  weighted_sum_rows(p, W, 1, m, v, e, out.data, out.ld, n);  // P v
+  weighted_sum_into(p, W, 1, m, v, e, out, n);  // P v
 }
 
 template <int KV>
@@ -392,7 +434,7 @@ void synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const float> logi
     store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, L::set1(1.0f), dlogits.data,
                               dlogits.ld);  // (· 1: exact, the logits are not scaled)
   });
-  weighted_sum_rows(p, 1, W, n, dout, e, dv.data, dv.ld, m);  // dv = Pᵀ dout
+  weighted_sum_into(p, 1, W, n, dout, e, dv, m);  // dv = Pᵀ dout
 }
 
 // f(std::integral_constant<int, KV>{}) for the KV = ⌈m / kLanes⌉ registers a row of m keys

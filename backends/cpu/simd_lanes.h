@@ -44,6 +44,10 @@ struct Lanes512 {
   static void store(float* p, V v) { _mm512_store_ps(p, v); }
   static V loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+  // A store that bypasses the caches (p on 64 bytes): weakly ordered, so a writer ends its
+  // streaming with fence() before another thread may read.
+  static void stream(float* p, V v) { _mm512_stream_ps(p, v); }
+  static void fence() { _mm_sfence(); }
   // Masked: the lanes outside `m` read as 0 and are left unwritten (no fault past an array).
   static V load(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
   static void store(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
@@ -132,6 +136,10 @@ struct Lanes256 {
   static void store(float* p, V v) { _mm256_store_ps(p, v); }
   static V loadu(const float* p) { return _mm256_loadu_ps(p); }
   static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
+  // A store that bypasses the caches (p on 32 bytes): weakly ordered, so a writer ends its
+  // streaming with fence() before another thread may read.
+  static void stream(float* p, V v) { _mm256_stream_ps(p, v); }
+  static void fence() { _mm_sfence(); }
   static V load(const float* p, Mask m) {
     return m.whole ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m.bits);
   }
