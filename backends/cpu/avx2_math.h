@@ -192,5 +192,22 @@ inline void gelu_grad_row(const float* dy, const float* pre, float* dx, int64_t 
   }
 }
 
+// gelu'(x) in 8 lanes.
+inline __m256 gelu_grad(__m256 x) { return gelu_grad_given_erf(x, erf_over_sqrt2(x)); }
+
+// y = elu(x) + 1 (gradient: its derivative) over n floats: relu(x) + exp(min(x, 0)), the
+// derivative exp(min(x, 0)), as the scalar formula (elementwise_ops.h) computes them, with
+// exp_of's bits; NaN is neither above nor below 0 and gives 1.
+inline void elu_plus_one_row(const float* x, float* y, int64_t n, bool gradient) {
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 v = load_first(x + i, n - i);
+    const __m256 e = exp_of(_mm256_and_ps(_mm256_cmp_ps(v, zero, _CMP_LT_OQ), v));
+    const __m256 out =
+        gradient ? e : _mm256_add_ps(_mm256_and_ps(_mm256_cmp_ps(v, zero, _CMP_GT_OQ), v), e);
+    store_first(y + i, n - i, out);
+  }
+}
+
 }  // namespace mixlab::cpu::avx2
 #endif
