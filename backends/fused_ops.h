@@ -10,12 +10,11 @@
 
 namespace mixlab::fused {
 
-// The factor dropout_mask writes at flat index i (1/(1-p) kept, 0 dropped): counter_uniform(seed,
-// i) with mix64(seed) computed once by the caller.
+// The factor dropout_mask writes at flat index i (1/(1-p) kept, 0 dropped), with mix64(seed)
+// and dropout_threshold(p) computed once by the caller (core/random.h).
 template <typename T>
-MIXLAB_HOST_DEVICE T dropout_factor(uint64_t mixed_seed, uint64_t i, double p, T keep) {
-  double u = static_cast<double>(mix64(mixed_seed ^ i) >> 11) * (1.0 / 9007199254740992.0);
-  return u >= p ? keep : T(0);
+MIXLAB_HOST_DEVICE T dropout_factor(uint64_t mixed_seed, uint64_t i, uint64_t threshold, T keep) {
+  return dropout_kept(mixed_seed, i, threshold) ? keep : T(0);
 }
 
 // What dropout_mask calls the kept value: the same rounding of 1/(1-p) on every backend.

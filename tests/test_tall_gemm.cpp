@@ -25,7 +25,7 @@ using namespace mixlab;
 
 namespace {
 
-struct Case {
+struct TallCase {
   int64_t m, n, k;
   bool trans_b;
   double alpha, beta;
@@ -34,7 +34,7 @@ struct Case {
 };
 
 // The product of a case (its operands filled by gemm_operands).
-testing::GemmOperands make(const Case& t) {
+testing::GemmOperands make_tall(const TallCase& t) {
   GemmArgs g;
   g.dtype = DType::F32;
   g.m = t.m, g.n = t.n, g.k = t.k;
@@ -50,15 +50,15 @@ testing::GemmOperands make(const Case& t) {
   return testing::gemm_operands(g);
 }
 
-std::vector<float> run(const Case& t, int threads) {
-  return testing::backend_product(make(t), threads);
+std::vector<float> run(const TallCase& t, int threads) {
+  return testing::backend_product(make_tall(t), threads);
 }
 
-void check_against_float64(const Case& t, const std::vector<float>& got) {
-  testing::check_product_against_float64(make(t), got);
+void check_against_float64(const TallCase& t, const std::vector<float>& got) {
+  testing::check_product_against_float64(make_tall(t), got);
 }
 
-bool tall_path_taken(const Case& t) { return cpu::tall_gemm_fits(make(t).g); }
+bool tall_path_taken(const TallCase& t) { return cpu::tall_gemm_fits(make_tall(t).g); }
 
 }  // namespace
 
@@ -73,7 +73,7 @@ void skip_without_tall_kernel() {
 
 TEST_CASE("tall gemm: every shape family against float64, the same bits on 1, 2 and 3 threads") {
   skip_without_tall_kernel();
-  const std::vector<Case> cases = {
+  const std::vector<TallCase> cases = {
       {256, 64, 128, true, 1.0, 0.0},       // one full panel; 42 tiles of 6 rows and one of 4
       {263, 17, 7, false, 1.0, 0.0},        // 5 leftover rows; one column past a register
       {300, 200, 128, true, 1.0, 0.0},      // 3 full panels and an 8-column one
@@ -84,7 +84,7 @@ TEST_CASE("tall gemm: every shape family against float64, the same bits on 1, 2 
       {256, 80, 64, true, 1.0, 1.0, 3, 2},  // a batch of 2, padded rows
       {1536, 1024, 256, true, 1.0, 0.0},    // the d=256 translator's FFN
   };
-  for (const Case& t : cases) {
+  for (const TallCase& t : cases) {
     INFO("m " << t.m << " n " << t.n << " k " << t.k << " trans_b " << t.trans_b << " alpha "
               << t.alpha << " beta " << t.beta << " pad " << t.pad << " batch " << t.batch);
     REQUIRE(tall_path_taken(t));
@@ -97,22 +97,22 @@ TEST_CASE("tall gemm: every shape family against float64, the same bits on 1, 2 
 
 TEST_CASE("tall gemm: beta 0 writes C without reading it, NaN and all") {
   skip_without_tall_kernel();
-  const Case t{300, 70, 40, true, 1.0, 0.0};
+  const TallCase t{300, 70, 40, true, 1.0, 0.0};
   REQUIRE(tall_path_taken(t));
-  testing::GemmOperands o = make(t);
+  testing::GemmOperands o = make_tall(t);
   std::fill(o.c.begin(), o.c.end(), std::numeric_limits<float>::quiet_NaN());
   for (float v : testing::backend_product(o, 1)) REQUIRE(std::isfinite(v));
 }
 
 TEST_CASE("tall gemm: products outside its shapes stay with OpenBLAS") {
-  CHECK_FALSE(cpu::tall_gemm_fits(make({255, 64, 64, false, 1, 0}).g));     // too few rows
-  CHECK_FALSE(cpu::tall_gemm_fits(make({512, 15, 64, false, 1, 0}).g));     // too few columns
-  CHECK_FALSE(cpu::tall_gemm_fits(make({512, 64, 1025, false, 1, 0}).g));   // k too long
-  CHECK_FALSE(cpu::tall_gemm_fits(make({512, 2048, 256, false, 1, 0}).g));  // panels past 1 MB
-  GemmArgs transposed_a = make({512, 64, 64, false, 1, 0}).g;
+  CHECK_FALSE(cpu::tall_gemm_fits(make_tall({255, 64, 64, false, 1, 0}).g));     // too few rows
+  CHECK_FALSE(cpu::tall_gemm_fits(make_tall({512, 15, 64, false, 1, 0}).g));     // too few columns
+  CHECK_FALSE(cpu::tall_gemm_fits(make_tall({512, 64, 1025, false, 1, 0}).g));   // k too long
+  CHECK_FALSE(cpu::tall_gemm_fits(make_tall({512, 2048, 256, false, 1, 0}).g));  // panels past 1 MB
+  GemmArgs transposed_a = make_tall({512, 64, 64, false, 1, 0}).g;
   transposed_a.trans_a = true;  // a weight's gradient, dYᵀ X: long k, split along it instead
   CHECK_FALSE(cpu::tall_gemm_fits(transposed_a));
-  GemmArgs f64 = make({512, 64, 64, false, 1, 0}).g;
+  GemmArgs f64 = make_tall({512, 64, 64, false, 1, 0}).g;
   f64.dtype = DType::F64;
   CHECK_FALSE(cpu::tall_gemm_fits(f64));
 }

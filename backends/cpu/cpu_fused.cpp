@@ -10,7 +10,7 @@
 #include "backends/cpu/avx512_math.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
-#include "backends/cpu/dropout_lanes.h"
+#include "backends/cpu/dropout_runs.h"
 #include "backends/cpu/epilogue_row.h"
 #include "backends/cpu/layer_norm_row.h"
 #include "backends/cpu/row_grain.h"
@@ -114,36 +114,20 @@ void CpuBackend::add_dropout_layer_norm(const View& x, const View& h, const View
   dispatch_floating(x.dtype, "add_dropout_layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const uint64_t mixed = mix64(seed);
-    const T keep = fused::dropout_keep<T>(p);
-    [[maybe_unused]] const uint64_t threshold = cpu::dropout_threshold(p);
+    const cpu::RunFactors<T> factors(dropout_threshold(p), fused::dropout_keep<T>(p));
     parallel_for(rows, cpu::rows_per_task(cols), [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r) {
         const T* px = x.as<T>() + r * cols;
         const T* ph = h.as<T>() + r * cols;
         T* ps = sum.as<T>() + r * cols;
         if (p > 0) {
-          uint64_t base = static_cast<uint64_t>(r * cols);
-          int64_t i = 0;
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-          // The draws in 8 64-bit lanes (dropout_lanes.h); x + h·factor in one rounding (a
-          // fused multiply-add, as GCC contracts the scalar formula below and nvcc CUDA's).
-          if constexpr (std::is_same_v<T, float>)
-            for (; i + 16 <= cols; i += 16)
-              _mm512_storeu_ps(ps + i, _mm512_fmadd_ps(_mm512_loadu_ps(ph + i),
-                                                       cpu::avx512::dropout_factors(
-                                                           mixed, base + i, threshold, keep),
-                                                       _mm512_loadu_ps(px + i)));
-#elif defined(__AVX2__) && defined(__FMA__)
-          if constexpr (std::is_same_v<T, float>)
-            if (cpu::avx2::lanes_fit(threshold))
-              for (; i + 8 <= cols; i += 8)
-                _mm256_storeu_ps(ps + i, _mm256_fmadd_ps(_mm256_loadu_ps(ph + i),
-                                                         cpu::avx2::dropout_factors(
-                                                             mixed, base + i, threshold, keep),
-                                                         _mm256_loadu_ps(px + i)));
-#endif
-          for (; i < cols; ++i)
-            ps[i] = px[i] + ph[i] * fused::dropout_factor<T>(mixed, base + i, p, keep);
+          const auto first = static_cast<uint64_t>(r * cols);
+          cpu::for_each_key_run(mixed, first, first + cols,
+                                [&](uint32_t key, uint32_t low, uint64_t at, uint64_t count) {
+                                  cpu::add_dropout_run(px + at, ph + at, ps + at,
+                                                       static_cast<int64_t>(count), key, low,
+                                                       factors);
+                                });
         } else {
           for (int64_t i = 0; i < cols; ++i) ps[i] = px[i] + ph[i];
         }
@@ -161,28 +145,13 @@ void CpuBackend::dropout_apply(const View& x, const View& y, double p, uint64_t 
     const T* in = x.as<T>();
     T* out = y.as<T>();
     const uint64_t mixed = mix64(seed);
-    const T keep = fused::dropout_keep<T>(p);
-    [[maybe_unused]] const uint64_t threshold = cpu::dropout_threshold(p);
+    const cpu::RunFactors<T> factors(dropout_threshold(p), fused::dropout_keep<T>(p));
     parallel_for(x.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-      int64_t i = b;
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-      if constexpr (std::is_same_v<T, float>)  // the draws in 8 64-bit lanes (dropout_lanes.h)
-        for (; i + 16 <= e; i += 16)
-          _mm512_storeu_ps(
-              out + i, _mm512_mul_ps(_mm512_loadu_ps(in + i),
-                                     cpu::avx512::dropout_factors(mixed, static_cast<uint64_t>(i),
-                                                                  threshold, keep)));
-#elif defined(__AVX2__) && defined(__FMA__)
-      if constexpr (std::is_same_v<T, float>)  // 8 at a time (dropout_lanes.h)
-        if (cpu::avx2::lanes_fit(threshold))
-          for (; i + 8 <= e; i += 8)
-            _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(in + i),
-                                                    cpu::avx2::dropout_factors(
-                                                        mixed, static_cast<uint64_t>(i),
-                                                        threshold, keep)));
-#endif
-      for (; i < e; ++i)
-        out[i] = in[i] * fused::dropout_factor<T>(mixed, static_cast<uint64_t>(i), p, keep);
+      cpu::for_each_key_run(mixed, static_cast<uint64_t>(b), static_cast<uint64_t>(e),
+                            [&](uint32_t key, uint32_t low, uint64_t at, uint64_t count) {
+                              cpu::dropout_run(in + b + at, out + b + at,
+                                               static_cast<int64_t>(count), key, low, factors);
+                            });
     });
   });
 }

@@ -4,6 +4,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
+#include "backends/fused_ops.h"
 #include "core/dtype_dispatch.h"
 #include "core/random.h"
 
@@ -56,9 +57,13 @@ void CpuBackend::dropout_mask(const View& mask, double p, uint64_t seed) {
   dispatch_floating(mask.dtype, "dropout_mask", [&](auto tag) {
     using T = decltype(tag);
     T* m = mask.as<T>();
-    T keep = static_cast<T>(1.0 / (1.0 - p));
+    const T keep = fused::dropout_keep<T>(p);
+    const uint64_t mixed = mix64(seed), threshold = dropout_threshold(p);
+    // The formula itself, element by element: the reference the fused kernels' runs are tested
+    // against (they draw the same mask).
     parallel_for(mask.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) m[i] = counter_uniform(seed, i) >= p ? keep : T(0);
+      for (int64_t i = b; i < e; ++i)
+        m[i] = fused::dropout_factor<T>(mixed, static_cast<uint64_t>(i), threshold, keep);
     });
   });
 }

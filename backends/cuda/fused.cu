@@ -74,8 +74,8 @@ __global__ void scale_dx_kernel(const T* dy, const T* scale, T* dx, int64_t n, i
 template <typename G, typename T>
 __global__ void add_dropout_layer_norm_kernel(const T* x, const T* h, const T* gamma, const T* beta,
                                               T* sum, T* y, T* mean, T* rstd, int64_t rows,
-                                              int64_t cols, double p, uint64_t mixed_seed, T keep,
-                                              T eps) {
+                                              int64_t cols, double p, uint64_t mixed_seed,
+                                              uint64_t threshold, T keep, T eps) {
   int64_t row = G::row();
   if (row >= rows) return;
   const T* px = x + row * cols;
@@ -83,7 +83,7 @@ __global__ void add_dropout_layer_norm_kernel(const T* x, const T* h, const T* g
   T* ps = sum + row * cols;
   uint64_t base = static_cast<uint64_t>(row * cols);
   for (int64_t i = G::rank(); i < cols; i += G::size())
-    ps[i] = p > 0 ? px[i] + ph[i] * fused::dropout_factor<T>(mixed_seed, base + i, p, keep)
+    ps[i] = p > 0 ? px[i] + ph[i] * fused::dropout_factor<T>(mixed_seed, base + i, threshold, keep)
                   : px[i] + ph[i];
   if (!y) return;
   // Each lane reads back only the elements it wrote: no synchronisation needed before the sums.
@@ -108,11 +108,11 @@ __global__ void add_dropout_layer_norm_kernel(const T* x, const T* h, const T* g
 }
 
 template <typename T>
-__global__ void dropout_apply_kernel(const T* x, T* y, int64_t n, double p, uint64_t mixed_seed,
-                                     T keep) {
+__global__ void dropout_apply_kernel(const T* x, T* y, int64_t n, uint64_t threshold,
+                                     uint64_t mixed_seed, T keep) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-    y[i] = x[i] * fused::dropout_factor<T>(mixed_seed, static_cast<uint64_t>(i), p, keep);
+    y[i] = x[i] * fused::dropout_factor<T>(mixed_seed, static_cast<uint64_t>(i), threshold, keep);
 }
 
 }  // namespace
@@ -229,7 +229,8 @@ void CudaBackend::add_dropout_layer_norm(const View& x, const View& h, const Vie
       using G = decltype(group);
       add_dropout_layer_norm_kernel<G, T><<<blocks, threads, 0, stream_>>>(
           x.as<T>(), h.as<T>(), gamma.as<T>(), beta.as<T>(), sum.as<T>(), y.as<T>(), mean.as<T>(),
-          rstd.as<T>(), rows, cols, p, mix64(seed), fused::dropout_keep<T>(p), static_cast<T>(eps));
+          rstd.as<T>(), rows, cols, p, mix64(seed), dropout_threshold(p), fused::dropout_keep<T>(p),
+          static_cast<T>(eps));
     });
   });
   check_launch("add_dropout_layer_norm");
@@ -242,7 +243,7 @@ void CudaBackend::dropout_apply(const View& x, const View& y, double p, uint64_t
   dispatch_floating(x.dtype, "dropout_apply", [&](auto tag) {
     using T = decltype(tag);
     dropout_apply_kernel<T><<<grid_for(n), kBlock, 0, stream_>>>(
-        x.as<T>(), y.as<T>(), n, p, mix64(seed), fused::dropout_keep<T>(p));
+        x.as<T>(), y.as<T>(), n, dropout_threshold(p), mix64(seed), fused::dropout_keep<T>(p));
   });
   check_launch("dropout_apply");
 }
