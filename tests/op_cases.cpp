@@ -348,6 +348,30 @@ void add_reduction_cases(std::vector<OpCase>& t) {
                    }});
     }
   }
+  // Σ x² into a float64 (a gradient norm's) and into the input's dtype; one chunk, and long rows
+  // split over threads.
+  for (int64_t n : {1, 17, 1000, 100003, 300000}) {
+    for (bool wide : {true, false}) {
+      const double dn = static_cast<double>(n);
+      t.push_back({"sum_squares",
+                   "sum of squares n=" + std::to_string(n) + (wide ? " into float64" : ""),
+                   {Input::uniform({n}, 91)},
+                   [wide](const Ctx& c, const In& in) {
+                     Tensor out = Tensor::empty({}, wide ? DType::F64 : c.dtype, c.device);
+                     c.kernels().sum_squares(in[0].view(), out.view());
+                     return Out{out};
+                   },
+                   Tol{wide ? 1e-6 : 1e-5, 1e-7 * dn},
+                   Tol{1e-11, 1e-13 * dn},
+                   false,
+                   {DType::F32, DType::F64},
+                   [](const std::vector<std::vector<double>>& v) {
+                     double total = 0;
+                     for (double x : v[0]) total += x * x;
+                     return std::vector<double>{total};
+                   }});
+    }
+  }
   auto axes = [](const Ctx&, const In& in) {
     Tensor xt = transpose(in[0], 0, 2);
     Tensor a = sum(xt, {1}), b = mean(in[0], {0, 2}, true), c = max(xt, {0, 2});

@@ -41,17 +41,38 @@ void sum_columns_in_blocks(const T* in, int64_t rows, int64_t width, T* out) {
 // memory's speed).
 constexpr int kLanes = 16;
 
-template <typename T>
-double sum_in_lanes(const T* x, int64_t n) {
+template <typename T, typename Term>
+double sum_in_lanes(const T* x, int64_t n, Term term) {
   double lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(x[i + l]);
-  for (int l = 0; i < n; ++i, ++l) lanes[l] += static_cast<double>(x[i]);
+    for (int l = 0; l < kLanes; ++l) lanes[l] += term(static_cast<double>(x[i + l]));
+  for (int l = 0; i < n; ++i, ++l) lanes[l] += term(static_cast<double>(x[i]));
   double total = 0;
   for (double v : lanes) total += v;
   return total;
 }
+
+// Σ term(x[i]) over one long row: a slice per thread, each in lanes, the slices added in order.
+template <typename T, typename Term>
+double sum_long_row(const T* x, int64_t n, Term term) {
+  const int chunks = num_threads();
+  thread_local std::vector<double> partial;
+  partial.assign(chunks, 0.0);
+  double* sums = partial.data();  // (the workers must see this thread's buffer, not their own)
+  const int64_t per = (n + chunks - 1) / chunks;
+  parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c)
+      sums[c] =
+          c * per < n ? sum_in_lanes(x + c * per, std::min(n, (c + 1) * per) - c * per, term) : 0.0;
+  });
+  double total = 0;
+  for (int c = 0; c < chunks; ++c) total += sums[c];
+  return total;
+}
+
+constexpr auto kValue = [](double v) { return v; };
+constexpr auto kSquare = [](double v) { return v * v; };
 
 }  // namespace
 
@@ -68,16 +89,7 @@ void CpuBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, in
       // One contiguous row per output: split rows over threads, or the row itself when there is
       // a single long row (then partial sums are combined in a fixed order).
       if (outer == 1 && n >= (1 << 16) && op == ReduceOp::Sum) {
-        int chunks = num_threads();
-        std::vector<double> partial(chunks, 0.0);
-        int64_t per = (n + chunks - 1) / chunks;
-        parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
-          for (int64_t c = b; c < e; ++c)
-            partial[c] = sum_in_lanes(in + c * per, std::min(n, (c + 1) * per) - c * per);
-        });
-        double total = 0;
-        for (double p : partial) total += p;
-        o[0] = static_cast<T>(total);
+        o[0] = static_cast<T>(sum_long_row(in, n, kValue));
         return;
       }
       parallel_for(outer, cpu::rows_per_task(n), [&](int64_t b, int64_t e) {
@@ -122,6 +134,20 @@ void CpuBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, in
         idx += i1 - i0;
       }
     });
+  });
+}
+
+void CpuBackend::sum_squares(const View& x, const View& out) {
+  double total = 0;
+  dispatch_floating(x.dtype, "sum_squares", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t n = x.numel();
+    total =
+        n >= (1 << 16) ? sum_long_row(x.as<T>(), n, kSquare) : sum_in_lanes(x.as<T>(), n, kSquare);
+  });
+  dispatch_floating(out.dtype, "sum_squares", [&](auto tag) {
+    using T = decltype(tag);
+    out.as<T>()[0] = static_cast<T>(total);
   });
 }
 

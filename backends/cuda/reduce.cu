@@ -126,6 +126,31 @@ void reduce_impl(CudaBackend& be, const T* in, T* out, int64_t outer, int64_t n,
   reduce_cols_kernel<T, Op><<<grid, kBlock, 0, st>>>(in, out, outer, n, inner, n, init);
 }
 
+// ---- sum_squares -------------------------------------------------------------------------------
+
+// Block b sums x² over its grid-stride share of x in float64 into partial[b]; a fixed grid, so the
+// order (and the result) does not change from call to call.
+template <typename T>
+__global__ void sum_squares_partial_kernel(const T* x, int64_t n, double* partial) {
+  double acc = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const double v = static_cast<double>(x[i]);
+    acc += v * v;
+  }
+  acc = block_reduce(acc, SumOp{}, 0.0);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+// out[0] = the blocks' partial sums added (one block).
+template <typename O>
+__global__ void sum_partials_kernel(const double* partial, int blocks, O* out) {
+  double acc = 0;
+  for (int i = threadIdx.x; i < blocks; i += blockDim.x) acc += partial[i];
+  acc = block_reduce(acc, SumOp{}, 0.0);
+  if (threadIdx.x == 0) out[0] = static_cast<O>(acc);
+}
+
 // ---- logcumsumexp ------------------------------------------------------------------------------
 
 // log(exp(a) + exp(b)) written as the CPU writes it.
@@ -270,6 +295,25 @@ void CudaBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, i
     }
   });
   check_launch("reduce");
+}
+
+void CudaBackend::sum_squares(const View& x, const View& out) {
+  activate();
+  const int64_t n = x.numel();
+  const int blocks =
+      static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(1, (n + 4095) / 4096)));
+  Scratch partial(*this, sizeof(double) * blocks);
+  dispatch_floating(x.dtype, "sum_squares", [&](auto tag) {
+    using T = decltype(tag);
+    sum_squares_partial_kernel<T>
+        <<<blocks, kBlock, 0, stream_>>>(x.as<T>(), n, partial.as<double>());
+  });
+  check_launch("sum_squares");
+  dispatch_floating(out.dtype, "sum_squares", [&](auto tag) {
+    using O = decltype(tag);
+    sum_partials_kernel<O><<<1, kBlock, 0, stream_>>>(partial.as<double>(), blocks, out.as<O>());
+  });
+  check_launch("sum_squares");
 }
 
 void CudaBackend::logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t inner,

@@ -31,9 +31,14 @@ Tensor flat_grad_range(const std::vector<Tensor>& params) {
   return make_view(first, {spans.back().second - spans.front().first}, {1}, spans.front().first);
 }
 
-// Σ g² of one tensor, in float64 where its device has it.
+// Σ g² of one tensor, summed and returned in float64 where its device has it: one read of g (the
+// sum_squares kernel), where mul then sum wrote a temporary as large as g and read it back (on the
+// d=256 translator's 5.6 M-parameter flat gradient, 2.1 ms of a 2-thread CPU step).
 Tensor squared_sum(const Tensor& g) {
-  return cast(sum(mul(g, g)), widest_float(g.device()));  // cast: a no-op on the same dtype
+  Tensor dense = g.contiguous();
+  Tensor total = Tensor::empty({}, widest_float(g.device()), g.device());
+  backend_for(g.device()).sum_squares(dense.view(), total.view());
+  return total;
 }
 
 // Where a norm of no gradients lives: the first parameter's device (the CPU if there is none).
