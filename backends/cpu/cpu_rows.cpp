@@ -92,10 +92,13 @@ void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& 
   dispatch_floating(x.dtype, "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     // dgamma/dbeta: per-chunk partial sums combined in order (row_partials.h): chunk row
-    // [0, cols) for dgamma, [cols, 2·cols) for dbeta. Each row in separate loops over restrict
-    // pointers, so that every loop vectorises; gamma absent is a separate instantiation, not a
-    // test per element, and the partials are only summed when their gradient is wanted.
-    auto rows_of = [&](auto has_gamma, int64_t rb, int64_t re, T* part) {
+    // [0, cols) for dgamma, [cols, 2·cols) for dbeta. Two loops over a row, over restrict
+    // pointers so that each vectorises: the first takes the row's two sums and adds the row into
+    // the partials, the second writes dx. (The partials in loops of their own made four passes
+    // over the row: 203 -> 145 us per [1092, 256] call with the rows in cache, 1 thread, AVX2;
+    // in a training step, where x comes from memory, about the same.) gamma absent, and the
+    // partials not wanted, are separate instantiations, not tests per element.
+    auto rows_of = [&](auto has_gamma, auto wants_sums, int64_t rb, int64_t re, T* part) {
       const T* __restrict gm = gamma.as<T>();
       T* __restrict ag = part;
       T* __restrict ab = part + cols;
@@ -107,9 +110,14 @@ void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& 
         // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * gamma
         T sum_d = 0, sum_dx = 0;
         for (int64_t i = 0; i < cols; ++i) {
+          const T xhat = (px[i] - m) * rs;
           const T d = has_gamma ? pg[i] * gm[i] : pg[i];
           sum_d += d;
-          sum_dx += d * ((px[i] - m) * rs);
+          sum_dx += d * xhat;
+          if constexpr (decltype(wants_sums)::value) {
+            ag[i] += pg[i] * xhat;
+            ab[i] += pg[i];
+          }
         }
         sum_d /= T(cols);
         sum_dx /= T(cols);
@@ -118,17 +126,18 @@ void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& 
           const T d = has_gamma ? pg[i] * gm[i] : pg[i];
           pd[i] = rs * (d - sum_d - xhat * sum_dx);
         }
-        if (dgamma.data)
-          for (int64_t i = 0; i < cols; ++i) ag[i] += pg[i] * ((px[i] - m) * rs);
-        if (dbeta.data)
-          for (int64_t i = 0; i < cols; ++i) ab[i] += pg[i];
       }
     };
+    const bool wants_sums = dgamma.data || dbeta.data;
     auto sums = cpu::accumulate_row_chunks<T>(rows, 2 * cols, [&](int64_t rb, int64_t re, T* part) {
-      if (gamma.data)
-        rows_of(std::true_type{}, rb, re, part);
+      if (gamma.data && wants_sums)
+        rows_of(std::true_type{}, std::true_type{}, rb, re, part);
+      else if (gamma.data)
+        rows_of(std::true_type{}, std::false_type{}, rb, re, part);
+      else if (wants_sums)
+        rows_of(std::false_type{}, std::true_type{}, rb, re, part);
       else
-        rows_of(std::false_type{}, rb, re, part);
+        rows_of(std::false_type{}, std::false_type{}, rb, re, part);
     });
     for (int64_t i = 0; i < cols; ++i) {
       if (dgamma.data) dgamma.as<T>()[i] = sums.column(i);
