@@ -83,17 +83,25 @@ float* scratch(int which, int64_t floats) {
 // read twice, ran slower packed.
 constexpr int64_t kPackRows = 32;
 
+// dst's rows [0, rows) = src's, cols floats each; with `stream`, whole registers streamed past the
+// caches (cols a multiple of kLanes, dst's rows on a register's alignment: the caller checks).
+void copy_rows(Mat<const float> src, Mat<float> dst, int64_t rows, int64_t cols, bool stream) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* from = src.data + r * src.ld;
+    float* to = dst.data + r * dst.ld;
+    int64_t c = 0;
+    if (stream)
+      for (; c < cols; c += kLanes) L::stream(to + c, L::loadu(from + c));
+    for (; c + kLanes <= cols; c += kLanes) L::storeu(to + c, L::loadu(from + c));
+    if (c < cols) L::store(to + c, L::first(cols - c), L::load(from + c, L::first(cols - c)));
+  }
+}
+
 Mat<const float> packed_rows(Mat<const float> x, int64_t rows, int64_t cols, int which) {
   if (rows < kPackRows || x.ld == cols) return x;
-  float* out = scratch(which, rows * cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* src = x.data + r * x.ld;
-    float* dst = out + r * cols;
-    int64_t c = 0;
-    for (; c + kLanes <= cols; c += kLanes) L::storeu(dst + c, L::loadu(src + c));
-    if (c < cols) L::store(dst + c, L::first(cols - c), L::load(src + c, L::first(cols - c)));
-  }
-  return {out, cols};
+  const Mat<float> packed{scratch(which, rows * cols), cols};
+  copy_rows(x, packed, rows, cols, false);
+  return {packed.data, cols};
 }
 
 // A long item's output rows (at least kPackRows: out, or dq, dk and dv) are formed in this
@@ -118,15 +126,7 @@ void written_rows(Mat<float> staged, Mat<float> dst, int64_t rows, int64_t cols)
   if (staged.data == dst.data) return;
   const bool stream = reinterpret_cast<uintptr_t>(dst.data) % (sizeof(float) * kLanes) == 0 &&
                       dst.ld % kLanes == 0 && cols % kLanes == 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* src = staged.data + r * staged.ld;
-    float* out = dst.data + r * dst.ld;
-    int64_t c = 0;
-    if (stream)
-      for (; c < cols; c += kLanes) L::stream(out + c, L::loadu(src + c));
-    for (; c + kLanes <= cols; c += kLanes) L::storeu(out + c, L::loadu(src + c));
-    if (c < cols) L::store(out + c, L::first(cols - c), L::load(src + c, L::first(cols - c)));
-  }
+  copy_rows({staged.data, staged.ld}, dst, rows, cols, stream);
   if (stream) L::fence();
 }
 
