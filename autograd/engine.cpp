@@ -21,6 +21,7 @@ struct BackwardPass {
   std::unordered_map<const Node*, int> concat_uses;
   std::unordered_map<const TensorImpl*, int> leaf_uses;
   std::unordered_set<const TensorImpl*> handed;
+  std::unordered_map<Node*, Tensor>* grads = nullptr;  // the pass's table (take_pending_gradient)
 };
 thread_local BackwardPass* g_pass = nullptr;
 
@@ -186,6 +187,19 @@ Tensor leaf_gradient_buffer(const Tensor& input, const Shape& shape, DType dtype
   return Tensor::empty(shape, dtype, device);
 }
 
+Tensor take_pending_gradient(const Tensor& input, const Shape& shape, DType dtype, Device device) {
+  if (!g_pass || !g_pass->grads || !input.defined() || !input.grad_fn()) return Tensor();
+  auto it = g_pass->grads->find(input.grad_fn().get());
+  if (it == g_pass->grads->end()) return Tensor();
+  const Tensor& pending = it->second;
+  if (!pending.defined() || !pending.sole_owner() || !pending.is_contiguous() ||
+      pending.shape() != shape || pending.dtype() != dtype || pending.device() != device)
+    return Tensor();
+  Tensor taken = std::move(it->second);
+  g_pass->grads->erase(it);
+  return taken;
+}
+
 bool add_to_leaf_window(const Tensor& leaf, int axis, int64_t start, int64_t length,
                         const Tensor& g) {
   if (!g_pass || !leaf.defined() || leaf.grad_fn() || !leaf.requires_grad()) return false;
@@ -295,6 +309,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   count_concat_uses(order, root.grad_fn().get(), pass);
   PassScope in_pass(&pass);
   std::unordered_map<Node*, Tensor> grads;
+  pass.grads = &grads;
   grads[root.grad_fn().get()] = grad;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node* node = it->get();

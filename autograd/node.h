@@ -39,6 +39,17 @@ Tensor record(const char* name, Tensor output, std::vector<Tensor> inputs, Backw
 // fresh tensor would get: only where the gradient lands changes.
 Tensor leaf_gradient_buffer(const Tensor& input, const Shape& shape, DType dtype, Device device);
 
+// For a rule whose kernel can add its gradient of `input` to another one: the gradient of `input`
+// accumulated so far in this backward pass, taken out of the engine's table, where the rule may
+// add to it in place (nothing else holds it or its memory; contiguous; `shape`, `dtype` and
+// `device`). The rule adds its own gradient to it (pending + own, the engine's addition) and
+// returns it as that input's gradient. Undefined where there is none such (nothing arrived yet, a
+// leaf, outside a backward pass): the rule then writes a fresh tensor, and the engine adds. A
+// pre-norm block's residual stream feeds both its layer norm and the next residual add, so its
+// gradient arrives twice: the layer norm's backward adds its part in its own pass over the rows,
+// and the sum is not written and read back once more (layer_norm.cpp).
+Tensor take_pending_gradient(const Tensor& input, const Shape& shape, DType dtype, Device device);
+
 // For narrow's rule, where the narrowed tensor is a leaf whose gradient lives in its grad slot:
 // adds `g` into the window [start, start + length) along `axis` of that gradient (the first
 // gradient of the pass also zeroes the rest of the slot) and returns true; the rule then returns

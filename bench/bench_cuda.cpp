@@ -214,7 +214,7 @@ void bench_rows(CudaBackend& backend, double peak_gbs, bool quick) {
                [&] {
                  backend.layer_norm_backward(dy.view(), x.view(), mean.view(), rstd.view(),
                                              gamma.view(), dx.view(), dgamma.view(), dbeta.view(),
-                                             s.rows, s.cols);
+                                             s.rows, s.cols, false);
                },
                repeats),
            (3 * n + 3 * s.cols + 2 * s.rows) * e);

@@ -740,6 +740,32 @@ void add_row_cases(std::vector<OpCase>& t) {
     }
   }
 
+  // The kernel adding its dx to a gradient already there (a pre-norm block's residual stream):
+  // the CUDA backward's warp-per-row kernel (up to 512 columns) and its row kernel (more).
+  for (int64_t rows : {17, 300, 4500}) {
+    for (int64_t cols : {40, 300, 1000}) {
+      if ((rows == 4500) != (cols == 40)) continue;
+      t.push_back({"layer_norm_backward",
+                   "layer_norm_backward adding to dx " + dims_str({rows, cols}),
+                   {Input::uniform({rows, cols}, 156, -2.5, 3.5), Input::uniform({cols}, 157),
+                    Input::uniform({rows, cols}, 158), Input::uniform({rows, cols}, 159)},
+                   [rows, cols](const Ctx& c, const In& in) {
+                     Tensor y = Tensor::empty({rows, cols}, c.dtype, c.device);
+                     Tensor mean = Tensor::empty({rows}, c.dtype, c.device);
+                     Tensor rstd = Tensor::empty({rows}, c.dtype, c.device);
+                     Tensor dx = in[3].clone(), dg = Tensor::empty({cols}, c.dtype, c.device);
+                     c.kernels().layer_norm(in[0].view(), in[1].view(), View{}, y.view(),
+                                            mean.view(), rstd.view(), rows, cols, 1e-5);
+                     c.kernels().layer_norm_backward(in[2].view(), in[0].view(), mean.view(),
+                                                     rstd.view(), in[1].view(), dx.view(),
+                                                     dg.view(), View{}, rows, cols, true);
+                     return Out{dx, dg};
+                   },
+                   Tol{1e-3, 1e-4},
+                   Tol{1e-9, 1e-10}});
+    }
+  }
+
   // No rows: gamma's and beta's gradients are sums of nothing, 0 (not left as they were).
   t.push_back(
       {"layer_norm_backward",

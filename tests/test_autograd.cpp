@@ -75,6 +75,41 @@ TEST_CASE("autograd: gradients summed in place never change a tensor someone els
   }
 }
 
+TEST_CASE("autograd: a rule adds its gradient to the one pending for its input, only its own") {
+  // s feeds `adder` (whose rule takes s's pending gradient and adds to it) and mul(s, 3). With
+  // mul first in the backward order, adder finds 3 pending; first itself, nothing.
+  auto adder = [](const Tensor& in, std::vector<bool>& found) {
+    return record("adder", in.detach().clone(), {in}, [in, &found](const Tensor& grad) {
+      Tensor pending = take_pending_gradient(in, in.shape(), in.dtype(), in.device());
+      found.push_back(pending.defined());
+      return std::vector<Tensor>{pending.defined() ? add(pending, grad) : grad};
+    });
+  };
+  for (bool adder_first_in_sum : {true, false}) {
+    CAPTURE(adder_first_in_sum);
+    Tensor x = Tensor::from_data(std::vector<double>{1, 2, 3}, {3}).set_requires_grad();
+    Tensor s = mul(x, 2.0);
+    std::vector<bool> found;
+    Tensor a = sum(adder(s, found)), m = sum(mul(s, 3.0));
+    // The engine runs the consumers in the reverse of a depth-first order from the root: the
+    // sum's second operand's branch first.
+    (adder_first_in_sum ? add(a, m) : add(m, a)).backward();
+    CHECK(found == std::vector<bool>{adder_first_in_sum});
+    CHECK(x.grad().to_double_vector() == std::vector<double>{8, 8, 8});  // 2 (1 + 3)
+  }
+  // A pending gradient someone else holds is not handed out: here `kept`, returned by a probe.
+  Tensor x = Tensor::from_data(std::vector<double>{1, 2, 3}, {3}).set_requires_grad();
+  Tensor s = mul(x, 2.0);
+  Tensor kept = Tensor::from_data(std::vector<double>{10, 20, 30}, {3});
+  Tensor probe = record("probe", s.detach().clone(), {s},
+                        [kept](const Tensor&) { return std::vector<Tensor>{kept}; });
+  std::vector<bool> found;
+  sum(add(sum(adder(s, found)), sum(probe))).backward();
+  CHECK(found == std::vector<bool>{false});
+  CHECK(kept.to_double_vector() == std::vector<double>{10, 20, 30});
+  CHECK(x.grad().to_double_vector() == std::vector<double>{22, 42, 62});  // 2 (1 + kept)
+}
+
 TEST_CASE("autograd: backward with an explicit upstream gradient") {
   Tensor x = Tensor::from_data(std::vector<double>{1, 2}, {2}).set_requires_grad();
   Tensor y = mul(x, 5.0);

@@ -22,9 +22,13 @@ Tensor record_layer_norm(const Tensor& y, const Tensor& x, const Tensor& gamma, 
                          const Tensor& rstd, int64_t rows, int64_t cols) {
   return record(
       "layer_norm", y, {x, gamma, beta},
-      [in, g, b, gamma, beta, mu, rstd, rows, cols](const Tensor& grad) {
+      [x, in, g, b, gamma, beta, mu, rstd, rows, cols](const Tensor& grad) {
         Tensor gd = dense(grad);
-        Tensor dx = Tensor::empty(in.shape(), in.dtype(), in.device());
+        // Added to x's gradient from its other consumers where the engine lets it (a pre-norm
+        // block's residual stream: node.h's take_pending_gradient), else a fresh tensor.
+        Tensor dx = take_pending_gradient(x, in.shape(), in.dtype(), in.device());
+        const bool accumulate = dx.defined();
+        if (!accumulate) dx = Tensor::empty(in.shape(), in.dtype(), in.device());
         // Written straight into gamma's and beta's grad slots where they have them.
         Tensor dg =
             g.defined() ? leaf_gradient_buffer(gamma, {cols}, in.dtype(), in.device()) : Tensor();
@@ -33,7 +37,7 @@ Tensor record_layer_norm(const Tensor& y, const Tensor& x, const Tensor& gamma, 
         if (rows > 0) {
           backend_of(in).layer_norm_backward(
               gd.view(), in.view(), mu.view(), rstd.view(), view_or_none(g, in.dtype()), dx.view(),
-              view_or_none(dg, in.dtype()), view_or_none(db, in.dtype()), rows, cols);
+              view_or_none(dg, in.dtype()), view_or_none(db, in.dtype()), rows, cols, accumulate);
         } else {
           if (dg.defined()) dg.fill_(0.0);
           if (db.defined()) db.fill_(0.0);

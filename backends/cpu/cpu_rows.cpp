@@ -88,7 +88,7 @@ void CpuBackend::layer_norm(const View& x, const View& gamma, const View& beta, 
 void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& mean,
                                      const View& rstd, const View& gamma, const View& dx,
                                      const View& dgamma, const View& dbeta, int64_t rows,
-                                     int64_t cols) {
+                                     int64_t cols, bool accumulate) {
   dispatch_floating(x.dtype, "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     // dgamma/dbeta: per-chunk partial sums combined in order (row_partials.h): chunk row
@@ -97,8 +97,10 @@ void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& 
     // the partials, the second writes dx. (The partials in loops of their own made four passes
     // over the row: 203 -> 145 us per [1092, 256] call with the rows in cache, 1 thread, AVX2;
     // in a training step, where x comes from memory, about the same.) gamma absent, and the
-    // partials not wanted, are separate instantiations, not tests per element.
-    auto rows_of = [&](auto has_gamma, auto wants_sums, int64_t rb, int64_t re, T* part) {
+    // partials not wanted, and dx added to or written, are separate instantiations, not tests
+    // per element.
+    auto rows_of = [&](auto has_gamma, auto wants_sums, auto adds, int64_t rb, int64_t re,
+                       T* part) {
       const T* __restrict gm = gamma.as<T>();
       T* __restrict ag = part;
       T* __restrict ab = part + cols;
@@ -124,20 +126,28 @@ void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& 
         for (int64_t i = 0; i < cols; ++i) {
           const T xhat = (px[i] - m) * rs;
           const T d = has_gamma ? pg[i] * gm[i] : pg[i];
-          pd[i] = rs * (d - sum_d - xhat * sum_dx);
+          const T g = rs * (d - sum_d - xhat * sum_dx);
+          if constexpr (decltype(adds)::value)
+            pd[i] = pd[i] + g;
+          else
+            pd[i] = g;
         }
       }
     };
+    // Calls fn with std::true_type or std::false_type, as `on` says.
+    auto with = [](bool on, auto&& fn) {
+      if (on)
+        fn(std::true_type{});
+      else
+        fn(std::false_type{});
+    };
     const bool wants_sums = dgamma.data || dbeta.data;
     auto sums = cpu::accumulate_row_chunks<T>(rows, 2 * cols, [&](int64_t rb, int64_t re, T* part) {
-      if (gamma.data && wants_sums)
-        rows_of(std::true_type{}, std::true_type{}, rb, re, part);
-      else if (gamma.data)
-        rows_of(std::true_type{}, std::false_type{}, rb, re, part);
-      else if (wants_sums)
-        rows_of(std::false_type{}, std::true_type{}, rb, re, part);
-      else
-        rows_of(std::false_type{}, std::false_type{}, rb, re, part);
+      with(gamma.data != nullptr, [&](auto has_gamma) {
+        with(wants_sums, [&](auto sums_wanted) {
+          with(accumulate, [&](auto adds) { rows_of(has_gamma, sums_wanted, adds, rb, re, part); });
+        });
+      });
     });
     for (int64_t i = 0; i < cols; ++i) {
       if (dgamma.data) dgamma.as<T>()[i] = sums.column(i);

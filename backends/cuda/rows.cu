@@ -100,7 +100,8 @@ __global__ void layer_norm_kernel(const T* x, const T* gamma, const T* beta, T* 
 // gradients are layer_norm_params_kernel's.
 template <typename G, int K, typename T>
 __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const T* mean, const T* rstd,
-                                     const T* gamma, T* dx, int64_t rows, int64_t cols) {
+                                     const T* gamma, T* dx, int64_t rows, int64_t cols,
+                                     bool accumulate) {
   int64_t row = G::row();
   if (row >= rows) return;
   RowCache<G, K, T> px(x + row * cols, cols), pg(dy + row * cols, cols);
@@ -118,7 +119,8 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const T* mean, con
   px.each_with(pg, [&](int64_t i, T xi, T g) {
     T xhat = (xi - m) * rs;
     T d = gamma ? g * gamma[i] : g;
-    pd[i] = rs * (d - sum_d - xhat * sum_dx);
+    T v = rs * (d - sum_d - xhat * sum_dx);
+    pd[i] = accumulate ? pd[i] + v : v;  // the engine's addition: the gradient before, then this
   });
 }
 
@@ -131,7 +133,7 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const T* mean, con
 template <int K, typename T>
 __global__ void layer_norm_backward_rows_kernel(const T* dy, const T* x, const T* mean,
                                                 const T* rstd, const T* gamma, T* dx, T* pg, T* pb,
-                                                int64_t rows, int64_t cols) {
+                                                int64_t rows, int64_t cols, bool accumulate) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   T* sg = reinterpret_cast<T*>(shared_bytes);
   T* sb = sg + cols;
@@ -165,7 +167,8 @@ __global__ void layer_norm_backward_rows_kernel(const T* dy, const T* x, const T
     px.each_with(pd, [&](int64_t i, T xi, T g) {
       T xhat = (xi - m) * rs;
       T d = gamma ? g * gamma[i] : g;
-      out[i] = rs * (d - sum_d - xhat * sum_dx);
+      T v = rs * (d - sum_d - xhat * sum_dx);
+      out[i] = accumulate ? out[i] + v : v;
     });
   }
   if (!params) return;  // uniform across the block: no barrier is skipped by some threads only
@@ -345,7 +348,7 @@ template <typename T>
 void layer_norm_backward_by_warps(CudaBackend& backend, const View& dy, const View& x,
                                   const View& mean, const View& rstd, const View& gamma,
                                   const View& dx, const View& dgamma, const View& dbeta,
-                                  int64_t rows, int64_t cols) {
+                                  int64_t rows, int64_t cols, bool accumulate) {
   cudaStream_t stream = backend.stream();
   constexpr int kThreads = 256, kWarps = kThreads / 32;
   // A few blocks per multiprocessor: every warp takes several rows, so the partial rows to add
@@ -360,7 +363,7 @@ void layer_norm_backward_by_warps(CudaBackend& backend, const View& dy, const Vi
     layer_norm_backward_rows_kernel<k(), T>
         <<<static_cast<unsigned int>(blocks), kThreads, shared, stream>>>(
             dy.as<T>(), x.as<T>(), mean.as<T>(), rstd.as<T>(), gamma.as<T>(), dx.as<T>(),
-            pg.as<T>(), pb.as<T>(), rows, cols);
+            pg.as<T>(), pb.as<T>(), rows, cols, accumulate);
   };
   if (cols <= 128)
     launch(std::integral_constant<int, 4>{});
@@ -376,7 +379,7 @@ void layer_norm_backward_by_warps(CudaBackend& backend, const View& dy, const Vi
 void CudaBackend::layer_norm_backward(const View& dy, const View& x, const View& mean,
                                       const View& rstd, const View& gamma, const View& dx,
                                       const View& dgamma, const View& dbeta, int64_t rows,
-                                      int64_t cols) {
+                                      int64_t cols, bool accumulate) {
   if (cols == 0) return;
   activate();
   if (rows == 0) {  // no rows: the parameters' gradients are sums of nothing, overwritten with 0
@@ -389,7 +392,7 @@ void CudaBackend::layer_norm_backward(const View& dy, const View& x, const View&
     using T = decltype(tag);
     if (cols <= kLayerNormByWarpsMaxCols) {
       layer_norm_backward_by_warps<T>(*this, dy, x, mean, rstd, gamma, dx, dgamma, dbeta, rows,
-                                      cols);
+                                      cols, accumulate);
       return;
     }
     launch_cached_rows<kCacheRows>(
@@ -397,7 +400,7 @@ void CudaBackend::layer_norm_backward(const View& dy, const View& x, const View&
           using G = decltype(group);
           layer_norm_dx_kernel<G, k(), T>
               <<<blocks, threads, 0, stream_>>>(dy.as<T>(), x.as<T>(), mean.as<T>(), rstd.as<T>(),
-                                                gamma.as<T>(), dx.as<T>(), rows, cols);
+                                                gamma.as<T>(), dx.as<T>(), rows, cols, accumulate);
         });
     if (!dgamma.data && !dbeta.data) return;
     // Column sums of dy * xhat and dy, split as sums.cuh's column_sums splits them.
