@@ -216,6 +216,33 @@ TEST_CASE("fused: linear_gelu multiplies a gradient it does not own into a buffe
   }
 }
 
+TEST_CASE(
+    "fused: a layer's input gradient adds into the one pending, the engine's sum bit for bit") {
+  // x (not a leaf) feeds two linear layers: the first rule to run gives x a fresh gradient, the
+  // second adds its product into it (take_pending_gradient, beta = 1). The result must be the
+  // engine's sum of the two products (one addition: its order does not matter): the same bits on
+  // the tall kernel (300 rows), within float32 rounding where OpenBLAS multiplies (40 rows).
+  for (int64_t rows : {40, 300}) {
+    INFO("rows = " << rows);
+    Tensor a = leaf32({rows, 48}, 91);
+    Tensor w1 = leaf32({40, 48}, 92), b1 = leaf32({40}, 93), w2 = leaf32({56, 48}, 94),
+           b2 = leaf32({56}, 95);
+    Tensor c1 = rand32({rows, 40}, 100), c2 = rand32({rows, 56}, 101);
+    Tensor x = mul(a, 2.0);
+    add(sum(mul(linear(x, w1, b1), c1)), sum(mul(linear(x, w2, b2), c2))).backward();
+    NoGradGuard no_grad;
+    const std::vector<float> got = a.grad().to_float_vector();
+    const std::vector<float> want = mul(add(matmul(c1, w1), matmul(c2, w2)), 2.0).to_float_vector();
+    REQUIRE(got.size() == want.size());
+    if (rows == 300) {
+      CHECK(got == want);
+    } else {
+      for (size_t i = 0; i < got.size(); ++i)
+        CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
+    }
+  }
+}
+
 TEST_CASE("fused: gradcheck scale_shift with and without the shift, and on a view") {
   Inputs in{rand64({2, 3, 5}, 30), rand64({5}, 31), rand64({5}, 32)};
   CHECK_GRADS([](const Inputs& x) { return scale_shift(x[0], x[1], x[2]); }, in);

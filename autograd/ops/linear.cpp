@@ -132,9 +132,34 @@ std::pair<Tensor, Tensor> weight_and_bias_gradients(const Tensor& dy_in, const T
   return {gw, gb};
 }
 
-std::vector<Tensor> linear_gradients(const Tensor& dy, const Tensor& x2, const Shape& x_shape,
-                                     const Tensor& weight, const Tensor& bias, Needs needs) {
-  Tensor gx = needs.x ? reshape(matmul(dy, weight), x_shape) : Tensor();
+// dx = dy W (dy [rows, out] contiguous). Where x's gradient from its other consumers is pending
+// and the engine hands it out (node.h's take_pending_gradient: the encoder's output, which every
+// decoder layer's keys and values read, and a residual stream read by the next block), the
+// product adds into it (beta = 1) instead of the engine adding a fresh product in a pass of its
+// own (a write and a read of [rows, in]). On the tall kernel that sum is the engine's, bit for bit
+// (register_tile.h: the product, then C added in one rounding).
+Tensor input_gradient(const Tensor& dy, const Tensor& x, const Shape& x_shape,
+                      const Tensor& weight) {
+  Tensor pending;
+  if (x.defined() && weight.is_contiguous() && weight.dtype() == dy.dtype())
+    pending = take_pending_gradient(x, x_shape, dy.dtype(), dy.device());
+  if (!pending.defined()) return reshape(matmul(dy, weight), x_shape);
+  GemmArgs g;
+  g.dtype = dy.dtype();
+  g.m = dy.size(0), g.n = weight.size(1), g.k = weight.size(0);
+  g.a = dy.raw_data(), g.lda = g.k;
+  g.b = weight.raw_data(), g.ldb = g.n;
+  g.c = pending.raw_data(), g.ldc = g.n;
+  g.beta = 1.0;
+  if (g.m > 0 && g.n > 0) backend_of(dy).gemm(g);
+  return pending;
+}
+
+// x: the layer's input as the caller recorded it (for its pending gradient; undefined: none).
+std::vector<Tensor> linear_gradients(const Tensor& dy, const Tensor& x, const Tensor& x2,
+                                     const Shape& x_shape, const Tensor& weight, const Tensor& bias,
+                                     Needs needs) {
+  Tensor gx = needs.x ? input_gradient(dy, x, x_shape, weight) : Tensor();
   if (needs.weight && needs.bias && x2.is_contiguous()) {
     auto [gw, gb] = weight_and_bias_gradients(dy, x2, weight, bias);
     return {gx, gw, gb};
@@ -167,12 +192,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       product_with_epilogue(x2, transpose(weight, 0, 1), GemmEpilogue::Bias, dense(bias), Tensor());
   Tensor out = make_view(y, with_features(x, weight.size(0)),
                          contiguous_strides(with_features(x, weight.size(0))), 0);
-  return record(
-      "linear", out, {x, weight, bias},
-      [x2, x_shape = x.shape(), weight, bias, needs = needs_of(x, weight, bias)](const Tensor& g) {
-        Tensor dy = reshape(dense(g), {-1, weight.size(0)});
-        return linear_gradients(dy, x2, x_shape, weight, bias, needs);
-      });
+  return record("linear", out, {x, weight, bias},
+                [x, x2, x_shape = x.shape(), weight, bias,
+                 needs = needs_of(x, weight, bias)](const Tensor& g) {
+                  Tensor dy = reshape(dense(g), {-1, weight.size(0)});
+                  return linear_gradients(dy, x, x2, x_shape, weight, bias, needs);
+                });
 }
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -200,7 +225,7 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out = make_view(h, shape, contiguous_strides(shape), 0);
   if (!recorded) return out;
   return record("linear_gelu", out, {x, weight, bias},
-                [x2, slope, x_shape = x.shape(), weight, bias, needs = needs_of(x, weight, bias),
+                [x, x2, slope, x_shape = x.shape(), weight, bias, needs = needs_of(x, weight, bias),
                  cols](const Tensor& g) {
                   // dpre = g ⊙ slope, written over g when the engine's handle is its only
                   // holder (a fresh gradient, as LayerNorm's or the gMLP gate's backward gives):
@@ -212,7 +237,7 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                   } else {
                     dpre = mul(reshape(dense(g), {-1, cols}), slope);
                   }
-                  return linear_gradients(dpre, x2, x_shape, weight, bias, needs);
+                  return linear_gradients(dpre, x, x2, x_shape, weight, bias, needs);
                 });
 }
 
@@ -241,17 +266,17 @@ Tensor feed_forward(const Tensor& x, const Tensor& w1, const Tensor& b1, const T
   if (!recorded) return make_view(y, shape, contiguous_strides(shape), 0);
   return record(
       "feed_forward", make_view(y, shape, contiguous_strides(shape), 0), {x, w1, b1, w2, b2},
-      [x2, h, slope, x_shape = x.shape(), w1, b1, w2, b2, out, first = needs_of(x, w1, b1),
+      [x, x2, h, slope, x_shape = x.shape(), w1, b1, w2, b2, out, first = needs_of(x, w1, b1),
        second = needs_of(h, w2, b2)](const Tensor& g) {
         // The second layer: dW₂ = dyᵀ h, db₂ = Σ dy. Then dpre = (dy W₂) ⊙ gelu'(pre) from one
         // product (the slope multiplied in its epilogue), and the first layer's rule on dpre.
         Tensor dy = reshape(dense(g), {-1, out});
-        auto outer =
-            linear_gradients(dy, h, h.shape(), w2, b2, {false, second.weight, second.bias});
+        auto outer = linear_gradients(dy, Tensor(), h, h.shape(), w2, b2,
+                                      {false, second.weight, second.bias});
         std::vector<Tensor> grads{Tensor(), Tensor(), Tensor(), outer[1], outer[2]};
         if (first.x || first.weight || first.bias) {
           Tensor dpre = product_with_epilogue(dy, w2, GemmEpilogue::Times, Tensor(), slope);
-          auto inner = linear_gradients(dpre, x2, x_shape, w1, b1, first);
+          auto inner = linear_gradients(dpre, x, x2, x_shape, w1, b1, first);
           grads[0] = inner[0], grads[1] = inner[1], grads[2] = inner[2];
         }
         return grads;
