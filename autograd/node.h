@@ -1,6 +1,7 @@
 // One recorded operation: the inputs it read and the rule that turns the gradient of its output
 // into gradients of those inputs. Like micrograd's Value._backward, but the rule returns the
-// input gradients and the engine does the `+=` accumulation.
+// input gradients and the engine does the `+=` accumulation (or the rule's kernel does, into a
+// gradient it took from the engine: take_pending_gradient below).
 #pragma once
 #include <functional>
 #include <memory>
