@@ -22,12 +22,12 @@ MIXLAB_HOST_DEVICE uint64_t mix64(uint64_t x) {
 
 // Dropout's draws: element i of the mask keyed by `seed` is kept when its 32 bits,
 //   dropout_bits(dropout_block_key(mix64(seed), i >> 32), low 32 bits of i),
-// are at least dropout_threshold(p), i.e. when bits·2⁻³² ≥ p. A
-// pure integer function of (seed, i), compiled for host and device, so every backend draws the
-// same mask. One 32-bit hash per element, and one 64-bit mix per 2³² elements: AVX2 has no 64-bit
-// multiply, and with mix64 per element (two 64-bit multiplies, three 32-bit ones each) dropout's
-// draws took about 2% of the d=256 translator's step on a 2-core Zen 2; the compiler vectorises
-// this one on its own, 8 or 16 elements a register.
+// are at least dropout_threshold(p), i.e. when bits·2⁻³² ≥ p. A pure integer function of
+// (seed, i), compiled for host and device, so every backend draws the same mask. One 32-bit hash
+// per element, and one 64-bit mix per 2³² elements: AVX2 has no 64-bit multiply, and with mix64 per
+// element (two 64-bit multiplies, three 32-bit ones each) dropout's draws took about 2% of the
+// d=256 translator's step on a 2-core Zen 2; the compiler vectorises this one on its own, 8 or 16
+// elements a register.
 //
 // hash32 is Chris Wellons's "lowbias32" (hash-prospector): a bijection of 32-bit integers whose
 // every input bit flips each output bit with probability within 0.2% of one half.

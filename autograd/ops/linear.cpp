@@ -55,6 +55,22 @@ Tensor bias_act_op(const char* op, const Tensor& y, const Tensor& bias, bool gel
   });
 }
 
+// The product C [m, n] = a [m, k] · b [k, n] into c: a contiguous, b read through a transpose
+// flag when it is a transposed view (`b` is replaced by a dense copy where its layout needs one,
+// and must outlive the call), c contiguous [m, n].
+GemmArgs product_args(const Tensor& a, Tensor& b, const Tensor& c) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  MatrixLayout lb = layout_of(k, n, b.strides()[0], b.strides()[1]);
+  if (!lb.ok) b = dense(b), lb = layout_of(k, n, b.strides()[0], b.strides()[1]);
+  GemmArgs g;
+  g.dtype = a.dtype();
+  g.m = m, g.n = n, g.k = k;
+  g.a = a.raw_data(), g.lda = k;
+  g.b = b.raw_data(), g.ldb = lb.ld, g.trans_b = lb.transposed;
+  g.c = c.raw_data(), g.ldc = n;
+  return g;
+}
+
 // C [m, n] = a [m, k] · b [k, n], then the epilogue on C's rows (bias [n] for all but Times;
 // aux [m, n]: gelu's output for BiasGelu and BiasGeluSlope, the factor for Times). a is contiguous,
 // b is read through a transpose flag when it is a transposed view. Not recorded: the callers record
@@ -62,17 +78,8 @@ Tensor bias_act_op(const char* op, const Tensor& y, const Tensor& bias, bool gel
 Tensor product_with_epilogue(const Tensor& a, const Tensor& b_in, GemmEpilogue epilogue,
                              const Tensor& bias, const Tensor& aux) {
   Tensor b = b_in;
-  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  MatrixLayout lb = layout_of(k, n, b.strides()[0], b.strides()[1]);
-  if (!lb.ok) b = dense(b), lb = layout_of(k, n, b.strides()[0], b.strides()[1]);
-  Tensor c = Tensor::empty({m, n}, a.dtype(), a.device());
-  GemmArgs g;
-  g.dtype = a.dtype();
-  g.m = m, g.n = n, g.k = k;
-  g.a = a.raw_data(), g.lda = k;
-  g.b = b.raw_data(), g.ldb = lb.ld, g.trans_b = lb.transposed;
-  g.c = c.raw_data(), g.ldc = n;
-  backend_of(a).gemm_epilogue(g, epilogue, view_or_none(bias, a.dtype()),
+  Tensor c = Tensor::empty({a.size(0), b.size(1)}, a.dtype(), a.device());
+  backend_of(a).gemm_epilogue(product_args(a, b, c), epilogue, view_or_none(bias, a.dtype()),
                               view_or_none(aux, a.dtype()));
   return c;
 }
@@ -140,18 +147,14 @@ std::pair<Tensor, Tensor> weight_and_bias_gradients(const Tensor& dy_in, const T
 // (register_tile.h: the product, then C added in one rounding).
 Tensor input_gradient(const Tensor& dy, const Tensor& x, const Shape& x_shape,
                       const Tensor& weight) {
-  Tensor pending;
-  if (x.defined() && weight.is_contiguous() && weight.dtype() == dy.dtype())
-    pending = take_pending_gradient(x, x_shape, dy.dtype(), dy.device());
+  Tensor pending = x.defined() && weight.dtype() == dy.dtype()
+                       ? take_pending_gradient(x, x_shape, dy.dtype(), dy.device())
+                       : Tensor();
   if (!pending.defined()) return reshape(matmul(dy, weight), x_shape);
-  GemmArgs g;
-  g.dtype = dy.dtype();
-  g.m = dy.size(0), g.n = weight.size(1), g.k = weight.size(0);
-  g.a = dy.raw_data(), g.lda = g.k;
-  g.b = weight.raw_data(), g.ldb = g.n;
-  g.c = pending.raw_data(), g.ldc = g.n;
+  Tensor w = weight;
+  GemmArgs g = product_args(dy, w, pending);
   g.beta = 1.0;
-  if (g.m > 0 && g.n > 0) backend_of(dy).gemm(g);
+  if (g.m > 0 && g.n > 0 && g.k > 0) backend_of(dy).gemm(g);  // (k = 0: dy W adds nothing)
   return pending;
 }
 

@@ -71,6 +71,9 @@ double sum_long_row(const T* x, int64_t n, Term term) {
   return total;
 }
 
+// From this many elements one row's sum is split over the threads (sum_long_row).
+constexpr int64_t kLongRow = 1 << 16;
+
 constexpr auto kValue = [](double v) { return v; };
 constexpr auto kSquare = [](double v) { return v * v; };
 
@@ -88,7 +91,7 @@ void CpuBackend::reduce(ReduceOp op, const View& x, int64_t outer, int64_t n, in
     if (inner == 1) {
       // One contiguous row per output: split rows over threads, or the row itself when there is
       // a single long row (then partial sums are combined in a fixed order).
-      if (outer == 1 && n >= (1 << 16) && op == ReduceOp::Sum) {
+      if (outer == 1 && n >= kLongRow && op == ReduceOp::Sum) {
         o[0] = static_cast<T>(sum_long_row(in, n, kValue));
         return;
       }
@@ -143,7 +146,7 @@ void CpuBackend::sum_squares(const View& x, const View& out) {
     using T = decltype(tag);
     const int64_t n = x.numel();
     total =
-        n >= (1 << 16) ? sum_long_row(x.as<T>(), n, kSquare) : sum_in_lanes(x.as<T>(), n, kSquare);
+        n >= kLongRow ? sum_long_row(x.as<T>(), n, kSquare) : sum_in_lanes(x.as<T>(), n, kSquare);
   });
   dispatch_floating(out.dtype, "sum_squares", [&](auto tag) {
     using T = decltype(tag);

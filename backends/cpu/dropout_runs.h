@@ -33,30 +33,22 @@ struct RunFactors {
         keep(threshold64 > UINT32_MAX ? T(0) : kept) {}
 };
 
-// y[j] = x[j] · factor of element `low + j` of the run (count elements; y may be x). The
-// threshold and kept value are copied to locals: read through f, they might alias y's stores and
-// be loaded again each element, and the loop would not vectorise.
+// y[j] = x[j] · factor of element `low + j` of the run (count elements; y may be x). f is taken
+// by value: a copy no store to y can alias, so the loop vectorises.
 template <typename T>
-void dropout_run(const T* x, T* y, int64_t count, uint32_t key, uint32_t low,
-                 const RunFactors<T>& f) {
-  const uint32_t threshold = f.threshold;
-  const T keep = f.keep;
-  for (int64_t j = 0; j < count; ++j) {
-    const uint32_t bits = dropout_bits(key, low + static_cast<uint32_t>(j));
-    y[j] = x[j] * (bits >= threshold ? keep : T(0));
-  }
+void dropout_run(const T* x, T* y, int64_t count, uint32_t key, uint32_t low, RunFactors<T> f) {
+  for (int64_t j = 0; j < count; ++j)
+    y[j] =
+        x[j] * (dropout_bits(key, low + static_cast<uint32_t>(j)) >= f.threshold ? f.keep : T(0));
 }
 
 // s[j] = x[j] + h[j] · factor (one rounding where the build has FMA, as the CUDA kernel's).
 template <typename T>
 void add_dropout_run(const T* x, const T* h, T* s, int64_t count, uint32_t key, uint32_t low,
-                     const RunFactors<T>& f) {
-  const uint32_t threshold = f.threshold;
-  const T keep = f.keep;
-  for (int64_t j = 0; j < count; ++j) {
-    const uint32_t bits = dropout_bits(key, low + static_cast<uint32_t>(j));
-    s[j] = x[j] + h[j] * (bits >= threshold ? keep : T(0));
-  }
+                     RunFactors<T> f) {
+  for (int64_t j = 0; j < count; ++j)
+    s[j] = x[j] + h[j] * (dropout_bits(key, low + static_cast<uint32_t>(j)) >= f.threshold ? f.keep
+                                                                                           : T(0));
 }
 
 }  // namespace mixlab::cpu
