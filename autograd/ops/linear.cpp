@@ -147,9 +147,8 @@ std::pair<Tensor, Tensor> weight_and_bias_gradients(const Tensor& dy_in, const T
 // (register_tile.h: the product, then C added in one rounding).
 Tensor input_gradient(const Tensor& dy, const Tensor& x, const Shape& x_shape,
                       const Tensor& weight) {
-  Tensor pending = x.defined() && weight.dtype() == dy.dtype()
-                       ? take_pending_gradient(x, x_shape, dy.dtype(), dy.device())
-                       : Tensor();
+  // (An undefined x, or none pending in dy's shape, dtype and device: undefined.)
+  Tensor pending = take_pending_gradient(x, x_shape, dy.dtype(), dy.device());
   if (!pending.defined()) return reshape(matmul(dy, weight), x_shape);
   Tensor w = weight;
   GemmArgs g = product_args(dy, w, pending);
