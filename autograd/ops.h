@@ -213,11 +213,12 @@ Tensor outer_product(const Tensor& a, const Tensor& b);
 // sum_normalize.cpp), one kernel each way. External attention's double normalisation.
 Tensor sum_normalize(const Tensor& x, int64_t axis, double eps);
 // External attention's memory weights (autograd/ops/token_softmax_normalize.cpp): for logits
-// [B, ..., slots, tokens] plus slot_bias [slots] (optional) on each slot's row, the softmax over
-// the tokens `valid` marks ([B, tokens], 0/1 in the logits' dtype; undefined: every token), then
-// each token's weights normalised to sum 1 over the slots, W = P / (eps + Σ_slots P). One kernel
-// each way; equals sum_normalize(mixers::masked_softmax(add(logits, reshape(slot_bias, {S, 1})),
-// valid as [B, 1, .., tokens]), -2, eps).
+// [B, tokens, ..., slots] plus slot_bias [slots] (optional) on every token's row, the softmax
+// over the tokens (axis 1) `valid` marks ([B, tokens], 0/1 in the logits' dtype; undefined: every
+// token), per slot and head, then each token's weights normalised to sum 1 over the slots,
+// W = P / (eps + Σ_slots P). One kernel each way; equals
+// sum_normalize(softmax(masked_fill(logits + slot_bias, invalid tokens, -inf), 1) ⊙ valid, -1,
+// eps).
 Tensor token_softmax_normalize(const Tensor& logits, const Tensor& slot_bias, const Tensor& valid,
                                double eps);
 // gMLP's spatial gate (autograd/ops/spatial_gate.cpp): z ⊙ (g + bias[t]) for g, z [..., N, C]

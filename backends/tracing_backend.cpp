@@ -42,6 +42,10 @@ std::string dims(int64_t a, int64_t b, int64_t c) {
   int64_t d[3] = {a, b, c};
   return join_dims(d, 3);
 }
+std::string dims(int64_t a, int64_t b, int64_t c, int64_t e) {
+  int64_t d[4] = {a, b, c, e};
+  return join_dims(d, 4);
+}
 std::string gemm_label(const GemmArgs& g) {
   std::string what = std::to_string(g.batch);
   what += "x[";

@@ -1635,26 +1635,28 @@ void add_spatial_gate_cases(std::vector<OpCase>& t) {
 }
 
 // ---- token_softmax_normalize (External attention's memory weights) ----
-// Logits [B, ..., S, N] and a slot bias [S] (which the softmax cancels; its gradient is checked
-// too): the softmax over each slot's valid tokens, then every token's weights normalised over the
-// slots (eps 1e-3). With a mask, example 0 has its last tokens invalid and,
-// where there are three examples, example 2 has none valid (its weights are all 0); without one,
-// every token counts. Small cases also run gradient mode (invalid tokens get dL = 0 exactly).
+// Logits [B, N, ..., S] (tokens on axis 1, slots last) and a slot bias [S] (which the softmax
+// cancels; its gradient is checked too): the softmax down each slot's valid tokens, then every
+// token's weights normalised over the slots (eps 1e-3). With a mask, example 0 has its last
+// tokens invalid and, where there are three examples, example 2 has none valid (its weights are
+// all 0); without one, every token counts. Small cases also run gradient mode (invalid tokens get
+// dL = 0 exactly).
 void add_token_softmax_normalize_cases(std::vector<OpCase>& t) {
   struct Case {
     Shape shape;
     bool masked;
   };
-  for (Case c : {Case{{2, 3, 5, 4}, true}, Case{{3, 4, 6}, true}, Case{{2, 5, 7}, false},
-                 Case{{4, 4, 64, 49}, true}}) {
-    const int64_t batch = c.shape[0], tokens = c.shape.back(), slots = c.shape[c.shape.size() - 2];
+  for (Case c : {Case{{2, 4, 3, 5}, true}, Case{{3, 6, 4}, true}, Case{{2, 7, 5}, false},
+                 Case{{4, 49, 4, 64}, true}, Case{{2, 9, 3, 13}, true}}) {
+    const int64_t batch = c.shape[0], tokens = c.shape[1], slots = c.shape.back();
     std::vector<double> marks(static_cast<size_t>(batch * tokens), 1.0);
     for (int64_t n = tokens / 2 + 1; n < tokens; ++n) marks[n] = 0.0;  // example 0: a short one
     if (batch == 3)
       for (int64_t n = 0; n < tokens; ++n) marks[2 * tokens + n] = 0.0;  // example 2: empty
     std::vector<Input> inputs{Input::leaf(c.shape, 270, -3, 3), Input::leaf({slots}, 271)};
     if (c.masked) inputs.push_back(Input::given({batch, tokens}, marks));
-    const bool small = c.shape[0] * c.shape[1] * slots <= 60;
+    const int64_t count = numel_of(c.shape);
+    const bool small = count / tokens <= 60;
     for (const char* kernel : {"token_softmax_normalize", "token_softmax_normalize_backward"})
       t.push_back({kernel,
                    std::string("token_softmax_normalize ") + shape_str(c.shape) +
@@ -1668,30 +1670,29 @@ void add_token_softmax_normalize_cases(std::vector<OpCase>& t) {
                    kF64Loose,
                    small,
                    {DType::F32, DType::F64},
-                   [c, batch, tokens, slots](const std::vector<std::vector<double>>& v) {
-                     const int64_t items = static_cast<int64_t>(v[0].size()) / (slots * tokens);
-                     const int64_t groups = items / batch;
+                   [c, batch, tokens, slots, count](const std::vector<std::vector<double>>& v) {
+                     const int64_t cols = count / (batch * tokens);  // heads · slots
                      std::vector<double> y(v[0].size());
-                     for (int64_t i = 0; i < items; ++i) {
-                       const double* l = v[0].data() + i * slots * tokens;
-                       double* w = y.data() + i * slots * tokens;
+                     for (int64_t b = 0; b < batch; ++b) {
+                       const double* l = v[0].data() + b * tokens * cols;
+                       double* w = y.data() + b * tokens * cols;
                        const auto valid = [&](int64_t n) {  // the bias v[1] cancels in the softmax
-                         return !c.masked || v[2][(i / groups) * tokens + n] != 0;
+                         return !c.masked || v[2][b * tokens + n] != 0;
                        };
-                       for (int64_t s = 0; s < slots; ++s) {
+                       for (int64_t col = 0; col < cols; ++col) {  // down each column
                          double hi = -1e300, total = 0;
                          for (int64_t n = 0; n < tokens; ++n)
-                           if (valid(n)) hi = std::max(hi, l[s * tokens + n]);
+                           if (valid(n)) hi = std::max(hi, l[n * cols + col]);
                          for (int64_t n = 0; n < tokens; ++n)
-                           total += valid(n) ? std::exp(l[s * tokens + n] - hi) : 0.0;
+                           total += valid(n) ? std::exp(l[n * cols + col] - hi) : 0.0;
                          for (int64_t n = 0; n < tokens; ++n)
-                           w[s * tokens + n] =
-                               valid(n) ? std::exp(l[s * tokens + n] - hi) / total : 0.0;
+                           w[n * cols + col] =
+                               valid(n) ? std::exp(l[n * cols + col] - hi) / total : 0.0;
                        }
-                       for (int64_t n = 0; n < tokens; ++n) {
+                       for (int64_t seg = 0; seg < tokens * cols; seg += slots) {  // over slots
                          double total = 1e-3;
-                         for (int64_t s = 0; s < slots; ++s) total += w[s * tokens + n];
-                         for (int64_t s = 0; s < slots; ++s) w[s * tokens + n] /= total;
+                         for (int64_t s = 0; s < slots; ++s) total += w[seg + s];
+                         for (int64_t s = 0; s < slots; ++s) w[seg + s] /= total;
                        }
                      }
                      return y;

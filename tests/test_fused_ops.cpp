@@ -343,9 +343,10 @@ TEST_CASE(
   CHECK(calls.count("bias_gelu_backward") == 0);
 }
 
-// External attention's memory weights: 21 tokens are whole vector registers and a tail of 5 (one
-// register of 16 and a tail of 5 with AVX-512); example 1 has its last 8 tokens invalid, example 2
-// none valid.
+// External attention's memory weights: 21 tokens, of which example 1 has its last 8 invalid and
+// example 2 none valid. The float32 kernel runs along the slots: 13 of them are a whole vector
+// register and a tail of 5 with AVX2 (a tail of 13 with AVX-512), and two heads' 26 columns three
+// registers and a tail of 2.
 namespace {
 Tensor token_marks(int64_t batch, int64_t tokens, DType dtype) {
   std::vector<double> marks(static_cast<size_t>(batch * tokens), 1.0);
@@ -355,6 +356,8 @@ Tensor token_marks(int64_t batch, int64_t tokens, DType dtype) {
 }
 }  // namespace
 
+// Logits [B, N, G, S] = [3, 21, 2, 13]: the softmax runs down the tokens (axis 1), the
+// normalisation over the slots (the last axis).
 TEST_CASE("fused: token_softmax_normalize agrees with masked softmax then sum_normalize") {
   const Tensor valid = token_marks(3, 21, DType::F32);
   check_agree(
@@ -362,34 +365,36 @@ TEST_CASE("fused: token_softmax_normalize agrees with masked softmax then sum_no
         return std::vector<Tensor>{token_softmax_normalize(x[0], Tensor(), valid, 1e-9)};
       },
       [&](const Inputs& x) {
-        Tensor mask = reshape(valid, {3, 1, 1, 21});
-        return std::vector<Tensor>{sum_normalize(mixers::masked_softmax(x[0], mask), -2, 1e-9)};
+        Tensor mask = reshape(valid, {3, 21, 1, 1});
+        Tensor p =
+            transpose(mixers::masked_softmax(transpose(x[0], 1, 3), transpose(mask, 1, 3)), 1, 3);
+        return std::vector<Tensor>{sum_normalize(p, -1, 1e-9)};
       },
-      Inputs{leaf32({3, 2, 16, 21}, 60)});
+      Inputs{leaf32({3, 21, 2, 13}, 60)});
   const Tensor valid64 = token_marks(3, 21, DType::F64);
   CHECK_GRADS([&](const Inputs& x) { return token_softmax_normalize(x[0], x[1], valid64, 1e-3); },
-              (Inputs{rand64({3, 2, 5, 21}, 61), rand64({5}, 65)}));
+              (Inputs{rand64({3, 21, 2, 5}, 61), rand64({5}, 65)}));
   CHECK_GRADS(
       [](const Inputs& x) { return token_softmax_normalize(x[0], Tensor(), Tensor(), 1e-3); },
-      (Inputs{rand64({2, 4, 7}, 62)}));
+      (Inputs{rand64({2, 7, 4}, 62)}));
 }
 
 TEST_CASE(
     "fused: token_softmax_normalize's slot bias cancels, and its gradient is the unfused one") {
-  // The bias is constant along each slot's row of tokens, so the softmax cancels it: the weights
-  // are those without it, and its gradient (what add's broadcast rule sums) is 0 up to rounding.
+  // The bias is constant along each slot's column of tokens, so the softmax cancels it: the
+  // weights are those without it, and its gradient (what add's broadcast rule sums) is 0 up to
+  // rounding.
   const Tensor valid = token_marks(3, 21, DType::F64);
-  Tensor logits = rand64({3, 2, 16, 21}, 66), bias = rand64({16}, 67);
+  Tensor logits = rand64({3, 21, 2, 16}, 66), bias = rand64({16}, 67);
   Tensor with = token_softmax_normalize(logits, bias, valid, 1e-9);
   Tensor without = token_softmax_normalize(logits.detach(), Tensor(), valid, 1e-9);
   CHECK(with.to_double_vector() == without.to_double_vector());
-  Tensor up = rand64({3, 2, 16, 21}, 68, false);
+  Tensor up = rand64({3, 21, 2, 16}, 68, false);
   sum(mul(with, up)).backward();
   Tensor bias2 = bias.detach().clone().set_requires_grad();
-  Tensor unfused =
-      sum_normalize(mixers::masked_softmax(add(logits.detach(), reshape(bias2, {16, 1})),
-                                           reshape(valid, {3, 1, 1, 21})),
-                    -2, 1e-9);
+  Tensor shifted = transpose(add(logits.detach(), bias2), 1, 3);  // [B, S, G, N]
+  Tensor unfused = sum_normalize(
+      transpose(mixers::masked_softmax(shifted, reshape(valid, {3, 1, 1, 21})), 1, 3), -1, 1e-9);
   sum(mul(unfused, up)).backward();
   const std::vector<double> fused_db = bias.grad().to_double_vector(),
                             unfused_db = bias2.grad().to_double_vector();
@@ -403,27 +408,29 @@ TEST_CASE(
 }
 
 TEST_CASE("fused: token_softmax_normalize ignores what invalid tokens hold, and gives them 0") {
+  const Shape shape{3, 21, 2, 13};  // [B, N, G, S]
+  const int64_t total = 3 * 21 * 2 * 13;
   for (DType dtype : {DType::F32, DType::F64}) {
     const Tensor valid = token_marks(3, 21, dtype);
-    std::vector<double> plain = rand64({3, 2, 16, 21}, 63, false).to_double_vector();
+    std::vector<double> plain = rand64(shape, 63, false).to_double_vector();
     std::vector<double> wild = plain;
     const auto invalid = [](int64_t i) {  // example 1's last 8 tokens, all of example 2's
-      const int64_t ex = i / (2 * 16 * 21), n = i % 21;
+      const int64_t ex = i / (21 * 2 * 13), n = (i / (2 * 13)) % 21;
       return ex == 2 || (ex == 1 && n >= 21 - 8);
     };
-    for (int64_t i = 0; i < 3 * 2 * 16 * 21; ++i)
+    for (int64_t i = 0; i < total; ++i)
       if (invalid(i)) wild[i] = i % 2 ? 1e30 : std::numeric_limits<double>::quiet_NaN();
-    Tensor a = Tensor::from_data(plain, {3, 2, 16, 21}).to(dtype).set_requires_grad();
-    Tensor b = Tensor::from_data(wild, {3, 2, 16, 21}).to(dtype).set_requires_grad();
+    Tensor a = Tensor::from_data(plain, shape).to(dtype).set_requires_grad();
+    Tensor b = Tensor::from_data(wild, shape).to(dtype).set_requires_grad();
     Tensor wa = token_softmax_normalize(a, Tensor(), valid, 1e-9),
            wb = token_softmax_normalize(b, Tensor(), valid, 1e-9);
     CHECK(wa.to_double_vector() == wb.to_double_vector());
-    Tensor up = rand64({3, 2, 16, 21}, 64, false).to(dtype);
+    Tensor up = rand64(shape, 64, false).to(dtype);
     sum(mul(wa, up)).backward();
     sum(mul(wb, up)).backward();
     CHECK(a.grad().to_double_vector() == b.grad().to_double_vector());
     const std::vector<double> w = wb.to_double_vector(), g = b.grad().to_double_vector();
-    for (int64_t i = 0; i < 3 * 2 * 16 * 21; ++i)
+    for (int64_t i = 0; i < total; ++i)
       if (invalid(i)) {
         INFO("element " << i);
         CHECK(w[i] == 0.0);

@@ -1,21 +1,23 @@
 // External attention's memory weights (kernels.def: token_softmax_normalize), forward and
-// backward side by side. One item (an example's head) is a [slots, tokens] block, 64 × 49 floats
-// (12.5 KB) in the classifiers, which stays in L1 through all of the kernel's passes. The unfused
-// chain (masked_fill, softmax, a multiply by the "any valid token" mask, sum_normalize) read and
-// wrote the whole [B, h, S, N] tensor four times each way.
+// backward side by side. Logits are [B, N, G, S] (tokens, heads, slots): one example's block is
+// N rows of C = G·S columns, 49 × 256 floats (50 KB) in the classifiers, which stays in L2
+// through all of the kernel's passes. Every column (a head's slot) has a softmax of its own down
+// the tokens, and every row's G segments of S are normalised over the slots. The unfused chain
+// (masked_fill, softmax, a multiply by the "any valid token" mask, sum_normalize) read and wrote
+// the whole tensor four times each way.
 //
-//   forward:   P[s, n] = softmax over the valid n of L[s, ·],  D[n] = eps + Σ_s P[s, n],
-//              W[s, n] = P[s, n] / D[n]
-//   backward:  P = W ∘ D,  dP[s, n] = (dW[s, n] − Σ_s' dW[s', n] W[s', n]) / D[n],
-//              dL[s, n] = P[s, n] (dP[s, n] − Σ_n' P[s, n'] dP[s, n']),
-//              and, when asked, Σ_n dL[s, n]: the gradient of a bias on slot s's row (M_k's),
+//   forward:   P[n, c] = softmax over the valid n of L[·, c],  D[n, g] = eps + Σ_(c in g) P[n, c],
+//              W[n, c] = P[n, c] / D[n, g]
+//   backward:  P = W ∘ D,  dP[n, c] = (dW[n, c] − Σ_(c' in g) dW[n, c'] W[n, c']) / D[n, g],
+//              dL[n, c] = P[n, c] (dP[n, c] − Σ_n' P[n', c] dP[n', c]),
+//              and, when asked, Σ_n dL[n, c]: the gradient of a bias on slot c's logits (M_k's),
 //              which the softmax cancels, so that the forward never adds it
 //
-// Every pass walks the block row after row (a slot's tokens), in address order, with the sums
-// over the slots kept in a row of `tokens` accumulators: passes down the columns (196 bytes a
-// step) waited on every cache line. P is built in W's memory and never stored apart: the backward
-// takes it as W ∘ D (within two roundings of P), which saves a stream each way and the memory of
-// a saved [B, h, S, N] tensor.
+// Every pass walks the block row after row, in address order: the softmax's sums down the
+// columns are kept in a row of C accumulators (the columns are the contiguous axis, so they run
+// in whole vector registers), and the sums over a row's slots are each one segment's. P is built
+// in W's memory and never stored apart: the backward takes it as W ∘ D (within two roundings of
+// P), which saves a stream each way and the memory of a saved [B, N, G, S] tensor.
 #include <algorithm>
 #include <limits>
 #include <type_traits>
@@ -31,208 +33,241 @@
 namespace mixlab {
 namespace {
 
-// ---- any dtype, any build: plain loops ----
+// One example's shape: `tokens` rows of groups · slots columns.
+struct Block {
+  int64_t tokens, groups, slots;
+  int64_t columns() const { return groups * slots; }
+};
+
+// ---- any dtype, any build: plain loops. `scratch` has room for 2 · columns. ----
 template <typename T>
-void forward_item(const T* logits, const T* valid, T* weights, T* denom, int64_t slots,
-                  int64_t tokens, T eps) {
+void forward_example(const T* logits, const T* valid, T* weights, T* denom, Block k, T eps,
+                     T* scratch) {
+  const int64_t cols = k.columns();
   const T lowest = -std::numeric_limits<T>::infinity();
-  std::fill_n(denom, tokens, T(0));
-  for (int64_t s = 0; s < slots; ++s) {  // P's row into W's memory, and D's sums
-    const T* row = logits + s * tokens;
-    T* p = weights + s * tokens;
-    T hi = lowest;
-    for (int64_t n = 0; n < tokens; ++n)
-      if ((!valid || valid[n] != T(0)) && row[n] > hi) hi = row[n];
-    if (hi == lowest) {  // no valid token: every weight is 0
-      std::fill_n(p, tokens, T(0));
-      continue;
-    }
-    T total = 0;
-    for (int64_t n = 0; n < tokens; ++n) {
-      p[n] = (!valid || valid[n] != T(0)) ? cpu::exp_of(row[n] - hi) : T(0);
-      total += p[n];
-    }
-    const T inv = T(1) / total;
-    for (int64_t n = 0; n < tokens; ++n) denom[n] += (p[n] *= inv);
+  const auto counts = [valid](int64_t n) { return !valid || valid[n] != T(0); };
+  T* hi = scratch;          // each column's largest valid logit (its shift)
+  T* inv = scratch + cols;  // Σ e down each column, then its inverse
+  std::fill_n(hi, cols, lowest);
+  for (int64_t n = 0; n < k.tokens; ++n)
+    if (counts(n))
+      for (int64_t c = 0; c < cols; ++c) hi[c] = std::max(hi[c], logits[n * cols + c]);
+  for (int64_t c = 0; c < cols; ++c) {
+    if (hi[c] == lowest) hi[c] = 0;  // no valid token (or only -inf): e = 0 down the column
+    inv[c] = 0;
   }
-  for (int64_t n = 0; n < tokens; ++n) denom[n] += eps;
-  for (int64_t s = 0; s < slots; ++s)
-    for (int64_t n = 0; n < tokens; ++n) weights[s * tokens + n] /= denom[n];
+  for (int64_t n = 0; n < k.tokens; ++n) {
+    T* e = weights + n * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      e[c] = counts(n) ? cpu::exp_of(logits[n * cols + c] - hi[c]) : T(0);
+      inv[c] += e[c];
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) inv[c] = inv[c] > T(0) ? T(1) / inv[c] : T(0);
+  for (int64_t n = 0; n < k.tokens; ++n)
+    for (int64_t g = 0; g < k.groups; ++g) {
+      T* p = weights + n * cols + g * k.slots;
+      const T* scale = inv + g * k.slots;
+      T total = 0;
+      for (int64_t s = 0; s < k.slots; ++s) total += (p[s] *= scale[s]);
+      total += eps;
+      denom[n * k.groups + g] = total;
+      for (int64_t s = 0; s < k.slots; ++s) p[s] /= total;
+    }
 }
 
-// `slot_sums` (null: not wanted) gets each slot's row sum of dL.
+// `sums` (null: not wanted) gets each column's sum of dL.
 template <typename T>
-void backward_item(const T* dweights, const T* weights, const T* denom, T* dlogits, T* slot_sums,
-                   int64_t slots, int64_t tokens, T* dot) {
-  std::fill_n(dot, tokens, T(0));
-  for (int64_t s = 0; s < slots; ++s)
-    for (int64_t n = 0; n < tokens; ++n)
-      dot[n] += dweights[s * tokens + n] * weights[s * tokens + n];
-  for (int64_t s = 0; s < slots; ++s) {
-    const T* dw = dweights + s * tokens;
-    const T* w = weights + s * tokens;
-    T* d = dlogits + s * tokens;
-    T along = 0;
-    for (int64_t n = 0; n < tokens; ++n) {
-      d[n] = (dw[n] - dot[n]) / denom[n];
-      along += w[n] * denom[n] * d[n];
+void backward_example(const T* dweights, const T* weights, const T* denom, T* dlogits, T* sums,
+                      Block k, T* scratch) {
+  const int64_t cols = k.columns();
+  T* along = scratch;  // Σ_n P ∘ dP down each column
+  std::fill_n(along, cols, T(0));
+  for (int64_t n = 0; n < k.tokens; ++n)
+    for (int64_t g = 0; g < k.groups; ++g) {
+      const int64_t at = n * cols + g * k.slots;
+      const T* dw = dweights + at;
+      const T* w = weights + at;
+      T* d = dlogits + at;
+      const T den = denom[n * k.groups + g];
+      T dot = 0;
+      for (int64_t s = 0; s < k.slots; ++s) dot += dw[s] * w[s];
+      for (int64_t s = 0; s < k.slots; ++s) {
+        d[s] = (dw[s] - dot) / den;
+        along[g * k.slots + s] += w[s] * den * d[s];
+      }
     }
-    T total = 0;
-    for (int64_t n = 0; n < tokens; ++n) total += (d[n] = w[n] * denom[n] * (d[n] - along));
-    if (slot_sums) slot_sums[s] = total;
-  }
+  if (sums) std::fill_n(sums, cols, T(0));
+  for (int64_t n = 0; n < k.tokens; ++n)
+    for (int64_t g = 0; g < k.groups; ++g) {
+      const int64_t at = n * cols + g * k.slots, c0 = g * k.slots;
+      const T den = denom[n * k.groups + g];
+      T* d = dlogits + at;
+      for (int64_t s = 0; s < k.slots; ++s) {
+        d[s] = weights[at + s] * den * (d[s] - along[c0 + s]);
+        if (sums) sums[c0 + s] += d[s];
+      }
+    }
 }
 
 #if defined(MIXLAB_HAS_LANES)
-// ---- float32 in vector registers: the tokens in whole registers (kWidth at a time: 48 of 49
-// with AVX2 or AVX-512), the last tokens % kWidth one at a time. No masked loads or stores (on
-// AMD's AVX2 a masked store costs several plain ones, and a row of 49 had two a pass), no
-// log-sum-exp per row (softmax_row's std::log), no division in a loop. ----
+// ---- float32 in vector registers: the columns in whole registers (kWidth at a time), the last
+// columns % kWidth (of a row, or of a head's segment of slots) one at a time. No masked loads or
+// stores (on AMD's AVX2 a masked store costs several plain ones), no division in a loop. ----
 using cpu::Lanes;
+constexpr int64_t kW = Lanes::kWidth;
 
-// `scratch` has room for max(slots, tokens) floats.
-void forward_item_lanes(const float* logits, const float* valid, float* weights, float* denom,
-                        int64_t slots, int64_t tokens, float eps, float* scratch) {
-  constexpr int64_t kW = Lanes::kWidth;
-  const int64_t full = tokens - tokens % kW;
-  const float lowest = -std::numeric_limits<float>::infinity();
-  const auto counts = [valid](int64_t n) { return !valid || valid[n] != 0.0f; };
-  float* inv_sum = scratch;
-  // Along each slot's row: e = exp(L − max) at the valid tokens, 0 elsewhere (into W's memory),
-  // and inv_sum[s] = 1 / Σ e (0 when no token is valid).
-  for (int64_t s = 0; s < slots; ++s) {
-    const float* row = logits + s * tokens;
-    float* e = weights + s * tokens;
-    Lanes::V hi_v = Lanes::set1(lowest);
-    for (int64_t n = 0; n < full; n += kW) {
-      Lanes::V v = Lanes::loadu(row + n);
-      if (valid) v = Lanes::keep_marked(Lanes::loadu(valid + n), v, Lanes::set1(lowest));
-      hi_v = Lanes::max(v, hi_v);
-    }
-    float hi = Lanes::max_of(hi_v);
-    for (int64_t n = full; n < tokens; ++n)
-      if (counts(n) && row[n] > hi) hi = row[n];
-    if (hi == lowest) {  // no valid token
-      std::fill_n(e, tokens, 0.0f);
-      inv_sum[s] = 0.0f;
-      continue;
-    }
-    const Lanes::V shift = Lanes::set1(hi);
-    Lanes::V total_v = Lanes::zero();
-    for (int64_t n = 0; n < full; n += kW) {
-      Lanes::V x = cpu::vector_math::exp_of(Lanes::sub(Lanes::loadu(row + n), shift));
-      if (valid) x = Lanes::keep_marked(Lanes::loadu(valid + n), x, Lanes::zero());
-      Lanes::storeu(e + n, x);
-      total_v = Lanes::add(total_v, x);
-    }
-    float total = Lanes::sum(total_v);
-    for (int64_t n = full; n < tokens; ++n) {
-      e[n] = counts(n) ? cpu::exp_of(row[n] - hi) : 0.0f;
-      total += e[n];
-    }
-    inv_sum[s] = 1.0f / total;
-  }
-  // P = e / Σ e in place, and D = eps + Σ_s P.
-  std::fill_n(denom, tokens, 0.0f);
-  for (int64_t s = 0; s < slots; ++s) {
-    float* p = weights + s * tokens;
-    const Lanes::V scale = Lanes::set1(inv_sum[s]);
-    for (int64_t n = 0; n < full; n += kW) {
-      const Lanes::V x = Lanes::mul(Lanes::loadu(p + n), scale);
-      Lanes::storeu(p + n, x);
-      Lanes::storeu(denom + n, Lanes::add(Lanes::loadu(denom + n), x));
-    }
-    for (int64_t n = full; n < tokens; ++n) denom[n] += (p[n] *= inv_sum[s]);
-  }
-  float* inv_denom = scratch;  // inv_sum is done with
-  for (int64_t n = 0; n < tokens; ++n) {
-    denom[n] += eps;
-    inv_denom[n] = 1.0f / denom[n];
-  }
-  for (int64_t s = 0; s < slots; ++s) {  // W = P / D in place
-    float* w = weights + s * tokens;
-    for (int64_t n = 0; n < full; n += kW)
-      Lanes::storeu(w + n, Lanes::mul(Lanes::loadu(w + n), Lanes::loadu(inv_denom + n)));
-    for (int64_t n = full; n < tokens; ++n) w[n] *= inv_denom[n];
-  }
+// Σ x[s] over a segment of `slots` floats (whole registers, then the rest in order).
+inline float segment_sum(const float* x, int64_t slots) {
+  const int64_t full = slots - slots % kW;
+  Lanes::V acc = Lanes::zero();
+  for (int64_t s = 0; s < full; s += kW) acc = Lanes::add(acc, Lanes::loadu(x + s));
+  float total = Lanes::sum(acc);
+  for (int64_t s = full; s < slots; ++s) total += x[s];
+  return total;
 }
 
-// `scratch` has room for 2 · tokens floats; `slot_sums` (null: not wanted) gets each slot's row
-// sum of dL.
-void backward_item_lanes(const float* dweights, const float* weights, const float* denom,
-                         float* dlogits, float* slot_sums, int64_t slots, int64_t tokens,
-                         float* scratch) {
-  constexpr int64_t kW = Lanes::kWidth;
-  const int64_t full = tokens - tokens % kW;
-  float* dot = scratch;  // Σ_s dW ∘ W per token
-  float* inv_denom = scratch + tokens;
-  std::fill_n(dot, tokens, 0.0f);
-  for (int64_t s = 0; s < slots; ++s) {
-    const float* dw = dweights + s * tokens;
-    const float* w = weights + s * tokens;
-    for (int64_t n = 0; n < full; n += kW)
-      Lanes::storeu(dot + n,
-                    Lanes::fmadd(Lanes::loadu(dw + n), Lanes::loadu(w + n), Lanes::loadu(dot + n)));
-    for (int64_t n = full; n < tokens; ++n) dot[n] += dw[n] * w[n];
+void forward_example_lanes(const float* logits, const float* valid, float* weights, float* denom,
+                           Block k, float eps, float* scratch) {
+  const int64_t cols = k.columns(), full = cols - cols % kW;
+  const float lowest = -std::numeric_limits<float>::infinity();
+  const auto counts = [valid](int64_t n) { return !valid || valid[n] != 0.0f; };
+  float* hi = scratch;
+  float* inv = scratch + cols;
+  std::fill_n(hi, cols, lowest);
+  for (int64_t n = 0; n < k.tokens; ++n) {
+    if (!counts(n)) continue;
+    const float* row = logits + n * cols;
+    for (int64_t c = 0; c < full; c += kW)
+      Lanes::storeu(hi + c, Lanes::max(Lanes::loadu(row + c), Lanes::loadu(hi + c)));
+    for (int64_t c = full; c < cols; ++c) hi[c] = std::max(hi[c], row[c]);
   }
-  for (int64_t n = 0; n < tokens; ++n) inv_denom[n] = 1.0f / denom[n];
-  // Per slot's row: dP = (dW − dot) / D into dL with Σ_n P ∘ dP on the way (P = W ∘ D), then
-  // dL = P (dP − Σ) over the row, still in L1.
-  for (int64_t s = 0; s < slots; ++s) {
-    const float* dw = dweights + s * tokens;
-    const float* w = weights + s * tokens;
-    float* d = dlogits + s * tokens;
-    Lanes::V along_v = Lanes::zero();
-    for (int64_t n = 0; n < full; n += kW) {
-      const Lanes::V dp = Lanes::mul(Lanes::sub(Lanes::loadu(dw + n), Lanes::loadu(dot + n)),
-                                     Lanes::loadu(inv_denom + n));
-      Lanes::storeu(d + n, dp);
-      const Lanes::V p = Lanes::mul(Lanes::loadu(w + n), Lanes::loadu(denom + n));
-      along_v = Lanes::fmadd(p, dp, along_v);
-    }
-    float along = Lanes::sum(along_v);
-    for (int64_t n = full; n < tokens; ++n) {
-      d[n] = (dw[n] - dot[n]) * inv_denom[n];
-      along += w[n] * denom[n] * d[n];
-    }
-    const Lanes::V along_b = Lanes::set1(along);
-    Lanes::V total_v = Lanes::zero();
-    for (int64_t n = 0; n < full; n += kW) {
-      const Lanes::V p = Lanes::mul(Lanes::loadu(w + n), Lanes::loadu(denom + n));
-      const Lanes::V dl = Lanes::mul(p, Lanes::sub(Lanes::loadu(d + n), along_b));
-      Lanes::storeu(d + n, dl);
-      total_v = Lanes::add(total_v, dl);
-    }
-    float total = Lanes::sum(total_v);
-    for (int64_t n = full; n < tokens; ++n) total += (d[n] = w[n] * denom[n] * (d[n] - along));
-    if (slot_sums) slot_sums[s] = total;
+  for (int64_t c = 0; c < cols; ++c) {
+    if (hi[c] == lowest) hi[c] = 0.0f;  // no valid token (or only -inf): e = 0 down the column
+    inv[c] = 0.0f;
   }
+  // e = exp(L − shift) at the valid tokens, 0 elsewhere (into W's memory), summed down columns.
+  for (int64_t n = 0; n < k.tokens; ++n) {
+    float* e = weights + n * cols;
+    if (!counts(n)) {
+      std::fill_n(e, cols, 0.0f);
+      continue;
+    }
+    const float* row = logits + n * cols;
+    for (int64_t c = 0; c < full; c += kW) {
+      const Lanes::V x =
+          cpu::vector_math::exp_of(Lanes::sub(Lanes::loadu(row + c), Lanes::loadu(hi + c)));
+      Lanes::storeu(e + c, x);
+      Lanes::storeu(inv + c, Lanes::add(Lanes::loadu(inv + c), x));
+    }
+    for (int64_t c = full; c < cols; ++c) inv[c] += (e[c] = cpu::exp_of(row[c] - hi[c]));
+  }
+  for (int64_t c = 0; c < cols; ++c) inv[c] = inv[c] > 0.0f ? 1.0f / inv[c] : 0.0f;
+  // P = e / Σ e in place, D = eps + Σ over each segment's slots, W = P / D.
+  const int64_t full_slots = k.slots - k.slots % kW;
+  for (int64_t n = 0; n < k.tokens; ++n)
+    for (int64_t g = 0; g < k.groups; ++g) {
+      float* p = weights + n * cols + g * k.slots;
+      const float* scale = inv + g * k.slots;
+      Lanes::V acc = Lanes::zero();
+      for (int64_t s = 0; s < full_slots; s += kW) {
+        const Lanes::V x = Lanes::mul(Lanes::loadu(p + s), Lanes::loadu(scale + s));
+        Lanes::storeu(p + s, x);
+        acc = Lanes::add(acc, x);
+      }
+      float total = Lanes::sum(acc);
+      for (int64_t s = full_slots; s < k.slots; ++s) total += (p[s] *= scale[s]);
+      total += eps;
+      denom[n * k.groups + g] = total;
+      const float r = 1.0f / total;
+      const Lanes::V r_v = Lanes::set1(r);
+      for (int64_t s = 0; s < full_slots; s += kW)
+        Lanes::storeu(p + s, Lanes::mul(Lanes::loadu(p + s), r_v));
+      for (int64_t s = full_slots; s < k.slots; ++s) p[s] *= r;
+    }
+}
+
+void backward_example_lanes(const float* dweights, const float* weights, const float* denom,
+                            float* dlogits, float* sums, Block k, float* scratch) {
+  const int64_t cols = k.columns(), full_slots = k.slots - k.slots % kW;
+  float* along = scratch;
+  std::fill_n(along, cols, 0.0f);
+  // dP = (dW − Σ_s dW ∘ W) / D into dL, and Σ_n P ∘ dP down the columns (P = W ∘ D).
+  for (int64_t n = 0; n < k.tokens; ++n)
+    for (int64_t g = 0; g < k.groups; ++g) {
+      const int64_t at = n * cols + g * k.slots;
+      const float* dw = dweights + at;
+      const float* w = weights + at;
+      float* d = dlogits + at;
+      float* col = along + g * k.slots;
+      const float den = denom[n * k.groups + g], inv_den = 1.0f / den;
+      Lanes::V dot_v = Lanes::zero();
+      for (int64_t s = 0; s < full_slots; s += kW)
+        dot_v = Lanes::fmadd(Lanes::loadu(dw + s), Lanes::loadu(w + s), dot_v);
+      float dot = Lanes::sum(dot_v);
+      for (int64_t s = full_slots; s < k.slots; ++s) dot += dw[s] * w[s];
+      const Lanes::V dot_b = Lanes::set1(dot), inv_b = Lanes::set1(inv_den),
+                     den_b = Lanes::set1(den);
+      for (int64_t s = 0; s < full_slots; s += kW) {
+        const Lanes::V dp = Lanes::mul(Lanes::sub(Lanes::loadu(dw + s), dot_b), inv_b);
+        Lanes::storeu(d + s, dp);
+        const Lanes::V p = Lanes::mul(Lanes::loadu(w + s), den_b);
+        Lanes::storeu(col + s, Lanes::fmadd(p, dp, Lanes::loadu(col + s)));
+      }
+      for (int64_t s = full_slots; s < k.slots; ++s) {
+        d[s] = (dw[s] - dot) * inv_den;
+        col[s] += w[s] * den * d[s];
+      }
+    }
+  // dL = P (dP − Σ_n P ∘ dP), and its sums down the columns when asked.
+  if (sums) std::fill_n(sums, cols, 0.0f);
+  for (int64_t n = 0; n < k.tokens; ++n)
+    for (int64_t g = 0; g < k.groups; ++g) {
+      const int64_t at = n * cols + g * k.slots;
+      const float* w = weights + at;
+      float* d = dlogits + at;
+      const float* col = along + g * k.slots;
+      float* total = sums ? sums + g * k.slots : nullptr;
+      const float den = denom[n * k.groups + g];
+      const Lanes::V den_b = Lanes::set1(den);
+      for (int64_t s = 0; s < full_slots; s += kW) {
+        const Lanes::V p = Lanes::mul(Lanes::loadu(w + s), den_b);
+        const Lanes::V dl = Lanes::mul(p, Lanes::sub(Lanes::loadu(d + s), Lanes::loadu(col + s)));
+        Lanes::storeu(d + s, dl);
+        if (total) Lanes::storeu(total + s, Lanes::add(Lanes::loadu(total + s), dl));
+      }
+      for (int64_t s = full_slots; s < k.slots; ++s) {
+        d[s] = w[s] * den * (d[s] - col[s]);
+        if (total) total[s] += d[s];
+      }
+    }
 }
 #endif
 
 }  // namespace
 
 void CpuBackend::token_softmax_normalize(const View& logits, const View& valid, const View& weights,
-                                         const View& denom, int64_t items, int64_t groups,
-                                         int64_t slots, int64_t tokens, double eps) {
+                                         const View& denom, int64_t batch, int64_t tokens,
+                                         int64_t groups, int64_t slots, double eps) {
   dispatch_floating(logits.dtype, "token_softmax_normalize", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t block = slots * tokens;
-    parallel_for(items, cpu::rows_per_task(block), [&](int64_t ib, int64_t ie) {
-      thread_local std::vector<float> scratch;  // the lanes' 1 / Σ e per slot, then 1 / D
-      scratch.resize(static_cast<size_t>(std::max(slots, tokens)));
-      for (int64_t i = ib; i < ie; ++i) {
-        const T* mask = valid.data ? valid.as<T>() + (i / groups) * tokens : nullptr;
-        const T* l = logits.as<T>() + i * block;
-        T* w = weights.as<T>() + i * block;
-        T* d = denom.as<T>() + i * tokens;
+    const Block k{tokens, groups, slots};
+    const int64_t block = tokens * k.columns();
+    parallel_for(batch, cpu::rows_per_task(block), [&](int64_t b0, int64_t b1) {
+      thread_local std::vector<T> scratch;  // the columns' shifts and 1 / Σ e
+      scratch.resize(static_cast<size_t>(2 * k.columns()));
+      for (int64_t b = b0; b < b1; ++b) {
+        const T* mask = valid.data ? valid.as<T>() + b * tokens : nullptr;
+        const T* l = logits.as<T>() + b * block;
+        T* w = weights.as<T>() + b * block;
+        T* d = denom.as<T>() + b * tokens * groups;
 #if defined(MIXLAB_HAS_LANES)
         if constexpr (std::is_same_v<T, float>) {
-          forward_item_lanes(l, mask, w, d, slots, tokens, static_cast<float>(eps), scratch.data());
+          forward_example_lanes(l, mask, w, d, k, static_cast<float>(eps), scratch.data());
           continue;
         }
 #endif
-        forward_item<T>(l, mask, w, d, slots, tokens, static_cast<T>(eps));
+        forward_example<T>(l, mask, w, d, k, static_cast<T>(eps), scratch.data());
       }
     });
   });
@@ -240,27 +275,28 @@ void CpuBackend::token_softmax_normalize(const View& logits, const View& valid, 
 
 void CpuBackend::token_softmax_normalize_backward(const View& dweights, const View& weights,
                                                   const View& denom, const View& dlogits,
-                                                  const View& slot_sums, int64_t items,
-                                                  int64_t slots, int64_t tokens) {
+                                                  const View& slot_sums, int64_t batch,
+                                                  int64_t tokens, int64_t groups, int64_t slots) {
   dispatch_floating(dweights.dtype, "token_softmax_normalize_backward", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t block = slots * tokens;
-    parallel_for(items, cpu::rows_per_task(block), [&](int64_t ib, int64_t ie) {
-      thread_local std::vector<T> scratch;  // Σ_s dW ∘ W per token (and the lanes' 1 / D)
-      scratch.resize(static_cast<size_t>(2 * tokens));
-      for (int64_t i = ib; i < ie; ++i) {
-        const T* dw = dweights.as<T>() + i * block;
-        const T* w = weights.as<T>() + i * block;
-        const T* d = denom.as<T>() + i * tokens;
-        T* dl = dlogits.as<T>() + i * block;
-        T* sums = slot_sums.data ? slot_sums.as<T>() + i * slots : nullptr;
+    const Block k{tokens, groups, slots};
+    const int64_t block = tokens * k.columns();
+    parallel_for(batch, cpu::rows_per_task(block), [&](int64_t b0, int64_t b1) {
+      thread_local std::vector<T> scratch;  // Σ_n P ∘ dP down each column
+      scratch.resize(static_cast<size_t>(k.columns()));
+      for (int64_t b = b0; b < b1; ++b) {
+        const T* dw = dweights.as<T>() + b * block;
+        const T* w = weights.as<T>() + b * block;
+        const T* d = denom.as<T>() + b * tokens * groups;
+        T* dl = dlogits.as<T>() + b * block;
+        T* sums = slot_sums.data ? slot_sums.as<T>() + b * k.columns() : nullptr;
 #if defined(MIXLAB_HAS_LANES)
         if constexpr (std::is_same_v<T, float>) {
-          backward_item_lanes(dw, w, d, dl, sums, slots, tokens, scratch.data());
+          backward_example_lanes(dw, w, d, dl, sums, k, scratch.data());
           continue;
         }
 #endif
-        backward_item<T>(dw, w, d, dl, sums, slots, tokens, scratch.data());
+        backward_example<T>(dw, w, d, dl, sums, k, scratch.data());
       }
     });
   });

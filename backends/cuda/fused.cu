@@ -366,11 +366,12 @@ void CudaBackend::spatial_gate_backward(const View& dy, const View& g, const Vie
 }
 
 // External attention's memory weights (kernels.def: token_softmax_normalize): one thread block
-// per item's [slots, tokens] block (grid_for(items, 1): a block per item, grid-stride beyond the
-// cap). The softmax runs along a slot's row (one thread per slot), the
-// slot sums down a token's column (one thread per token); __syncthreads between the phases makes
-// the first phase's writes to global memory visible to the block's other threads. P is built in
-// W's memory, and the backward takes it as W · D, as the CPU's kernel does.
+// per example's [tokens, groups · slots] block (grid_for(batch, 1): a block per example,
+// grid-stride beyond the cap). The softmax runs down a column (one thread per head's slot: the
+// columns are contiguous, so a warp's reads coalesce), the slot sums along a (token, head)
+// segment of a row (one thread per segment); __syncthreads between the phases makes the first
+// phase's writes to global memory visible to the block's other threads. P is built in W's
+// memory, and the backward takes it as W · D, as the CPU's kernel does.
 namespace cuda {
 namespace {
 
@@ -378,67 +379,73 @@ constexpr int kItemBlock = 128;
 
 template <typename T>
 __global__ void token_softmax_normalize_kernel(const T* logits, const T* valid, T* weights,
-                                               T* denom, int64_t items, int64_t groups,
-                                               int64_t slots, int64_t tokens, T eps) {
-  const int64_t block = slots * tokens;
-  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
-    const T* mask = valid ? valid + (i / groups) * tokens : nullptr;
-    const T* l = logits + i * block;
-    T* w = weights + i * block;
-    for (int64_t s = threadIdx.x; s < slots; s += blockDim.x) {  // P's row, into W
-      const T* row = l + s * tokens;
-      T* p = w + s * tokens;
-      T hi = 0;  // set by the first valid token
+                                               T* denom, int64_t batch, int64_t tokens,
+                                               int64_t groups, int64_t slots, T eps) {
+  const int64_t cols = groups * slots, block = tokens * cols;
+  for (int64_t b = blockIdx.x; b < batch; b += gridDim.x) {
+    const T* mask = valid ? valid + b * tokens : nullptr;
+    const T* l = logits + b * block;
+    T* w = weights + b * block;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {  // P down a column, into W
+      T hi = 0;                                                 // set by the first valid token
       bool any = false;
       for (int64_t n = 0; n < tokens; ++n)
         if (!mask || mask[n] != T(0)) {
-          hi = any ? (row[n] > hi ? row[n] : hi) : row[n];
+          const T x = l[n * cols + c];
+          hi = any ? (x > hi ? x : hi) : x;
           any = true;
         }
       T total = 0;
       for (int64_t n = 0; n < tokens; ++n) {
-        p[n] = any && (!mask || mask[n] != T(0)) ? CudaMath::exp(row[n] - hi) : T(0);
-        total += p[n];
+        const T e = any && (!mask || mask[n] != T(0)) ? CudaMath::exp(l[n * cols + c] - hi) : T(0);
+        w[n * cols + c] = e;
+        total += e;
       }
-      const T inv = any ? T(1) / total : T(0);
-      for (int64_t n = 0; n < tokens; ++n) p[n] *= inv;
+      const T inv = total > T(0) ? T(1) / total : T(0);
+      for (int64_t n = 0; n < tokens; ++n) w[n * cols + c] *= inv;
     }
     __syncthreads();
-    for (int64_t n = threadIdx.x; n < tokens; n += blockDim.x) {  // D and W down a column
+    for (int64_t r = threadIdx.x; r < tokens * groups; r += blockDim.x) {  // D and W per segment
+      T* p = w + r * slots;  // row r / groups, head r % groups
       T total = 0;
-      for (int64_t s = 0; s < slots; ++s) total += w[s * tokens + n];
+      for (int64_t s = 0; s < slots; ++s) total += p[s];
       total += eps;
-      denom[i * tokens + n] = total;
-      for (int64_t s = 0; s < slots; ++s) w[s * tokens + n] /= total;
+      denom[b * tokens * groups + r] = total;
+      for (int64_t s = 0; s < slots; ++s) p[s] /= total;
     }
-    __syncthreads();  // the next item's first phase must not overtake this one's readers
+    __syncthreads();  // the next example's first phase must not overtake this one's readers
   }
 }
 
 template <typename T>
 __global__ void token_softmax_normalize_backward_kernel(const T* dweights, const T* weights,
                                                         const T* denom, T* dlogits, T* slot_sums,
-                                                        int64_t items, int64_t slots,
-                                                        int64_t tokens) {
-  const int64_t block = slots * tokens;
-  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
-    const T* dw = dweights + i * block;
-    const T* w = weights + i * block;
-    const T* d = denom + i * tokens;
-    T* dl = dlogits + i * block;
-    for (int64_t n = threadIdx.x; n < tokens; n += blockDim.x) {  // dP down a token's column
+                                                        int64_t batch, int64_t tokens,
+                                                        int64_t groups, int64_t slots) {
+  const int64_t cols = groups * slots, block = tokens * cols;
+  for (int64_t b = blockIdx.x; b < batch; b += gridDim.x) {
+    const T* dw = dweights + b * block;
+    const T* w = weights + b * block;
+    const T* d = denom + b * tokens * groups;
+    T* dl = dlogits + b * block;
+    for (int64_t r = threadIdx.x; r < tokens * groups; r += blockDim.x) {  // dP per segment
+      const int64_t at = r * slots;
       T dot = 0;
-      for (int64_t s = 0; s < slots; ++s) dot += dw[s * tokens + n] * w[s * tokens + n];
-      for (int64_t s = 0; s < slots; ++s) dl[s * tokens + n] = (dw[s * tokens + n] - dot) / d[n];
+      for (int64_t s = 0; s < slots; ++s) dot += dw[at + s] * w[at + s];
+      for (int64_t s = 0; s < slots; ++s) dl[at + s] = (dw[at + s] - dot) / d[r];
     }
     __syncthreads();
-    for (int64_t s = threadIdx.x; s < slots; s += blockDim.x) {  // dL along a slot's row
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {  // dL down a column
+      const int64_t g = c / slots;
       T along = 0;
-      for (int64_t n = 0; n < tokens; ++n) along += w[s * tokens + n] * d[n] * dl[s * tokens + n];
-      T total = 0;
       for (int64_t n = 0; n < tokens; ++n)
-        total += (dl[s * tokens + n] = w[s * tokens + n] * d[n] * (dl[s * tokens + n] - along));
-      if (slot_sums) slot_sums[i * slots + s] = total;
+        along += w[n * cols + c] * d[n * groups + g] * dl[n * cols + c];
+      T total = 0;
+      for (int64_t n = 0; n < tokens; ++n) {
+        const int64_t at = n * cols + c;
+        total += (dl[at] = w[at] * d[n * groups + g] * (dl[at] - along));
+      }
+      if (slot_sums) slot_sums[b * cols + c] = total;
     }
     __syncthreads();
   }
@@ -448,31 +455,31 @@ __global__ void token_softmax_normalize_backward_kernel(const T* dweights, const
 }  // namespace cuda
 
 void CudaBackend::token_softmax_normalize(const View& logits, const View& valid,
-                                          const View& weights, const View& denom, int64_t items,
-                                          int64_t groups, int64_t slots, int64_t tokens,
+                                          const View& weights, const View& denom, int64_t batch,
+                                          int64_t tokens, int64_t groups, int64_t slots,
                                           double eps) {
-  if (items * slots * tokens == 0) return;
+  if (batch * tokens * groups * slots == 0) return;
   activate();
   dispatch_floating(logits.dtype, "token_softmax_normalize", [&](auto tag) {
     using T = decltype(tag);
-    token_softmax_normalize_kernel<T><<<grid_for(items, 1), kItemBlock, 0, stream_>>>(
-        logits.as<T>(), valid.data ? valid.as<T>() : nullptr, weights.as<T>(), denom.as<T>(), items,
-        groups, slots, tokens, static_cast<T>(eps));
+    token_softmax_normalize_kernel<T><<<grid_for(batch, 1), kItemBlock, 0, stream_>>>(
+        logits.as<T>(), valid.data ? valid.as<T>() : nullptr, weights.as<T>(), denom.as<T>(), batch,
+        tokens, groups, slots, static_cast<T>(eps));
   });
   check_launch("token_softmax_normalize");
 }
 
 void CudaBackend::token_softmax_normalize_backward(const View& dweights, const View& weights,
                                                    const View& denom, const View& dlogits,
-                                                   const View& slot_sums, int64_t items,
-                                                   int64_t slots, int64_t tokens) {
-  if (items * slots * tokens == 0) return;
+                                                   const View& slot_sums, int64_t batch,
+                                                   int64_t tokens, int64_t groups, int64_t slots) {
+  if (batch * tokens * groups * slots == 0) return;
   activate();
   dispatch_floating(dweights.dtype, "token_softmax_normalize_backward", [&](auto tag) {
     using T = decltype(tag);
-    token_softmax_normalize_backward_kernel<T><<<grid_for(items, 1), kItemBlock, 0, stream_>>>(
+    token_softmax_normalize_backward_kernel<T><<<grid_for(batch, 1), kItemBlock, 0, stream_>>>(
         dweights.as<T>(), weights.as<T>(), denom.as<T>(), dlogits.as<T>(),
-        slot_sums.data ? slot_sums.as<T>() : nullptr, items, slots, tokens);
+        slot_sums.data ? slot_sums.as<T>() : nullptr, batch, tokens, groups, slots);
   });
   check_launch("token_softmax_normalize_backward");
 }

@@ -21,6 +21,13 @@
 // row whose prefix holds no valid token (a length-0 example) gives A = 0, never NaN; a padded
 // row's output is then the bias path M_v's b, W_p, b_p, like §0's fully masked rows.
 // Parameter names: w_t, m_k, m_v, w_p (Linear layers: .weight [out, in], .bias).
+//
+// Layout: everything between W_t and W_p stays [B, N, e·h, ·] (token, head, then slot or
+// feature). The heads are consecutive pieces of X''s rows, so each memory is one product over all
+// B·N·e·h rows (4 heads of 32 against 64 slots at 49 tokens: [25088 × 32] × [32 × 64]), where a
+// head-major layout [B, e·h, N, ·] made 512 products of [64 × 32] × [32 × 49] (at 38-43 GFLOP/s),
+// and O is already the merged heads (no copy). The softmax over the tokens then runs down
+// columns, in token_softmax_normalize's kernel.
 #include "core/random.h"
 #include "nn/init.h"
 #include "nn/layers.h"
@@ -60,29 +67,26 @@ class ExternalAttention : public Mixer {
 
   Tensor forward(const Tensor& x, const MixerContext& ctx) override {
     check_input(x, ctx);
-    if (!config_.causal) {
-      // The token softmax (invalid tokens get weight 0) and the slot normalisation, one kernel
-      // on Ãᵀ [B, e·h, S, N], where the tokens are the last, contiguous axis; everything up to
-      // Oᵀ stays in that layout: the products take the transposes as flags and nothing is copied
-      // to move an axis.
+    if (!config_.causal)  // the token softmax (invalid tokens get weight 0) and the slot
+      // normalisation in one kernel; M_k's bias cancels in the softmax over the tokens and is the
+      // kernel's to take (its gradient only)
       return read_memory(
-          token_softmax_normalize(memory_logits_t(x), m_k->bias, ctx.valid, kSlotSumEps));
-    }
-    // Causal: the prefix softmax over tokens.
-    Tensor logits = memory_logits(x);  // Ã [B, e·h, N, S]
-    Tensor token_valid;                // [B, 1, N, 1]
+          token_softmax_normalize(memory_logits(x, false), m_k->bias, ctx.valid, kSlotSumEps));
+    // Causal: the prefix softmax over tokens (axis 1).
+    Tensor logits = memory_logits(x, true);  // Ã [B, N, e·h, S]
+    Tensor token_valid;                      // [B, N, 1, 1]
     if (ctx.valid.defined()) {
-      token_valid = reshape(ctx.valid, {x.size(0), 1, x.size(1), 1});
+      token_valid = reshape(ctx.valid, {x.size(0), x.size(1), 1, 1});
       logits = masked_fill(logits, add(neg(token_valid), 1.0), -1e30);
     }
-    Tensor a_hat = exp(sub(logits, logcumsumexp(logits, 2)));
+    Tensor a_hat = exp(sub(logits, logcumsumexp(logits, 1)));
     if (token_valid.defined()) a_hat = mul(a_hat, token_valid);
-    return read_memory(slot_normalised(a_hat));
+    return read_memory(sum_normalize(a_hat, -1, kSlotSumEps));
   }
 
   // Incremental decoding: the running log-sum-exp over earlier positions, per (head, slot).
   struct Cache : MixerCache {
-    Tensor lse;  // [B, e·h, 1, S]
+    Tensor lse;  // [B, 1, e·h, S]
     std::vector<Tensor*> batch_tensors() override { return {&lse}; }
     bool reorderable() const override { return true; }
   };
@@ -90,42 +94,33 @@ class ExternalAttention : public Mixer {
 
   Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext&) override {
     auto& cache = begin_step<Cache>(x_t, base);
-    Tensor logits = memory_logits(x_t);  // [B, e·h, 1, S]
+    Tensor logits = memory_logits(x_t, true);  // [B, 1, e·h, S]
     // The same recursion as the full forward's logcumsumexp, continued from the cached value.
     cache.lse = cache.lse.defined()
-                    ? contiguous(narrow(logcumsumexp(concat({cache.lse, logits}, 2), 2), 2, 1, 1))
+                    ? contiguous(narrow(logcumsumexp(concat({cache.lse, logits}, 1), 1), 1, 1, 1))
                     : logits;
     ++cache.position;
-    return read_memory(slot_normalised(exp(sub(logits, cache.lse))));
+    return read_memory(sum_normalize(exp(sub(logits, cache.lse)), -1, kSlotSumEps));
   }
 
  private:
-  Tensor memory_logits(const Tensor& x) const {
-    Tensor xp = mixers::split_heads(w_t->forward(x), expansion_ * config_.heads);
-    return m_k->forward(xp);
+  // Ã = X'_k M_kᵀ (+ b_k when with_bias) for every head at once, [B, N, e·h, S]: the heads are
+  // consecutive d_h-wide pieces of X''s rows, so [B, N, e·h, d_h] is X' itself (no copy) and the
+  // product is one [B·N·e·h, d_h] × [d_h, S], not one small product per example and head.
+  Tensor memory_logits(const Tensor& x, bool with_bias) const {
+    Tensor xp = w_t->forward(x);
+    const int64_t heads = expansion_ * config_.heads;
+    Tensor xh = reshape(xp, {x.size(0), x.size(1), heads, xp.size(2) / heads});
+    return with_bias ? m_k->forward(xh) : matmul(xh, transpose(m_k->weight, 0, 1));
   }
-  // Ãᵀ − b_k = M_kᵀ X'ᵀ, [B, e·h, S, N]: the bias b_k, a constant along each slot's row, is
-  // token_softmax_normalize's to take (it cancels in the softmax over the tokens).
-  Tensor memory_logits_t(const Tensor& x) const {
-    Tensor xp = mixers::split_heads(w_t->forward(x), expansion_ * config_.heads);
-    return matmul(m_k->weight, transpose(xp, -1, -2));  // [S, d_h] · [B, e·h, d_h, N]
-  }
-  // The causal paths' double normalisation: Â [B, e·h, N, S] to Aᵀ [B, e·h, S, N], normalised
-  // along the slots with the tokens contiguous (a transposed view in, one copy).
-  static Tensor slot_normalised(const Tensor& a_hat) {
-    return sum_normalize(transpose(a_hat, -1, -2), -2, kSlotSumEps);
-  }
-  // From Aᵀ [B, e·h, S, N]: O = A M_v + b_v [B, e·h, N, d_h], merged heads, W_p. M_v goes in as a
-  // [1, 1, S, d_h] batch so the product reads A (a transposed view) in place; a 2-D right operand
-  // would fold the batch into rows and need A contiguous.
-  Tensor read_memory(const Tensor& a_t) const {
-    Tensor a = transpose(a_t, -1, -2);
+  // From A [B, N, e·h, S]: O = A M_v + b_v [B, N, e·h, d_h] (one product over every row again),
+  // which is already the merged heads [B, N, e·d], then W_p.
+  Tensor read_memory(const Tensor& a) const {
     capture_mixing(
-        *this, "token-to-memory weights", RowRule::SumToOne, [&] { return a; }, "token",
-        "memory slot");
-    Tensor m_v_t = unsqueeze(unsqueeze(transpose(m_v->weight, 0, 1), 0), 0);
-    Tensor o = bias_add(matmul(a, m_v_t), m_v->bias);
-    return w_p->forward(mixers::merge_heads(o));
+        *this, "token-to-memory weights", RowRule::SumToOne, [&] { return transpose(a, 1, 2); },
+        "token", "memory slot");
+    Tensor o = m_v->forward(a);
+    return w_p->forward(reshape(o, {a.size(0), a.size(1), o.size(2) * o.size(3)}));
   }
   int64_t expansion_ = 1, slots_ = kDefaultSlots;
   std::shared_ptr<Linear> w_t, m_k, m_v, w_p;
