@@ -28,11 +28,11 @@
 // head-major layout [B, e·h, N, ·] made 512 products of [64 × 32] × [32 × 49] (at 38-43 GFLOP/s),
 // and O is already the merged heads (no copy). The softmax over the tokens then runs down
 // columns, in token_softmax_normalize's kernel.
+#include "autograd/ops.h"
 #include "core/random.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
-#include "nn/mixers/common.h"
 #include "nn/mixing_capture.h"
 
 namespace mixlab {
@@ -67,11 +67,13 @@ class ExternalAttention : public Mixer {
 
   Tensor forward(const Tensor& x, const MixerContext& ctx) override {
     check_input(x, ctx);
-    if (!config_.causal)  // the token softmax (invalid tokens get weight 0) and the slot
-      // normalisation in one kernel; M_k's bias cancels in the softmax over the tokens and is the
-      // kernel's to take (its gradient only)
+    if (!config_.causal) {
+      // The token softmax (invalid tokens get weight 0) and the slot normalisation in one kernel;
+      // M_k's bias cancels in the softmax over the tokens and is the kernel's to take (its
+      // gradient only).
       return read_memory(
           token_softmax_normalize(memory_logits(x, false), m_k->bias, ctx.valid, kSlotSumEps));
+    }
     // Causal: the prefix softmax over tokens (axis 1).
     Tensor logits = memory_logits(x, true);  // Ã [B, N, e·h, S]
     Tensor token_valid;                      // [B, N, 1, 1]
