@@ -117,16 +117,6 @@ void backward_example(const T* dweights, const T* weights, const T* denom, T* dl
 using cpu::Lanes;
 constexpr int64_t kW = Lanes::kWidth;
 
-// Σ x[s] over a segment of `slots` floats (whole registers, then the rest in order).
-inline float segment_sum(const float* x, int64_t slots) {
-  const int64_t full = slots - slots % kW;
-  Lanes::V acc = Lanes::zero();
-  for (int64_t s = 0; s < full; s += kW) acc = Lanes::add(acc, Lanes::loadu(x + s));
-  float total = Lanes::sum(acc);
-  for (int64_t s = full; s < slots; ++s) total += x[s];
-  return total;
-}
-
 void forward_example_lanes(const float* logits, const float* valid, float* weights, float* denom,
                            Block k, float eps, float* scratch) {
   const int64_t cols = k.columns(), full = cols - cols % kW;
