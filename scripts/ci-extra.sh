@@ -3,7 +3,10 @@
 # (clang, CUDA off), after a check that every C++ and CUDA source is clang-formatted
 # (scripts/check-format.sh):
 #   1. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection on
-#      (every report fails the test that caused it);
+#      (every report fails the test that caused it), its CPU register kernels in their AVX-512
+#      (16-lane) forms: on an AVX2 machine emulated on pairs of AVX2 registers
+#      (-DMIXLAB_EMULATE_LANES16=ON, backends/cpu/lanes16_emulated.h), so that both widths run
+#      in every CI run: 8 lanes in scripts/test.sh's build, 16 here;
 #   2. a fuzz smoke run: every target in fuzz/ for a fixed number of executions;
 #   3. in build-tsan/, ThreadSanitizer over the tests that start threads: the parallel kernels,
 #      the data loader's prefetch thread, and the SIGINT/SIGTERM handling of a training run.
@@ -33,7 +36,7 @@ echo "== clang-format"
 
 echo "== ASan + UBSan build and suite"
 t0=$SECONDS
-configure build-sanitize address,undefined ON
+configure build-sanitize address,undefined ON -DMIXLAB_EMULATE_LANES16=ON
 cmake --build build-sanitize -j "$jobs"
 t1=$SECONDS
 (

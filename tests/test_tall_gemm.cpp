@@ -129,10 +129,14 @@ TEST_CASE("core peak: the register tile runs near, and not above, the multiply-a
   const cpu::CorePeak peak = cpu::measure_core_peak(0.2);
   MESSAGE("multiply-add peak " << peak.fma_gflops << " GFLOP/s, tile " << peak.tile_gflops);
   CHECK(peak.fma_gflops > 1.0);
-#if MIXLAB_ASAN || MIXLAB_TSAN
-  CHECK(peak.tile_gflops > 0);  // every load checked: the tile's rate says nothing here
-#else
-  CHECK(peak.tile_gflops > 0.3 * peak.fma_gflops);
-#endif
+  // Every load checked (sanitizers), or a tile of 48 AVX2 registers in AVX2's 16 (16 lanes
+  // emulated, lanes16_emulated.h): the tile's rate says nothing there.
+  const bool rate_means_nothing =
+      MIXLAB_ASAN || MIXLAB_TSAN ||
+      std::string(cpu::kernel_registers()).find("emulated") != std::string::npos;
+  if (rate_means_nothing)
+    CHECK(peak.tile_gflops > 0);
+  else
+    CHECK(peak.tile_gflops > 0.3 * peak.fma_gflops);
   CHECK(peak.tile_gflops < 1.3 * peak.fma_gflops);
 }

@@ -8,6 +8,8 @@ namespace mixlab::cpu {
 const char* kernel_registers() {
 #if defined(__AVX512F__)
   return "AVX-512";
+#elif defined(MIXLAB_EMULATE_LANES16) && defined(MIXLAB_HAS_LANES)
+  return "AVX2 (16 lanes emulated)";
 #elif defined(MIXLAB_HAS_LANES)
   return "AVX2";
 #else

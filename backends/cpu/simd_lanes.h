@@ -209,8 +209,22 @@ struct Lanes256 {
     }
   }
 };
+#if !defined(MIXLAB_EMULATE_LANES16)
 using Lanes = Lanes256;
 #endif
+#endif
+}  // namespace mixlab::cpu
+
+#if defined(MIXLAB_EMULATE_LANES16) && !defined(__AVX512F__)
+// A test build's 16 lanes on AVX2 (lanes16_emulated.h): the AVX-512 forms of every register
+// kernel, run on a machine without AVX-512.
+#include "backends/cpu/lanes16_emulated.h"
+namespace mixlab::cpu {
+using Lanes = Lanes16;
+}  // namespace mixlab::cpu
+#endif
+
+namespace mixlab::cpu {
 
 // (GCC 12 takes the 512-bit shuffles' undefined first operands, inlined here, for uninitialised
 // values, as in register_tile.h: a false -Wuninitialized.)

@@ -10,6 +10,20 @@
 namespace mixlab::cpu {
 #if defined(__AVX512F__)
 namespace vector_math = avx512;
+#elif defined(MIXLAB_EMULATE_LANES16) && defined(MIXLAB_HAS_LANES)
+// A test build's 16 emulated lanes (lanes16_emulated.h): AVX2's rows, and its register functions
+// on each half of a Lanes16 register.
+namespace emulated16 {
+using avx2::elu_plus_one_row;
+using avx2::exp_shifted_row;
+using avx2::gelu_and_slope_row;
+using avx2::gelu_grad_row;
+using avx2::gelu_row;
+using avx2::softmax_row;
+inline Lanes::V exp_of(Lanes::V x) { return {avx2::exp_of(x.lo), avx2::exp_of(x.hi)}; }
+inline Lanes::V gelu_grad(Lanes::V x) { return {avx2::gelu_grad(x.lo), avx2::gelu_grad(x.hi)}; }
+}  // namespace emulated16
+namespace vector_math = emulated16;
 #elif defined(MIXLAB_HAS_LANES)
 namespace vector_math = avx2;
 #endif
