@@ -15,9 +15,11 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>
 
 struct Node {
   const char* name = "";
-  std::vector<Tensor> inputs;  // parents in the graph (entries may not need gradients)
-  BackwardFn backward;         // returns one gradient per input (undefined = none)
-  ~Node();                     // releases long chains iteratively, never recursively
+  // Parents in the graph (entries may not need gradients). A parent an op made is held as its
+  // place in the graph only (shape and grad_fn, no memory: engine.cpp, record); leaves whole.
+  std::vector<Tensor> inputs;
+  BackwardFn backward;  // returns one gradient per input (undefined = none)
+  ~Node();              // releases long chains iteratively, never recursively
 };
 
 // Whether record() would record an op with these inputs: grad mode is on and one of them needs a

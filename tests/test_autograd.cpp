@@ -42,6 +42,30 @@ TEST_CASE("autograd: a 10000-op chain backpropagates without stack overflow") {
   z = Tensor();
 }
 
+// The graph keeps a parent an op made as its place only: the memory of an intermediate that no
+// rule reads goes as soon as the forward pass lets go of it, while one a rule reads lives until
+// its backward, and the gradients are the same either way.
+TEST_CASE("autograd: an intermediate no rule reads is freed at once, one a rule reads is kept") {
+  Tensor x = rand64({64, 64}, 3).set_requires_grad();
+  std::weak_ptr<Storage> unread, read;
+  Tensor y;
+  {
+    Tensor h = add(x, 1.0);  // add's rule reads no values: h is only an edge of the graph
+    Tensor k = exp(x);       // mul's rule reads both factors: k stays for the backward
+    unread = h.impl().storage;
+    read = k.impl().storage;
+    y = sum(mul(add(h, h), k));
+  }
+  CHECK(unread.expired());
+  CHECK(!read.expired());
+  y.backward();
+  // d/dx Σ 2(x + 1)·eˣ = 2eˣ + 2(x + 1)eˣ
+  const std::vector<double> xs = x.to_double_vector(), gs = x.grad().to_double_vector();
+  for (size_t i = 0; i < xs.size(); ++i)
+    CHECK(gs[i] == doctest::Approx(2 * std::exp(xs[i]) * (xs[i] + 2)).epsilon(1e-12));
+  CHECK(read.expired());  // gone with the graph once the backward pass used it
+}
+
 TEST_CASE("autograd: shared subexpressions get summed gradients") {
   Tensor x = Tensor::from_data(std::vector<double>{2.0}, {1}).set_requires_grad();
   Tensor s = mul(x, 3.0);        // s = 3x
