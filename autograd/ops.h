@@ -221,6 +221,10 @@ Tensor sum_normalize(const Tensor& x, int64_t axis, double eps);
 // eps).
 Tensor token_softmax_normalize(const Tensor& logits, const Tensor& slot_bias, const Tensor& valid,
                                double eps);
+// The same, its result written over the logits' memory where no other tensor shares it (logits
+// an rvalue: nothing reads them after this call), else into fresh memory. Same values.
+Tensor token_softmax_normalize(Tensor&& logits, const Tensor& slot_bias, const Tensor& valid,
+                               double eps);
 // gMLP's spatial gate (autograd/ops/spatial_gate.cpp): z ⊙ (g + bias[t]) for g, z [..., N, C]
 // and bias [N], one kernel each way; equals mul(add(g, reshape(bias, {N, 1})), z).
 Tensor spatial_gate(const Tensor& g, const Tensor& bias, const Tensor& z);

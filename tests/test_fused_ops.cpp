@@ -407,6 +407,40 @@ TEST_CASE(
   }
 }
 
+// External attention hands its logits over as an rvalue: the weights go into their memory, and
+// dL into dW's when the engine holds dW alone. The values must be those of fresh memory, bit for
+// bit, and memory that anyone else can still read must be left as it was.
+TEST_CASE("fused: token_softmax_normalize writes over memory nobody else holds, the same bits") {
+  const Shape shape{3, 21, 2, 13};
+  const Tensor valid = token_marks(3, 21, DType::F32);
+  Tensor a = leaf32(shape, 70);
+  const Tensor up = rand32(shape, 71);
+  const auto values = [](const Tensor& t) { return t.to_float_vector(); };
+  // Fresh memory both ways: logits a caller keeps, and a gradient the caller holds.
+  Tensor kept = mul(a, 2.0);
+  const std::vector<float> up_before = values(up), kept_before = values(kept);
+  Tensor fresh = token_softmax_normalize(kept, Tensor(), valid, 1e-9);
+  fresh.backward(up);
+  CHECK(values(up) == up_before);
+  CHECK(values(kept) == kept_before);
+  const std::vector<float> grad_fresh = values(a.grad());
+  a.zero_grad();
+  // In place both ways: logits made for this call alone, and the gradient mul's rule makes.
+  Tensor logits = mul(a, 2.0);
+  const void* logits_memory = logits.impl().storage->data;
+  Tensor over = token_softmax_normalize(std::move(logits), Tensor(), valid, 1e-9);
+  CHECK(over.impl().storage->data == logits_memory);
+  CHECK(values(over) == values(fresh));
+  sum(mul(over, up)).backward();
+  CHECK(values(a.grad()) == grad_fresh);
+  // An rvalue that shares its memory with a tensor still alive (a view of it) is not written over.
+  Tensor live = mul(a, 2.0);
+  const std::vector<float> live_before = values(live);
+  Tensor beside = token_softmax_normalize(reshape(live, {3, 21, 26, 1}), Tensor(), valid, 1e-9);
+  CHECK(values(live) == live_before);
+  CHECK(beside.impl().storage != live.impl().storage);
+}
+
 TEST_CASE("fused: token_softmax_normalize ignores what invalid tokens hold, and gives them 0") {
   const Shape shape{3, 21, 2, 13};  // [B, N, G, S]
   const int64_t total = 3 * 21 * 2 * 13;

@@ -11,13 +11,23 @@
 // b is constant along the softmax's axis, so it cancels: the kernel never adds it (a pass and its
 // gradient's reduction saved) and its gradient, zero but for rounding, is the sums of dL.
 // Only W (the output) and D ([B, N, heads]) are kept for the backward: P is not stored.
+//
+// In place where nothing else can see it (the kernels read each element before they write it, on
+// every backend): W over the logits when they come as an rvalue no other tensor shares (External
+// attention's, 25 MB a block in the classifier, read by nothing after this op), and dL over dW
+// when the rule is handed the only reference to it. Writing into memory just read saves
+// fetching fresh lines before writing them: at the classifier's shape, 2 threads, the forward
+// took 1.07-1.30 ms into fresh memory against 0.98-1.07 ms in place, the backward 0.78-0.93 ms
+// against 0.57-0.68 ms.
 #include "autograd/ops/op_utils.h"
 
 namespace mixlab {
 using namespace ops_detail;
 
-Tensor token_softmax_normalize(const Tensor& logits, const Tensor& slot_bias, const Tensor& valid,
-                               double eps) {
+namespace {
+
+Tensor token_softmax_normalize_impl(const Tensor& logits, const Tensor& slot_bias,
+                                    const Tensor& valid, double eps, bool over_logits) {
   const char* op = "token_softmax_normalize";
   check_same(op, {&logits});
   check(logits.dim() >= 3, op, ": logits must be [B, tokens, ..., slots], got ",
@@ -39,7 +49,8 @@ Tensor token_softmax_normalize(const Tensor& logits, const Tensor& slot_bias, co
   }
   Tensor in = dense(logits);
   Tensor mask = valid.defined() ? dense(valid) : Tensor();
-  Tensor weights = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  Tensor weights = over_logits ? logits.detach()
+                               : Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor denom = Tensor::empty({batch, tokens, groups}, logits.dtype(), logits.device());
   if (logits.numel() > 0)
     backend_of(logits).token_softmax_normalize(in.view(), view_or_none(mask, logits.dtype()),
@@ -51,8 +62,9 @@ Tensor token_softmax_normalize(const Tensor& logits, const Tensor& slot_bias, co
   return record(
       op, weights, inputs,
       [out = weights.detach(), denom, batch, tokens, groups, slots, with_bias](const Tensor& g) {
+        const bool over_gradient = g.sole_owner() && g.is_contiguous();
         Tensor gd = dense(g);
-        Tensor dx = Tensor::empty(out.shape(), out.dtype(), out.device());
+        Tensor dx = over_gradient ? gd : Tensor::empty(out.shape(), out.dtype(), out.device());
         // Written whole by the kernel; zeros only when there is nothing to run.
         Tensor sums;
         if (with_bias)
@@ -66,6 +78,23 @@ Tensor token_softmax_normalize(const Tensor& logits, const Tensor& slot_bias, co
         if (!with_bias) return std::vector<Tensor>{dx};
         return std::vector<Tensor>{dx, sum(sums, {0})};
       });
+}
+
+}  // namespace
+
+Tensor token_softmax_normalize(const Tensor& logits, const Tensor& slot_bias, const Tensor& valid,
+                               double eps) {
+  return token_softmax_normalize_impl(logits, slot_bias, valid, eps, false);
+}
+
+Tensor token_softmax_normalize(Tensor&& logits, const Tensor& slot_bias, const Tensor& valid,
+                               double eps) {
+  // Nothing else holds the logits' memory: no other handle or view, and no rule's capture (the
+  // graph keeps a parent as its place only, engine.cpp's record); Tensor::sole_owner() asks the
+  // same of a gradient, which also has no graph of its own.
+  const bool unshared = logits.impl_ptr().use_count() == 1 &&
+                        logits.impl().storage.use_count() == 1 && logits.is_contiguous();
+  return token_softmax_normalize_impl(logits, slot_bias, valid, eps, unshared);
 }
 
 }  // namespace mixlab
