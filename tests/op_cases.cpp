@@ -1657,46 +1657,51 @@ void add_token_softmax_normalize_cases(std::vector<OpCase>& t) {
     if (c.masked) inputs.push_back(Input::given({batch, tokens}, marks));
     const int64_t count = numel_of(c.shape);
     const bool small = count / tokens <= 60;
-    for (const char* kernel : {"token_softmax_normalize", "token_softmax_normalize_backward"})
-      t.push_back({kernel,
-                   std::string("token_softmax_normalize ") + shape_str(c.shape) +
-                       (c.masked ? " masked" : ""),
-                   inputs,
-                   [](const Ctx&, const In& in) {
-                     return Out{token_softmax_normalize(in[0], in[1],
-                                                        in.size() > 2 ? in[2] : Tensor(), 1e-3)};
-                   },
-                   kF32Loose,
-                   kF64Loose,
-                   small,
-                   {DType::F32, DType::F64},
-                   [c, batch, tokens, slots, count](const std::vector<std::vector<double>>& v) {
-                     const int64_t cols = count / (batch * tokens);  // heads · slots
-                     std::vector<double> y(v[0].size());
-                     for (int64_t b = 0; b < batch; ++b) {
-                       const double* l = v[0].data() + b * tokens * cols;
-                       double* w = y.data() + b * tokens * cols;
-                       const auto valid = [&](int64_t n) {  // the bias v[1] cancels in the softmax
-                         return !c.masked || v[2][b * tokens + n] != 0;
-                       };
-                       for (int64_t col = 0; col < cols; ++col) {  // down each column
-                         double hi = -1e300, total = 0;
-                         for (int64_t n = 0; n < tokens; ++n)
-                           if (valid(n)) hi = std::max(hi, l[n * cols + col]);
-                         for (int64_t n = 0; n < tokens; ++n)
-                           total += valid(n) ? std::exp(l[n * cols + col] - hi) : 0.0;
-                         for (int64_t n = 0; n < tokens; ++n)
-                           w[n * cols + col] =
-                               valid(n) ? std::exp(l[n * cols + col] - hi) / total : 0.0;
-                       }
-                       for (int64_t seg = 0; seg < tokens * cols; seg += slots) {  // over slots
-                         double total = 1e-3;
-                         for (int64_t s = 0; s < slots; ++s) total += w[seg + s];
-                         for (int64_t s = 0; s < slots; ++s) w[seg + s] /= total;
-                       }
-                     }
-                     return y;
-                   }});
+    // over: the logits handed over as an rvalue nothing else holds (External attention's way),
+    // so the weights are written over them, and dL over dW where the engine holds dW alone.
+    for (bool over : {false, true})
+      for (const char* kernel : {"token_softmax_normalize", "token_softmax_normalize_backward"})
+        t.push_back(
+            {kernel,
+             std::string("token_softmax_normalize ") + shape_str(c.shape) +
+                 (c.masked ? " masked" : "") + (over ? ", in place" : ""),
+             inputs,
+             [over](const Ctx&, const In& in) {
+               const Tensor valid = in.size() > 2 ? in[2] : Tensor();
+               if (over)  // mul by 1: exact, and a tensor of the op's own
+                 return Out{token_softmax_normalize(mul(in[0], 1.0), in[1], valid, 1e-3)};
+               return Out{token_softmax_normalize(in[0], in[1], valid, 1e-3)};
+             },
+             kF32Loose,
+             kF64Loose,
+             small,
+             {DType::F32, DType::F64},
+             [c, batch, tokens, slots, count](const std::vector<std::vector<double>>& v) {
+               const int64_t cols = count / (batch * tokens);  // heads · slots
+               std::vector<double> y(v[0].size());
+               for (int64_t b = 0; b < batch; ++b) {
+                 const double* l = v[0].data() + b * tokens * cols;
+                 double* w = y.data() + b * tokens * cols;
+                 const auto valid = [&](int64_t n) {  // the bias v[1] cancels in the softmax
+                   return !c.masked || v[2][b * tokens + n] != 0;
+                 };
+                 for (int64_t col = 0; col < cols; ++col) {  // down each column
+                   double hi = -1e300, total = 0;
+                   for (int64_t n = 0; n < tokens; ++n)
+                     if (valid(n)) hi = std::max(hi, l[n * cols + col]);
+                   for (int64_t n = 0; n < tokens; ++n)
+                     total += valid(n) ? std::exp(l[n * cols + col] - hi) : 0.0;
+                   for (int64_t n = 0; n < tokens; ++n)
+                     w[n * cols + col] = valid(n) ? std::exp(l[n * cols + col] - hi) / total : 0.0;
+                 }
+                 for (int64_t seg = 0; seg < tokens * cols; seg += slots) {  // over slots
+                   double total = 1e-3;
+                   for (int64_t s = 0; s < slots; ++s) total += w[seg + s];
+                   for (int64_t s = 0; s < slots; ++s) w[seg + s] /= total;
+                 }
+               }
+               return y;
+             }});
   }
 }
 
