@@ -120,12 +120,15 @@ class Tensor {
   // The preallocated home of this leaf's gradient (see TensorImpl::grad_slot); undefined = none.
   Tensor grad_slot() const { return impl().grad_slot ? Tensor(impl().grad_slot) : Tensor(); }
   void set_grad_slot(const Tensor& slot) const { impl().grad_slot = slot.impl_; }
-  // Whether nothing but this handle holds the tensor and its memory (no other handle, view,
-  // saved tensor or graph): a gradient the backward engine hands a rule can then be written in
-  // place.
-  bool sole_owner() const {
-    return impl_ && impl_.use_count() == 1 && impl_->storage.use_count() == 1 && !requires_grad();
+  // Whether nothing but this handle holds the tensor and its memory (no other handle, view or
+  // rule's capture; the graph keeps a parent as its place only, without memory): an op handed
+  // such a tensor as an rvalue may write its result there.
+  bool memory_unshared() const {
+    return impl_ && impl_.use_count() == 1 && impl_->storage.use_count() == 1;
   }
+  // The same, and no graph of its own: a gradient the backward engine hands a rule can then be
+  // written in place.
+  bool sole_owner() const { return memory_unshared() && !requires_grad(); }
   const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
   void set_grad_fn(std::shared_ptr<Node> node) { impl().grad_fn = std::move(node); }
   // Reverse-mode from this scalar (grad defaults to 1) or with an explicit upstream gradient.

@@ -89,12 +89,8 @@ Tensor token_softmax_normalize(const Tensor& logits, const Tensor& slot_bias, co
 
 Tensor token_softmax_normalize(Tensor&& logits, const Tensor& slot_bias, const Tensor& valid,
                                double eps) {
-  // Nothing else holds the logits' memory: no other handle or view, and no rule's capture (the
-  // graph keeps a parent as its place only, engine.cpp's record); Tensor::sole_owner() asks the
-  // same of a gradient, which also has no graph of its own.
-  const bool unshared = logits.impl_ptr().use_count() == 1 &&
-                        logits.impl().storage.use_count() == 1 && logits.is_contiguous();
-  return token_softmax_normalize_impl(logits, slot_bias, valid, eps, unshared);
+  return token_softmax_normalize_impl(logits, slot_bias, valid, eps,
+                                      logits.memory_unshared() && logits.is_contiguous());
 }
 
 }  // namespace mixlab
