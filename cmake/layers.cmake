@@ -32,7 +32,17 @@ file(GLOB MIXLAB_CPU_KERNELS CONFIGURE_DEPENDS backends/cpu/*.cpp)
 set(MIXLAB_CPU_KERNEL_FLAGS -fno-math-errno -fno-trapping-math -fassociative-math -fno-signed-zeros)
 # MIXLAB_NATIVE (CMakeLists.txt): this machine's vector width. Results stay a pure function of
 # the binary, the inputs and the thread count; a binary built elsewhere may round differently.
-if(MIXLAB_NATIVE)
+if(MIXLAB_CPU_ARCH)
+  include(CheckCXXCompilerFlag)
+  string(MAKE_C_IDENTIFIER "MIXLAB_HAS_MARCH_${MIXLAB_CPU_ARCH}" has_arch)
+  check_cxx_compiler_flag(-march=${MIXLAB_CPU_ARCH} ${has_arch})
+  if(NOT ${has_arch})
+    message(FATAL_ERROR "MIXLAB_CPU_ARCH=${MIXLAB_CPU_ARCH}: the compiler does not take "
+                        "-march=${MIXLAB_CPU_ARCH}")
+  endif()
+  list(APPEND MIXLAB_CPU_KERNEL_FLAGS -march=${MIXLAB_CPU_ARCH})
+  message(STATUS "mixlab: CPU kernels for -march=${MIXLAB_CPU_ARCH}")
+elseif(MIXLAB_NATIVE)
   include(CheckCXXCompilerFlag)
   check_cxx_compiler_flag(-march=native MIXLAB_HAS_MARCH_NATIVE)
   if(MIXLAB_HAS_MARCH_NATIVE)

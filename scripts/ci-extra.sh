@@ -3,10 +3,11 @@
 # (clang, CUDA off), after a check that every C++ and CUDA source is clang-formatted
 # (scripts/check-format.sh):
 #   1. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection on
-#      (every report fails the test that caused it), its CPU register kernels in their AVX-512
-#      (16-lane) forms: on an AVX2 machine emulated on pairs of AVX2 registers
-#      (-DMIXLAB_EMULATE_LANES16=ON, backends/cpu/lanes16_emulated.h), so that both widths run
-#      in every CI run: 8 lanes in scripts/test.sh's build, 16 here;
+#      (every report fails the test that caused it), its CPU register kernels in the other
+#      width than scripts/test.sh's native build, so that both run in every CI run: on an AVX2
+#      machine the AVX-512 (16-lane) forms, emulated on pairs of AVX2 registers
+#      (-DMIXLAB_EMULATE_LANES16=ON, backends/cpu/lanes16_emulated.h); on an AVX-512 machine the
+#      AVX2 (8-lane) forms (-DMIXLAB_CPU_ARCH=x86-64-v3);
 #   2. a fuzz smoke run: every target in fuzz/ for a fixed number of executions;
 #   3. in build-tsan/, ThreadSanitizer over the tests that start threads: the parallel kernels,
 #      the data loader's prefetch thread, and the SIGINT/SIGTERM handling of a training run.
@@ -36,7 +37,14 @@ echo "== clang-format"
 
 echo "== ASan + UBSan build and suite"
 t0=$SECONDS
-configure build-sanitize address,undefined ON -DMIXLAB_EMULATE_LANES16=ON
+if grep -qw avx512f /proc/cpuinfo; then
+  other_width=(-DMIXLAB_CPU_ARCH=x86-64-v3)
+  echo "(register kernels in their AVX2 forms: this machine's native build runs AVX-512's)"
+else
+  other_width=(-DMIXLAB_EMULATE_LANES16=ON)
+  echo "(register kernels in their AVX-512 forms, emulated: this machine's native build runs AVX2's)"
+fi
+configure build-sanitize address,undefined ON "${other_width[@]}"
 cmake --build build-sanitize -j "$jobs"
 t1=$SECONDS
 (
