@@ -38,7 +38,10 @@ namespace mixlab {
   X(EluPlusOneGrad)                   \
   X(ClipCoef) /* gradient clipping's factor for a norm x, limit alpha */
 
-#define MIXLAB_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Maximum) X(Minimum) X(Equal) X(Greater)
+// ReluGrad: relu's gradient dy · step(x) (a = dy, b = x) in one pass, as PyTorch's
+// threshold_backward: the rule had run Step over x and then Mul, two passes and a temporary.
+#define MIXLAB_BINARY_OPS(X) \
+  X(Add) X(Sub) X(Mul) X(Div) X(Maximum) X(Minimum) X(Equal) X(Greater) X(ReluGrad)
 
 #define MIXLAB_ENUMERATOR(name) name,
 enum class UnaryOp : uint8_t { MIXLAB_UNARY_OPS(MIXLAB_ENUMERATOR) };
@@ -131,6 +134,8 @@ MIXLAB_HOST_DEVICE T apply_binary(T a, T b) {
     return a <= b ? a : b;
   else if constexpr (OP == BinaryOp::Equal)
     return a == b ? T(1) : T(0);
+  else if constexpr (OP == BinaryOp::ReluGrad)
+    return a * (b > 0 ? T(1) : T(0));  // a product, as Mul by Step gave: NaN · 0 stays NaN
   else {
     static_assert(OP == BinaryOp::Greater,
                   "apply_binary: an op of MIXLAB_BINARY_OPS has no formula");

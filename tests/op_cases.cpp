@@ -232,7 +232,7 @@ void add_elementwise_cases(std::vector<OpCase>& t) {
   };
   for (BinaryOp op : all_binary) {
     bool ints = op == BinaryOp::Equal || op == BinaryOp::Greater || op == BinaryOp::Maximum ||
-                op == BinaryOp::Minimum;
+                op == BinaryOp::Minimum || op == BinaryOp::ReluGrad;  // (ReluGrad: x < 0, 0, > 0)
     for (const Bcast& s : shapes) {
       t.push_back({"binary",
                    std::string(binary_name(op)) + " " + shape_str(s.a) + " " + shape_str(s.b) +

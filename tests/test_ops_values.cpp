@@ -57,6 +57,24 @@ TEST_CASE("values: softmax rows of every length up to 40 agree with double; -inf
   }
 }
 
+TEST_CASE("values: relu's gradient passes dy where x > 0 only; a NaN dy stays NaN") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {DType::F32, DType::F64}) {
+    Tensor x = Tensor::from_data(std::vector<double>{-2, -0.0, 0, 1e-30, 3, -1}, {6})
+                   .to(dtype)
+                   .set_requires_grad();
+    Tensor dy = Tensor::from_data(std::vector<double>{5, 6, 7, 8, 9, nan}, {6}).to(dtype);
+    relu(x).backward(dy);
+    std::vector<double> dx = x.grad().to_double_vector();
+    CHECK(dx[0] == 0);  // x < 0
+    CHECK(dx[1] == 0);  // -0 and 0 are not above 0
+    CHECK(dx[2] == 0);
+    CHECK(dx[3] == 8);  // the smallest positive x passes dy whole
+    CHECK(dx[4] == 9);
+    CHECK(std::isnan(dx[5]));  // NaN · 0, as the product with a step gave
+  }
+}
+
 TEST_CASE("values: layer_norm output has mean 0 and variance 1") {
   Tensor y = layer_norm(mul(rand64({3, 16}, 2, false), 5.0), Tensor(), Tensor(), 1e-12);
   auto v = y.to_double_vector();

@@ -105,7 +105,7 @@ Tensor abs(const Tensor& x) {
 
 Tensor relu(const Tensor& x) {
   return record("relu", unary_forward(UnaryOp::Relu, "relu", x), {x}, [x](const Tensor& g) {
-    return std::vector<Tensor>{mul(g, unary_forward(UnaryOp::Step, "relu", x))};
+    return std::vector<Tensor>{binary_forward(BinaryOp::ReluGrad, "relu", g, x)};
   });
 }
 
