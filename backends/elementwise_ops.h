@@ -23,7 +23,6 @@ namespace mixlab {
   X(Abs)                              \
   X(Sign)                             \
   X(Relu)                             \
-  X(Step)                             \
   X(Sigmoid)                          \
   X(Tanh)                             \
   X(GeluErf)                          \
@@ -39,7 +38,7 @@ namespace mixlab {
   X(ClipCoef) /* gradient clipping's factor for a norm x, limit alpha */
 
 // ReluGrad: relu's gradient dy · step(x) (a = dy, b = x) in one pass, as PyTorch's
-// threshold_backward: the rule had run Step over x and then Mul, two passes and a temporary.
+// threshold_backward (a unary step op and then Mul had taken two passes and a temporary).
 #define MIXLAB_BINARY_OPS(X) \
   X(Add) X(Sub) X(Mul) X(Div) X(Maximum) X(Minimum) X(Equal) X(Greater) X(ReluGrad)
 
@@ -72,8 +71,6 @@ MIXLAB_HOST_DEVICE T apply_unary(T x, T alpha) {
     return static_cast<T>((x > 0) - (x < 0));
   else if constexpr (OP == UnaryOp::Relu)
     return x > 0 ? x : T(0);
-  else if constexpr (OP == UnaryOp::Step)
-    return x > 0 ? T(1) : T(0);
   else if constexpr (OP == UnaryOp::Sigmoid)
     return T(1) / (T(1) + M::exp(-x));
   else if constexpr (OP == UnaryOp::Tanh)
@@ -135,7 +132,7 @@ MIXLAB_HOST_DEVICE T apply_binary(T a, T b) {
   else if constexpr (OP == BinaryOp::Equal)
     return a == b ? T(1) : T(0);
   else if constexpr (OP == BinaryOp::ReluGrad)
-    return a * (b > 0 ? T(1) : T(0));  // a product, as Mul by Step gave: NaN · 0 stays NaN
+    return a * (b > 0 ? T(1) : T(0));  // a product, as dy times a 0/1 step gave: NaN · 0 is NaN
   else {
     static_assert(OP == BinaryOp::Greater,
                   "apply_binary: an op of MIXLAB_BINARY_OPS has no formula");
