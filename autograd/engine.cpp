@@ -132,7 +132,7 @@ void add_in_place(const Tensor& sum, const Tensor& incoming) {
 // incoming gradient is added where the entry is (the same float additions as add()'s), instead
 // of into a fresh tensor: no new buffer to write (a residual stream's gradient, once per block).
 void accumulate_into(Tensor& slot, const Tensor& incoming) {
-  if (slot.sole_owner() && slot.is_contiguous() && slot.shape() == incoming.shape() &&
+  if (slot.writable_in_place() && slot.shape() == incoming.shape() &&
       slot.dtype() == incoming.dtype() && slot.device() == incoming.device()) {
     add_in_place(slot, incoming);
     return;
@@ -192,8 +192,8 @@ Tensor take_pending_gradient(const Tensor& input, const Shape& shape, DType dtyp
   auto it = g_pass->grads->find(input.grad_fn().get());
   if (it == g_pass->grads->end()) return Tensor();
   const Tensor& pending = it->second;
-  if (!pending.defined() || !pending.sole_owner() || !pending.is_contiguous() ||
-      pending.shape() != shape || pending.dtype() != dtype || pending.device() != device)
+  if (!pending.defined() || !pending.writable_in_place() || pending.shape() != shape ||
+      pending.dtype() != dtype || pending.device() != device)
     return Tensor();
   Tensor taken = std::move(it->second);
   g_pass->grads->erase(it);

@@ -129,6 +129,8 @@ class Tensor {
   // The same, and no graph of its own: a gradient the backward engine hands a rule can then be
   // written in place.
   bool sole_owner() const { return memory_unshared() && !requires_grad(); }
+  // A sole owner laid out densely: a kernel may write its result over it element for element.
+  bool writable_in_place() const { return sole_owner() && is_contiguous(); }
   const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
   void set_grad_fn(std::shared_ptr<Node> node) { impl().grad_fn = std::move(node); }
   // Reverse-mode from this scalar (grad defaults to 1) or with an explicit upstream gradient.

@@ -233,7 +233,7 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                   // holder (a fresh gradient, as LayerNorm's or the gMLP gate's backward gives):
                   // no new buffer to fill.
                   Tensor dpre;
-                  if (g.sole_owner() && g.is_contiguous()) {
+                  if (g.writable_in_place()) {
                     dpre = reshape(g.detach(), {-1, cols});
                     backend_of(dpre).binary(BinaryOp::Mul, dpre.view(), slope.view(), dpre.view());
                   } else {

@@ -62,7 +62,7 @@ Tensor token_softmax_normalize_impl(const Tensor& logits, const Tensor& slot_bia
   return record(
       op, weights, inputs,
       [out = weights.detach(), denom, batch, tokens, groups, slots, with_bias](const Tensor& g) {
-        const bool over_gradient = g.sole_owner() && g.is_contiguous();
+        const bool over_gradient = g.writable_in_place();
         Tensor gd = dense(g);
         Tensor dx = over_gradient ? gd : Tensor::empty(out.shape(), out.dtype(), out.device());
         // Written whole by the kernel; zeros only when there is nothing to run.
