@@ -53,30 +53,33 @@ struct LinesAhead {
   bool for_write = false;
 };
 
-// Walks a LinesAhead one line per call, then a second one.
+// Walks up to three LinesAhead, one line per call, each run after the one before.
 class Prefetcher {
  public:
-  Prefetcher(const LinesAhead& first, const LinesAhead& then) : now_(first), then_(then) {
+  Prefetcher(const LinesAhead& first, const LinesAhead& second, const LinesAhead& third)
+      : runs_{first, second, third} {
     start();
   }
   void step() {
-    if (left_ == 0) {
-      if (then_.count == 0) return;
-      now_ = then_, then_ = {};
+    while (left_ == 0) {
+      if (++run_ == kRuns) return;
       start();
     }
-    if (now_.for_write)
+    if (runs_[run_].for_write)
       __builtin_prefetch(line_, 1, 2);
     else
       _mm_prefetch(line_, _MM_HINT_T1);
     --left_;
     line_ += 64;
-    if (++in_row_ == now_.lines_per_row) in_row_ = 0, row_ += now_.row_stride, line_ = row_;
+    if (++in_row_ == runs_[run_].lines_per_row)
+      in_row_ = 0, row_ += runs_[run_].row_stride, line_ = row_;
   }
 
  private:
-  void start() { row_ = line_ = now_.next, in_row_ = 0, left_ = now_.count; }
-  LinesAhead now_, then_;
+  static constexpr int kRuns = 3;
+  void start() { row_ = line_ = runs_[run_].next, in_row_ = 0, left_ = runs_[run_].count; }
+  LinesAhead runs_[kRuns];
+  int run_ = 0;
   const char *row_ = nullptr, *line_ = nullptr;
   int64_t in_row_ = 0, left_ = 0;
 };
@@ -84,13 +87,14 @@ class Prefetcher {
 template <int R, int W, class ElementOfA>
 inline void multiply_tile(const ElementOfA& a, const float* panel, int64_t k, float* c, int64_t ldc,
                           const Lanes::Mask* masks, float alpha, float beta, bool add_to_c,
-                          LinesAhead ahead = {}, LinesAhead then_ahead = {}) {
+                          LinesAhead ahead = {}, LinesAhead then_ahead = {},
+                          LinesAhead last_ahead = {}) {
   using L = Lanes;
   L::V acc[R][W];
   for (int r = 0; r < R; ++r)
     for (int w = 0; w < W; ++w) acc[r][w] = L::zero();
-  Prefetcher prefetch(ahead, then_ahead);
-  const int64_t prefetches = ahead.count + then_ahead.count;
+  Prefetcher prefetch(ahead, then_ahead, last_ahead);
+  const int64_t prefetches = ahead.count + then_ahead.count + last_ahead.count;
   for (int64_t p = 0; p < k; ++p) {
     if (p < prefetches) prefetch.step();
     L::V bv[W];

@@ -9,7 +9,11 @@
 // classifier's FFN) is rarely in cache, and a store to a line that is not has to read it from
 // memory first, with the FMAs waiting. In the classifier's training step the FFN's products took
 // 6-17% less time with it (session 14). GELU's slope (BiasGeluSlope), read only by the backward,
-// is streamed out from a block in L1 instead.
+// is streamed out from a block in L1 instead. The first panel's tile also asks for the next
+// block's rows of A: the hardware's prefetch alone left the classifier's products 2-3% slower
+// in the training step (Zen 4, 2 threads: attention's products 1625-1648 -> 1588-1617 ms over
+// 10 steps, the step 193-198 -> 185-192 ms; the d=128 translator at 1 thread 120-123 -> 115-120
+// ms, three alternating runs each, session 39).
 //
 // Measured against OpenBLAS 0.3.21 in the same binary (MIXLAB_TALL_GEMM=0), one thread: on 2
 // vCPUs of a Xeon with AVX-512 (SkylakeX kernels, session 11), 1.11-1.38x as fast on the
@@ -68,9 +72,10 @@ template <int R, int W>
 struct TallTile {
   static void run(const float* a, int64_t lda, const float* panel, int64_t k, float* c, int64_t ldc,
                   const Lanes::Mask* masks, float alpha, float beta, LinesAhead c_ahead,
-                  LinesAhead aux_ahead) {
+                  LinesAhead aux_ahead, LinesAhead a_ahead) {
     const auto element = [a, lda](int r, int64_t p) { return a[r * lda + p]; };
-    multiply_tile<R, W>(element, panel, k, c, ldc, masks, alpha, beta, false, c_ahead, aux_ahead);
+    multiply_tile<R, W>(element, panel, k, c, ldc, masks, alpha, beta, false, c_ahead, aux_ahead,
+                        a_ahead);
   }
 };
 
@@ -110,6 +115,9 @@ void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {
     thread_local std::vector<float> block_buffer;
     float* block = stream_c ? aligned_scratch(block_buffer, kRows * panels * kPanel) : nullptr;
     const int64_t ld_block = panels * kPanel;
+    // Lines per row of A, one more where a row does not start on a line.
+    const int64_t a_lines =
+        (k * 4 + 63) / 64 + ((reinterpret_cast<uintptr_t>(a) | (g.lda * 4)) % 64 != 0);
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t r0 = blk * kRows;
       const int rows = static_cast<int>(std::min<int64_t>(kRows, m - r0));
@@ -120,9 +128,12 @@ void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {
         // While this tile computes, the lines the next block will write in this panel's columns
         // arrive: C's (owned, so the stores need not read them from memory first) and the
         // epilogue's aux (read by Times, written by the others).
-        LinesAhead c_ahead, aux_ahead;
+        LinesAhead c_ahead, aux_ahead, a_ahead;
         if (blk + 1 < b1) {
           const int64_t next_rows = std::min<int64_t>(kRows, m - r0 - kRows);
+          if (j == 0)  // and A's rows of the next block (the hardware's prefetch is late)
+            a_ahead = {reinterpret_cast<const char*>(a + (r0 + kRows) * g.lda), next_rows * a_lines,
+                       a_lines, g.lda * 4, false};
           const int64_t lines = ((std::min(n - j * kPanel, kPanel)) * 4 + 63) / 64;
           if (!stream_c)
             c_ahead = {reinterpret_cast<const char*>(c + (r0 + kRows) * g.ldc + j * kPanel),
@@ -135,7 +146,7 @@ void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {
         float* out = stream_c ? block + j * kPanel : c + r0 * g.ldc + j * kPanel;
         (is_last ? end : body)(a + r0 * g.lda, g.lda, bp + j * k * kPanel, k, out,
                                stream_c ? ld_block : g.ldc, is_last ? masks.last : masks.full,
-                               alpha, beta, c_ahead, aux_ahead);
+                               alpha, beta, c_ahead, aux_ahead, a_ahead);
       }
       if (stream_c)
         for (int r = 0; r < rows; ++r) {
