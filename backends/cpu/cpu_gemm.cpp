@@ -201,12 +201,16 @@ template <typename T>
 void store_partials(const GemmArgs& g, T* c, int64_t count, const cpu::RowPartials<T>& sums) {
   const T beta = static_cast<T>(g.beta);
   parallel_for(count * g.m, kMinBlock, [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<T> totals;
+    if (beta != T(0)) totals.resize(static_cast<size_t>(g.n));
     for (int64_t r = r0; r < r1; ++r) {  // row r % m of matrix r / m
       T* c_row = c + (r / g.m) * g.stride_c + (r % g.m) * g.ldc;
-      for (int64_t j = 0; j < g.n; ++j) {
-        const T total = sums.column(r * g.n + j);
-        c_row[j] = beta == T(0) ? total : beta * c_row[j] + total;  // beta 0: C is not read
+      if (beta == T(0)) {  // C is not read
+        sums.sum_columns(r * g.n, g.n, c_row);
+        continue;
       }
+      sums.sum_columns(r * g.n, g.n, totals.data());
+      for (int64_t j = 0; j < g.n; ++j) c_row[j] = beta * c_row[j] + totals[j];
     }
   });
 }

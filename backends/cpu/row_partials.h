@@ -23,6 +23,17 @@ struct RowPartials {
     for (int c = 0; c < chunks; ++c) total += data[c * width + i];
     return total;
   }
+  // Columns [begin, begin + count) as column() sums them (the same bits), into out: chunk by
+  // chunk along the columns, which the compiler's vectors can take. column() called per element
+  // ran as scalar adds: the pass over a weight gradient's partials split along k cost 0.9% of
+  // the attention classifier's step.
+  void sum_columns(int64_t begin, int64_t count, T* __restrict out) const {
+    std::fill(out, out + count, T(0));
+    for (int c = 0; c < chunks; ++c) {
+      const T* __restrict row = data + c * width + begin;
+      for (int64_t i = 0; i < count; ++i) out[i] += row[i];
+    }
+  }
 };
 
 // Calls body(row_begin, row_end, partial) once per chunk of [0, rows), `chunks` chunks in all
