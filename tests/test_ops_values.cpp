@@ -384,7 +384,10 @@ TEST_CASE("values: fused GELU and its gradient in float32 agree with libm; NaN a
     if (std::isinf(x)) continue;  // gelu(-inf) = -inf · 0: NaN, as the unfused op gives
     const double want = x * cdf;
     CHECK(std::abs(gv[i] - want) <= 2e-6 + 1e-6 * std::abs(want));
-    if (x < -6) CHECK(gv[i] == 0.0f);  // no tail of -x·ε below the erf's clamp
+    // No tail of -x·ε in the far left: an erf form that saturates at 1 - 6e-8 instead of 1
+    // leaves -x·4e-9 there, while the true gelu is -5.9e-9 at -6 and falls fast (the AVX-512
+    // form follows it, the others clamp erf to -1 and give 0).
+    if (x < -6) CHECK(std::abs(gv[i]) <= 1e-8);
     worst_gelu = std::max(worst_gelu, std::abs(gv[i] - want) / (1 + std::abs(want)));
   }
   MESSAGE("worst |error|: gelu " << worst_gelu << ", gelu' " << worst_grad);

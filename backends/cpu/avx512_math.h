@@ -6,11 +6,11 @@
 //
 // The generic loops compile (GCC 12, -march=native) to 256-bit vectors in which fast_expf's
 // clamps and rounding become ~75 instructions per 8 elements: GELU's gradient cost 0.89 ns per
-// element with its data in L1, the forward 0.34. Here the same rational function for erf
-// (fast_math.h's coefficients, clamped with min/max) and an exp built on vrndscaleps/vscalefps
-// (no integer conversion) take 16 elements per instruction. Values agree with the generic
-// formulas to float32 rounding, not bit for bit (tests/test_ops_values.cpp); NaN propagates
-// through every step.
+// element with its data in L1, the forward 0.34. Here an exp built on vrndscaleps/vscalefps
+// (no integer conversion) and the normal distribution's tail as a polynomial times that exp
+// (normal_cdf below; fast_math.h's coefficients) take 16 elements per instruction. Values agree
+// with libm to float32's level, not bit for bit with the generic formulas
+// (tests/test_ops_values.cpp); NaN propagates through every step.
 #pragma once
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -30,28 +30,6 @@
 
 namespace mixlab::cpu::avx512 {
 
-// erf(z) for z clamped to [-4, 4]: fast_erff's odd/even rational function.
-inline __m512 erf_of(__m512 z) {
-  // max(-4, z) then min(4, ·), z as the second operand: a NaN z comes through as NaN.
-  z = _mm512_min_ps(_mm512_set1_ps(4.0f), _mm512_max_ps(_mm512_set1_ps(-4.0f), z));
-  const __m512 z2 = _mm512_mul_ps(z, z);
-  __m512 p = _mm512_set1_ps(kErfNumerator[0]);
-  for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, z2, _mm512_set1_ps(kErfNumerator[i]));
-  p = _mm512_mul_ps(p, z);
-  __m512 q = _mm512_set1_ps(kErfDenominator[0]);
-  for (int i = 1; i < 5; ++i) q = _mm512_fmadd_ps(q, z2, _mm512_set1_ps(kErfDenominator[i]));
-  // p / q as p · (1/q): vrcp14ps's estimate and one Newton step (relative error about 2⁻²⁸
-  // before rounding). A 512-bit division was the loop's bottleneck: 0.44 ns per element of the
-  // 0.61 GELU cost. q lies in [-2.4, -0.014] for every z, so the estimate is never 0 or ∞.
-  const __m512 r0 = _mm512_rcp14_ps(q);
-  const __m512 r = _mm512_mul_ps(r0, _mm512_fnmadd_ps(q, r0, _mm512_set1_ps(2.0f)));
-  // At the clamp, exactly ±1 (z/4): the rational function gives 1 - 6e-8 there, and gelu(x)
-  // would keep a tail of -x·4e-9 for every x below -5.7 instead of 0.
-  const __mmask16 saturated =
-      _mm512_cmp_ps_mask(_mm512_abs_ps(z), _mm512_set1_ps(4.0f), _CMP_EQ_OQ);
-  return _mm512_mask_mul_ps(_mm512_mul_ps(p, r), saturated, z, _mm512_set1_ps(0.25f));
-}
-
 // exp(y) for y ≤ 88: y = n·ln2 + r with n = round(y·log2 e), exp(r) by fast_expf's degree-6
 // polynomial, then ·2ⁿ by vscalefps, which underflows to 0 by itself. y is clamped below at
 // -104 (exp is 0 there in float32) so that -∞ gives 0 rather than ∞ - ∞.
@@ -66,27 +44,50 @@ inline __m512 exp_of(__m512 y) {
   return _mm512_scalef_ps(p, n);
 }
 
-// erf(x/√2), which GELU and its gradient share.
-inline __m512 erf_over_sqrt2(__m512 x) {
-  return erf_of(_mm512_mul_ps(x, _mm512_set1_ps(0.7071067811865476f)));
+// Φ(x), the standard normal's distribution function, and e = exp(-x²/2), which GELU and its
+// gradient share: Φ(x) = 1 - h for x ≥ 0 and h below, h = ½·erfc(|x|/√2) ≈ t·P(t)·e
+// (fast_math.h's kNormalTail). The exp is the normal density's own, so GELU and its slope take
+// one exp and a degree-5 polynomial where erf's rational function (7 + 5 coefficients and a
+// division) and the density's exp took both: 0.67-0.74 -> 0.50 ns an element for the pair, GELU
+// alone 0.43 -> 0.42 (Zen 4, in L1); GELU's epilogue was 2.5-7.5% of the classifiers' steps. In
+// AVX2 registers the same form ran slower than avx2_math.h's (0.93 -> 1.02 ns, and 0.48 -> 0.77
+// for GELU alone, which needs no exp there), so that header keeps erf. Taken as a term of its own,
+// h keeps its relative accuracy in the left tail, where 1 + erf(x/√2) lost it all (that form
+// was exactly 0 below x = -5.66; -6 gives gelu -5.9e-9 now, as libm's erfc does).
+inline __m512 normal_cdf(__m512 x, __m512& e) {
+  e = exp_of(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-0.5f), x), x));  // 0 below -104
+  // |x| at most 20, so that ±∞ gives t = 1/21, not 1/∞ (whose Newton step is ∞·0); e is 0 there.
+  // min(20, |x|) with |x| second: a NaN x stays NaN.
+  const __m512 a = _mm512_min_ps(_mm512_set1_ps(20.0f), _mm512_abs_ps(x));
+  const __m512 d = _mm512_fmadd_ps(a, _mm512_set1_ps(kNormalTailP), _mm512_set1_ps(1.0f));
+  // 1/d by vrcp14ps's estimate and one Newton step (d ≥ 1: never 0 or ∞).
+  const __m512 r0 = _mm512_rcp14_ps(d);
+  const __m512 t = _mm512_mul_ps(r0, _mm512_fnmadd_ps(d, r0, _mm512_set1_ps(2.0f)));
+  __m512 p = _mm512_set1_ps(kNormalTail[0]);
+  for (int i = 1; i < 5; ++i) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kNormalTail[i]));
+  const __m512 h = _mm512_mul_ps(_mm512_mul_ps(p, t), e);
+  const __mmask16 right = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);  // NaN: h
+  return _mm512_mask_sub_ps(h, right, _mm512_set1_ps(1.0f), h);
 }
 
-// gelu(x) = x·Φ(x) = 0.5·x·(1 + erf(x/√2)), e = erf_over_sqrt2(x).
-inline __m512 gelu_given_erf(__m512 x, __m512 e) {
-  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x),
-                       _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+// gelu(x) = x·Φ(x), cdf = normal_cdf(x, ·).
+inline __m512 gelu_given_cdf(__m512 x, __m512 cdf) { return _mm512_mul_ps(x, cdf); }
+inline __m512 gelu(__m512 x) {
+  __m512 e;
+  return gelu_given_cdf(x, normal_cdf(x, e));
 }
-inline __m512 gelu(__m512 x) { return gelu_given_erf(x, erf_over_sqrt2(x)); }
 
-// gelu'(x) = Φ(x) + x·φ(x), e = erf_over_sqrt2(x). x·φ(x) is taken at x clamped to [-10, 10]:
-// beyond, it is below 1e-20 (and an infinite x would make it ∞·0).
-inline __m512 gelu_grad_given_erf(__m512 x, __m512 e) {
-  const __m512 cdf = _mm512_fmadd_ps(_mm512_set1_ps(0.5f), e, _mm512_set1_ps(0.5f));
+// gelu'(x) = Φ(x) + x·φ(x), φ(x) = e/√(2π), with cdf and e from normal_cdf(x, e). x is clamped
+// to [-10, 10] in x·φ(x): beyond, e is below 1e-21, and an infinite x would make it ∞·0.
+inline __m512 gelu_grad_given_cdf(__m512 x, __m512 cdf, __m512 e) {
   const __m512 xc = _mm512_min_ps(_mm512_set1_ps(10.0f), _mm512_max_ps(_mm512_set1_ps(-10.0f), x));
-  const __m512 pdf = exp_of(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(xc, xc)));
-  return _mm512_fmadd_ps(_mm512_mul_ps(xc, _mm512_set1_ps(0.3989422804014327f)), pdf, cdf);
+  return _mm512_fmadd_ps(_mm512_mul_ps(xc, _mm512_set1_ps(0.3989422804014327f)), e, cdf);
 }
-inline __m512 gelu_grad(__m512 x) { return gelu_grad_given_erf(x, erf_over_sqrt2(x)); }
+inline __m512 gelu_grad(__m512 x) {
+  __m512 e;
+  const __m512 cdf = normal_cdf(x, e);
+  return gelu_grad_given_cdf(x, cdf, e);
+}
 
 // Lanes [0, left) of a 16-lane register, for a row's last partial vector.
 inline __mmask16 first_lanes(int64_t left) {
@@ -134,7 +135,8 @@ inline void gelu_row(const float* pre, float* y, int64_t cols) {
   }
 }
 
-// y = gelu(x) and slope = gelu'(x) over cols floats, erf taken once for both (slope may be x).
+// y = gelu(x) and slope = gelu'(x) over cols floats, Φ and e taken once for both (slope may be
+// x).
 // stream_slope (slope on a cache line, not x): the slope's whole registers go out as streaming
 // stores, which write memory without reading the lines first or keeping them in cache (for a
 // result read long after, by the backward).
@@ -143,15 +145,17 @@ inline void gelu_and_slope_row(const float* x, float* y, float* slope, int64_t c
   int64_t i = 0;
   if (stream_slope)
     for (; i + 16 <= cols; i += 16) {
-      const __m512 v = _mm512_loadu_ps(x + i), e = erf_over_sqrt2(v);
-      _mm512_storeu_ps(y + i, gelu_given_erf(v, e));
-      _mm512_stream_ps(slope + i, gelu_grad_given_erf(v, e));
+      __m512 e;
+      const __m512 v = _mm512_loadu_ps(x + i), cdf = normal_cdf(v, e);
+      _mm512_storeu_ps(y + i, gelu_given_cdf(v, cdf));
+      _mm512_stream_ps(slope + i, gelu_grad_given_cdf(v, cdf, e));
     }
   for (; i < cols; i += 16) {
     const __mmask16 m = first_lanes(cols - i);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i), e = erf_over_sqrt2(v);
-    _mm512_mask_storeu_ps(y + i, m, gelu_given_erf(v, e));
-    _mm512_mask_storeu_ps(slope + i, m, gelu_grad_given_erf(v, e));
+    __m512 e;
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i), cdf = normal_cdf(v, e);
+    _mm512_mask_storeu_ps(y + i, m, gelu_given_cdf(v, cdf));
+    _mm512_mask_storeu_ps(slope + i, m, gelu_grad_given_cdf(v, cdf, e));
   }
 }
 

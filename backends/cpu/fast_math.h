@@ -21,6 +21,13 @@ inline constexpr float kErfNumerator[7] = {
 inline constexpr float kErfDenominator[5] = {-1.45660718464996e-05f, -2.13374055278905e-04f,
                                              -1.68282697438203e-03f, -7.37332916720468e-03f,
                                              -1.42647390514189e-02f};
+// The standard normal's upper tail for AVX-512's GELU (avx512_math.h's normal_cdf):
+// ½·erfc(a/√2) ≈ t·P(t)·exp(-a²/2) for a ≥ 0, t = 1/(1 + kNormalTailP·a), Abramowitz & Stegun
+// 7.1.26 (|error| ≤ 1.5e-7 in erf) with its argument scaled by 1/√2 and its P halved.
+inline constexpr float kNormalTailP = static_cast<float>(0.3275911 * 0.7071067811865476);
+inline constexpr float kNormalTail[5] = {0.5f * 1.061405429f, 0.5f * -1.453152027f,
+                                         0.5f * 1.421413741f, 0.5f * -0.284496736f,
+                                         0.5f * 0.254829592f};
 
 // exp(x): x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact n·ln2), exp(r) by its
 // degree-6 Taylor polynomial (relative error < 2e-7 there), 2^n built in the exponent bits as
