@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/kernel_products.h"
+
 namespace mixlab {
 
 int debug_level() {
@@ -80,6 +82,7 @@ LiveTracers& live_tracers() {
 class TracingBackend final : public Backend {
  public:
   TracingBackend(Backend& inner, int level) : inner_(inner), level_(level) {
+    kernel_products::set_counting(true);  // the fused kernels' products, for the second table
     LiveTracers& live = live_tracers();
     std::lock_guard<std::mutex> lock(live.mutex);
     live.list.push_back(this);
@@ -120,6 +123,11 @@ class TracingBackend final : public Backend {
   struct Stats {
     int64_t calls = 0;
     double seconds = 0;
+    // A fused kernel's time in its own matrix products (kernel_products.h): its calls' times,
+    // each split by the ratio of the cycles its workers counted in products to their cycles in
+    // all. counted: the kernel reported cycles at all.
+    double product_seconds = 0;
+    bool counted = false;
   };
 
   // `label` (the shapes) is only built when it is printed, at level 2.
@@ -129,10 +137,15 @@ class TracingBackend final : public Backend {
     call();
     inner_.synchronize();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const kernel_products::Totals cycles = kernel_products::take();
     std::lock_guard<std::mutex> lock(mutex_);
     Stats& st = stats_[kernel];
     ++st.calls;
     st.seconds += s;
+    if (cycles.all > 0) {
+      st.counted = true;
+      st.product_seconds += s * static_cast<double>(cycles.products) / cycles.all;
+    }
     if (level_ >= 2)
       std::fprintf(stderr, "[mixlab %s] %-24s %-28s %9.1f us\n", inner_.name(), kernel,
                    label().c_str(), s * 1e6);
@@ -152,6 +165,21 @@ class TracingBackend final : public Backend {
       std::fprintf(stderr, "%-24s %10lld %12.2f %12.2f %6.1f%%\n", k.c_str(),
                    static_cast<long long>(s.calls), s.seconds * 1e3, s.seconds / s.calls * 1e6,
                    total > 0 ? 100 * s.seconds / total : 0.0);
+    // The fused kernels' own products (kernel_products.h), which the table above counts as the
+    // kernels': the rest of such a kernel is its overhead over the products it replaces.
+    bool any = false;
+    for (auto& [k, s] : rows) any = any || s.counted;
+    if (!any) return;
+    std::fprintf(stderr, "\n[mixlab %s] matrix products inside fused kernels (MIXLAB_DEBUG)\n",
+                 inner_.name());
+    std::fprintf(stderr, "%-24s %12s %14s %7s %7s\n", "kernel", "total (ms)", "products (ms)",
+                 "of it", "share");
+    for (auto& [k, s] : rows)
+      if (s.counted)
+        std::fprintf(stderr, "%-24s %12.2f %14.2f %6.1f%% %6.1f%%\n", k.c_str(), s.seconds * 1e3,
+                     s.product_seconds * 1e3,
+                     s.seconds > 0 ? 100 * s.product_seconds / s.seconds : 0.0,
+                     total > 0 ? 100 * s.product_seconds / total : 0.0);
   }
 
   Backend& inner_;

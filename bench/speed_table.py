@@ -197,7 +197,7 @@ def main():
                     failures += not row["params_match"]
                     scored.append(speed_targets.row(label, n, row["ratio"], row["matmul_share"],
                                                     m["examples_per_s"], m["peak_rss_kib"],
-                                                    t["peak_rss_kib"]))
+                                                    t["peak_rss_kib"], row["core_share"]))
                     cells = [label, str(n), f"{m['examples_per_s']:.0f}", f"{t['examples_per_s']:.0f}",
                              f"{row['ratio']:.2f}", f"{100 * row['matmul_share']:.0f}",
                              row["top_other"], mib(m["peak_rss_kib"]), mib(t["peak_rss_kib"]),

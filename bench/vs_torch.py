@@ -244,19 +244,38 @@ def run_mixlab(args, debug):
     return done
 
 
-def kernel_shares(stderr):
-    """{kernel: ms} from the table MIXLAB_DEBUG=1 prints at exit (backends/tracing_backend.cpp)."""
-    times, in_table = {}, False
+def debug_table(stderr, title, pattern):
+    """The matches of `pattern` on the lines after the one holding `title`: the rows of one of
+    the tables MIXLAB_DEBUG=1 prints at exit (backends/tracing_backend.cpp)."""
+    rows, in_table = [], False
     for line in stderr.splitlines():
-        if "kernel time by kernel" in line:
+        if title in line:
             in_table = True
             continue
-        m = re.match(r"^(\S+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)%$", line.strip())
+        m = re.match(pattern, line.strip())
         if in_table and m:
-            times[m.group(1)] = times.get(m.group(1), 0.0) + float(m.group(3))
+            rows.append(m)
+    return rows
+
+
+def kernel_shares(stderr):
+    """{kernel: ms} from the table of kernel times."""
+    times = {}
+    for m in debug_table(stderr, "kernel time by kernel",
+                         r"^(\S+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)%$"):
+        times[m.group(1)] = times.get(m.group(1), 0.0) + float(m.group(3))
     if not times:
         raise RuntimeError("MIXLAB_DEBUG=1 printed no kernel table:\n" + stderr)
     return times
+
+
+def products_inside(stderr):
+    """{kernel: ms} of the second table: the time fused kernels (the attention cores, linear
+    attention) spend in their own matrix products, from cycle counters inside them
+    (backends/kernel_products.h). Empty when no such kernel ran."""
+    return {m.group(1): float(m.group(3)) for m in debug_table(
+        stderr, "matrix products inside fused kernels",
+        r"^(\S+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)%\s+([0-9.]+)%$")}
 
 
 def is_matrix_product(kernel):
@@ -310,17 +329,20 @@ def compare(args):
     if on_gpu(args):  # MIXLAB_DEBUG's table would time the host's calls, not the GPU's kernels
         return {"mixlab": mixlab, "torch": torch_side,
                 "ratio": mixlab["examples_per_s"] / torch_side["examples_per_s"],
-                "matmul_share": None, "top_other": "n/a",
+                "matmul_share": None, "core_share": None, "top_other": "n/a",
                 "params_match": mixlab["params"] == torch_side["params"]}
-    kernels = kernel_shares(run_mixlab(args, debug=True).stderr)
+    traced = run_mixlab(args, debug=True).stderr
+    kernels = kernel_shares(traced)
     total = sum(kernels.values())
     products = sum(ms for k, ms in kernels.items() if counts_as_product(k, args))
+    inside = sum(ms for k, ms in products_inside(traced).items() if not counts_as_product(k, args))
     others = sorted(((ms, k) for k, ms in kernels.items() if not counts_as_product(k, args)),
                     reverse=True)
     top_other = f"{others[0][1]} {100 * others[0][0] / total:.0f}%" if others else "-"
     return {"mixlab": mixlab, "torch": torch_side,
             "ratio": mixlab["examples_per_s"] / torch_side["examples_per_s"],
             "matmul_share": products / total if total > 0 else 0.0, "top_other": top_other,
+            "core_share": (products + inside) / total if total > 0 else 0.0,
             "params_match": mixlab["params"] == torch_side["params"]}
 
 
@@ -382,7 +404,9 @@ def print_cpu_row(row):
     m, t = row["mixlab"], row["torch"]
     print(f"mixlab: median step {m['median_ms']:.2f} ms, {m['examples_per_s']:.1f} examples/s, "
           f"params {m['params']}, peak RSS {m['peak_rss_kib'] / 1024:.1f} MiB, matrix products "
-          f"{100 * row['matmul_share']:.0f}% of kernel time (next: {row['top_other']})")
+          f"{100 * row['matmul_share']:.0f}% of kernel time, "
+          f"{100 * row['core_share']:.0f}% with those inside fused kernels "
+          f"(next: {row['top_other']})")
     print(f"torch {t['version']} threads={t['threads']}: median step {t['median_ms']:.2f} ms, "
           f"{t['examples_per_s']:.1f} examples/s, params {t['params']}, "
           f"peak RSS {t['peak_rss_kib'] / 1024:.1f} MiB ({t['rss_after_import_kib'] / 1024:.1f} MiB "

@@ -427,6 +427,8 @@ TEST_CASE("apps: MIXLAB_DEBUG traces kernels and reports their time") {
   CHECK(traced.code == 0);
   CHECK(traced.output.find("[mixlab cpu] gemm") != std::string::npos);
   CHECK(traced.output.find("kernel time by kernel") != std::string::npos);
+  // The attention core's own products, from its cycle counters (backends/kernel_products.h).
+  CHECK(traced.output.find("matrix products inside fused kernels") != std::string::npos);
 }
 
 TEST_CASE("apps: a run folder is refused without --resume and left byte-identical") {

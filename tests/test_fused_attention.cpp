@@ -6,6 +6,7 @@
 #include "backends/cpu/attention_short_keys.h"
 #include "backends/cpu/caching_allocator.h"
 #include "backends/cpu/kernel_registers.h"
+#include "backends/kernel_products.h"
 #include "core/parallel.h"
 #include "nn/mixers/common.h"
 #include "tests/mixer_harness.h"
@@ -128,6 +129,35 @@ TEST_CASE("fused_attention: float32 items of up to 64 keys take the register cor
   const float marks[24] = {};
   CHECK(cpu::short_keys_fit(12, 32, 32, {marks, 12, 1}));
   CHECK_FALSE(cpu::short_keys_fit(12, 32, 32, {marks, 1, 2}));  // strided along the keys: tiles
+}
+
+// MIXLAB_DEBUG's second table (backends/kernel_products.h): with counting on, the core's
+// workers report their cycles and, within them, their products' cycles; with it off, nothing.
+// Both the register core (49 keys) and the tiles (80 keys, float64) are products in part.
+TEST_CASE("fused_attention: MIXLAB_DEBUG's counters see the core's products as a part of it") {
+  const bool was = kernel_products::counting();
+  auto fused_step = [](const Shape& shape, DType dtype) {
+    Tensor q = cast(rand32(shape, 1), dtype), k = cast(rand32(shape, 2), dtype),
+           v = cast(rand32(shape, 3), dtype);
+    for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
+    sum(fused_attention(q, k, v, Tensor(), 0.25)).backward();
+  };
+  for (auto [shape, dtype] :
+       {std::pair{Shape{2, 2, 49, 16}, DType::F32}, std::pair{Shape{1, 2, 80, 8}, DType::F64}}) {
+    CAPTURE(shape[2]);
+    kernel_products::set_counting(false);
+    kernel_products::take();  // whatever an earlier kernel left
+    fused_step(shape, dtype);
+    const kernel_products::Totals off = kernel_products::take();
+    CHECK(off.all == 0);
+    CHECK(off.products == 0);
+    kernel_products::set_counting(true);
+    fused_step(shape, dtype);
+    const kernel_products::Totals on = kernel_products::take();
+    CHECK(on.products > 0);
+    CHECK(on.products < on.all);
+  }
+  kernel_products::set_counting(was);
 }
 
 TEST_CASE("fused_attention: repeats bit for bit for a given thread count") {

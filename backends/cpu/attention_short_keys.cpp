@@ -35,6 +35,7 @@
 
 #include "backends/cpu/register_sums.h"
 #include "backends/cpu/register_tile.h"
+#include "backends/kernel_products.h"
 #else
 #include <string>
 
@@ -134,7 +135,10 @@ void written_rows(Mat<float> staged, Mat<float> dst, int64_t rows, int64_t cols)
 void weighted_sum_into(const float* w, int64_t w_row, int64_t w_step, int64_t count,
                        Mat<const float> x, int64_t cols, Mat<float> y, int64_t rows) {
   const Mat<float> staged = staged_rows(y, rows, cols);
-  weighted_sum_rows(w, w_row, w_step, count, x, cols, staged.data, staged.ld, rows);
+  {
+    kernel_products::ProductSpan product;  // the copy out is not a product
+    weighted_sum_rows(w, w_row, w_step, count, x, cols, staged.data, staged.ld, rows);
+  }
   written_rows(staged, y, rows, cols);
 }
 
@@ -350,7 +354,10 @@ void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const 
   in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
     constexpr int R = decltype(size)::value;
     V s[R][KV];
-    rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, s);
+    {
+      kernel_products::ProductSpan product;
+      rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, s);
+    }
     store_scaled<R, KV>(s, scale_v, p + i0 * W);
     add_bias_rows<R, KV>(bias, i0, m, p);
     softmax_rows<R, KV>(p, i0, m, mask, lse);
@@ -378,11 +385,17 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
   in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
     constexpr int R = decltype(size)::value;
     V acc[R][KV];
-    rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, acc);
+    {
+      kernel_products::ProductSpan product;
+      rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, acc);
+    }
     store_scaled<R, KV>(acc, scale_v, p + i0 * W);
     add_bias_rows<R, KV>(bias, i0, m, p);
     probabilities_again_rows<R, KV>(p, i0, m, mask, lse);
-    rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
+    {
+      kernel_products::ProductSpan product;
+      rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
+    }
     store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, scale_v, ds, W, dbias);
   });
   // dq = dS k per group of queries; dv = Pᵀ dout and dk = dSᵀ q per group of keys.
@@ -430,7 +443,10 @@ void synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const float> logi
     for (int64_t i = i0; i < i0 + R; ++i) logits_row<KV>(logits, i, m, p + i * W);
     probabilities_again_rows<R, KV>(p, i0, m, mask, lse);
     V acc[R][KV];
-    rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
+    {
+      kernel_products::ProductSpan product;
+      rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
+    }
     store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, L::set1(1.0f), dlogits.data,
                               dlogits.ld);  // (· 1: exact, the logits are not scaled)
   });

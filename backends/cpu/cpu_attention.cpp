@@ -48,6 +48,7 @@
 #include "backends/cpu/fast_math.h"
 #include "backends/cpu/gemm_rows.h"
 #include "backends/cpu/row_max.h"
+#include "backends/kernel_products.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
 
@@ -159,6 +160,7 @@ void CpuBackend::attention(const View& q, const View& k, const View& v, const Vi
   dispatch_floating(q.dtype, "attention", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(z.items, 1, [&](int64_t begin, int64_t end) {
+      kernel_products::ItemsSpan counted;  // MIXLAB_DEBUG: the products' share (kernel_products.h)
       T* s = cpu::thread_scratch<T>(0, z.buffer());
       for (int64_t item = begin; item < end; ++item) {
         Item<T> it = item_of<T>(item, q, k, v, mask, out, lse);
@@ -187,13 +189,18 @@ void CpuBackend::attention(const View& q, const View& k, const View& v, const Vi
         }
         for (int64_t i0 = 0; i0 < n; i0 += tile) {
           int64_t rows = std::min(tile, n - i0);
-          scores(rows, m, d, scale, qm.data + i0 * qm.ld, qm.ld, km, s);
+          {
+            kernel_products::ProductSpan product;
+            scores(rows, m, d, scale, qm.data + i0 * qm.ld, qm.ld, km, s);
+          }
           add_bias(bm, i0, rows, m, s);
           for (int64_t r = 0; r < rows; ++r)
             row_lse[i0 + r] = softmax_allowed(s + r * m, m, allowed, i0 + r);
-          if (e > 0)
+          if (e > 0) {
+            kernel_products::ProductSpan product;
             gemm_rows(false, false, rows, e, m, 1.0, s, m, vm.data, vm.ld, 0.0,
                       om.data + i0 * om.ld, om.ld);
+          }
         }
       }
     });
@@ -209,6 +216,7 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
   dispatch_floating(q.dtype, "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(z.items, 1, [&](int64_t begin, int64_t end) {
+      kernel_products::ItemsSpan counted;  // MIXLAB_DEBUG: the products' share (kernel_products.h)
       T* p = cpu::thread_scratch<T>(0, z.buffer());   // probabilities, then dS
       T* dp = cpu::thread_scratch<T>(1, z.buffer());  // dout vᵀ
       for (int64_t item = begin; item < end; ++item) {
@@ -250,11 +258,15 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
           double sum_beta = i0 == 0 ? 0.0 : 1.0;
           const T* q_tile = qm.data + i0 * qm.ld;
           const T* g_tile = gm.data + i0 * gm.ld;
-          scores(rows, m, d, scale, q_tile, qm.ld, km, p);
+          {
+            kernel_products::ProductSpan product;
+            scores(rows, m, d, scale, q_tile, qm.ld, km, p);
+          }
           add_bias(bm, i0, rows, m, p);
           for (int64_t r = 0; r < rows; ++r)
             probabilities_again(p + r * m, m, allowed, i0 + r, row_lse[i0 + r]);
           if (e > 0) {
+            kernel_products::ProductSpan product;
             gemm_rows(true, false, m, e, rows, 1.0, p, m, g_tile, gm.ld, sum_beta, dvm.data,
                       dvm.ld);
             gemm_rows(false, true, rows, m, e, 1.0, g_tile, gm.ld, vm.data, vm.ld, 0.0, dp, m);
@@ -266,6 +278,7 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
                              m, e);
           if (dbm.data) copy_rows<T>({p, m}, rows, m, {dbm.data + i0 * dbm.ld, dbm.ld});  // dS
           if (d > 0) {
+            kernel_products::ProductSpan product;
             gemm_rows(false, false, rows, d, m, scale, p, m, km.data, km.ld, 0.0,
                       dqm.data + i0 * dqm.ld, dqm.ld);
             gemm_rows(true, false, m, d, rows, scale, p, m, q_tile, qm.ld, sum_beta, dkm.data,
@@ -307,6 +320,7 @@ void CpuBackend::synthesized_attention(const View& logits, const View& v, const 
   dispatch_floating(v.dtype, "synthesized_attention", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(items, 1, [&](int64_t begin, int64_t end) {
+      kernel_products::ItemsSpan counted;  // MIXLAB_DEBUG: the products' share (kernel_products.h)
       T* p = cpu::thread_scratch<T>(0, static_cast<size_t>(std::max<int64_t>(1, n * m)));
       for (int64_t item = begin; item < end; ++item) {
         SynthItem<T> it = synth_item_of<T>(item, logits, v, mask);
@@ -330,8 +344,10 @@ void CpuBackend::synthesized_attention(const View& logits, const View& v, const 
         }
         copy_rows<T>({it.logits.data, it.logits.ld}, n, m, {p, m});
         for (int64_t i = 0; i < n; ++i) row_lse[i] = softmax_allowed(p + i * m, m, it.allowed, i);
-        if (e > 0)
+        if (e > 0) {
+          kernel_products::ProductSpan product;
           gemm_rows(false, false, n, e, m, 1.0, p, m, it.v.data, it.v.ld, 0.0, om.data, om.ld);
+        }
       }
     });
   });
@@ -345,6 +361,7 @@ void CpuBackend::synthesized_attention_backward(const View& logits, const View& 
   dispatch_floating(v.dtype, "synthesized_attention_backward", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(items, 1, [&](int64_t begin, int64_t end) {
+      kernel_products::ItemsSpan counted;  // MIXLAB_DEBUG: the products' share (kernel_products.h)
       T* dp = cpu::thread_scratch<T>(1, static_cast<size_t>(std::max<int64_t>(1, n * m)));
       for (int64_t item = begin; item < end; ++item) {
         SynthItem<T> it = synth_item_of<T>(item, logits, v, mask);
@@ -375,8 +392,12 @@ void CpuBackend::synthesized_attention_backward(const View& logits, const View& 
           zero_rows(dl, n, m);
           continue;
         }
-        gemm_rows(true, false, m, e, n, 1.0, dl.data, dl.ld, gm.data, gm.ld, 0.0, dvm.data, dvm.ld);
-        gemm_rows(false, true, n, m, e, 1.0, gm.data, gm.ld, it.v.data, it.v.ld, 0.0, dp, m);
+        {
+          kernel_products::ProductSpan product;
+          gemm_rows(true, false, m, e, n, 1.0, dl.data, dl.ld, gm.data, gm.ld, 0.0, dvm.data,
+                    dvm.ld);
+          gemm_rows(false, true, n, m, e, 1.0, gm.data, gm.ld, it.v.data, it.v.ld, 0.0, dp, m);
+        }
         for (int64_t i = 0; i < n; ++i)
           softmax_grad_row(dl.data + i * dl.ld, dp + i * m, gm.data + i * gm.ld,
                            om.data + i * om.ld, m, e);

@@ -21,6 +21,7 @@
 #include "backends/cpu/attention_item.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/register_sums.h"
+#include "backends/kernel_products.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
 
@@ -74,10 +75,16 @@ Sizes sizes_of(const View& q, const View& k, const View& v) {
 // output rows at once. s: S [d, e]; zs: z [d]; out overwritten.
 void item_forward(Mat<const float> q, Mat<const float> k, Mat<const float> v, int64_t n, int64_t m,
                   int64_t d, int64_t e, float eps, Mat<float> out, float* s, float* zs) {
-  cpu::weighted_sum_rows(k.data, 1, k.ld, m, v, e, s, e, d);  // S row c = Σ_j k_jc v_j
+  {
+    kernel_products::ProductSpan product;
+    cpu::weighted_sum_rows(k.data, 1, k.ld, m, v, e, s, e, d);  // S row c = Σ_j k_jc v_j
+  }
   std::fill(zs, zs + d, 0.0f);
   for (int64_t j = 0; j < m; ++j) add_scaled(zs, 1.0f, k.data + j * k.ld, d);
-  cpu::weighted_sum_rows(q.data, q.ld, 1, d, {s, e}, e, out.data, out.ld, n);  // q S
+  {
+    kernel_products::ProductSpan product;
+    cpu::weighted_sum_rows(q.data, q.ld, 1, d, {s, e}, e, out.data, out.ld, n);  // q S
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float den = dot(q.data + i * q.ld, zs, d) + eps;
     float* oi = out.data + i * out.ld;
@@ -90,7 +97,10 @@ void item_backward(Mat<const float> q, Mat<const float> k, Mat<const float> v, M
                    Mat<const float> dout, int64_t n, int64_t m, int64_t d, int64_t e, float eps,
                    Mat<float> dq, Mat<float> dk, Mat<float> dv, float* s, float* st, float* zs,
                    float* dz, float* dnum, float* dden) {
-  cpu::weighted_sum_rows(k.data, 1, k.ld, m, v, e, s, e, d);
+  {
+    kernel_products::ProductSpan product;
+    cpu::weighted_sum_rows(k.data, 1, k.ld, m, v, e, s, e, d);
+  }
   std::fill(zs, zs + d, 0.0f);
   for (int64_t j = 0; j < m; ++j) add_scaled(zs, 1.0f, k.data + j * k.ld, d);
   transpose_into(s, d, e, st);
@@ -103,13 +113,25 @@ void item_backward(Mat<const float> q, Mat<const float> k, Mat<const float> v, M
     for (int64_t c = 0; c < e; ++c) dnum[i * e + c] = gi[c] / den;
     add_scaled(dz, dden[i], qi, d);
   }
-  cpu::weighted_sum_rows(dnum, e, 1, e, {st, d}, d, dq.data, dq.ld, n);  // dnum Sᵀ
+  {
+    kernel_products::ProductSpan product;
+    cpu::weighted_sum_rows(dnum, e, 1, e, {st, d}, d, dq.data, dq.ld, n);  // dnum Sᵀ
+  }
   for (int64_t i = 0; i < n; ++i) add_scaled(dq.data + i * dq.ld, dden[i], zs, d);
-  cpu::weighted_sum_rows(q.data, 1, q.ld, n, {dnum, e}, e, s, e, d);  // dS = qᵀ dnum (in s)
+  {
+    kernel_products::ProductSpan product;
+    cpu::weighted_sum_rows(q.data, 1, q.ld, n, {dnum, e}, e, s, e, d);  // dS = qᵀ dnum (in s)
+  }
   transpose_into(s, d, e, st);
-  cpu::weighted_sum_rows(v.data, v.ld, 1, e, {st, d}, d, dk.data, dk.ld, m);  // v dSᵀ
+  {
+    kernel_products::ProductSpan product;
+    cpu::weighted_sum_rows(v.data, v.ld, 1, e, {st, d}, d, dk.data, dk.ld, m);  // v dSᵀ
+  }
   for (int64_t j = 0; j < m; ++j) add_scaled(dk.data + j * dk.ld, 1.0f, dz, d);
-  cpu::weighted_sum_rows(k.data, k.ld, 1, d, {s, e}, e, dv.data, dv.ld, m);  // k dS
+  {
+    kernel_products::ProductSpan product;
+    cpu::weighted_sum_rows(k.data, k.ld, 1, d, {s, e}, e, dv.data, dv.ld, m);  // k dS
+  }
 }
 #endif
 
@@ -121,6 +143,7 @@ void CpuBackend::linear_attention(const View& q, const View& k, const View& v, d
   dispatch_floating(q.dtype, "linear_attention", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(z.items, 1, [&](int64_t begin, int64_t end) {
+      kernel_products::ItemsSpan counted;  // MIXLAB_DEBUG: the products' share (kernel_products.h)
       T* s = cpu::thread_scratch<T>(0, static_cast<size_t>(std::max<int64_t>(1, z.d * z.e)));
       T* zs = cpu::thread_scratch<T>(1, static_cast<size_t>(std::max<int64_t>(1, z.d)));
       for (int64_t item = begin; item < end; ++item) {
@@ -161,6 +184,7 @@ void CpuBackend::linear_attention_backward(const View& q, const View& k, const V
   dispatch_floating(q.dtype, "linear_attention_backward", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(z.items, 1, [&](int64_t begin, int64_t end) {
+      kernel_products::ItemsSpan counted;  // MIXLAB_DEBUG: the products' share (kernel_products.h)
       const size_t block = static_cast<size_t>(std::max<int64_t>(1, z.d * z.e));
       T* s = cpu::thread_scratch<T>(0, block);  // S, then dS
       T* zs = cpu::thread_scratch<T>(1, static_cast<size_t>(std::max<int64_t>(1, 2 * z.d + z.e)));
