@@ -125,9 +125,9 @@ class TracingBackend final : public Backend {
     double seconds = 0;
     // A fused kernel's time in its own matrix products (kernel_products.h): its calls' times,
     // each split by the ratio of the cycles its workers counted in products to their cycles in
-    // all. counted: the kernel reported cycles at all.
+    // all. 0 for the other kernels, and for a path whose products are not timed (linear
+    // attention's plain loops for float64): those are left out of the second table.
     double product_seconds = 0;
-    bool counted = false;
   };
 
   // `label` (the shapes) is only built when it is printed, at level 2.
@@ -142,10 +142,7 @@ class TracingBackend final : public Backend {
     Stats& st = stats_[kernel];
     ++st.calls;
     st.seconds += s;
-    if (cycles.all > 0) {
-      st.counted = true;
-      st.product_seconds += s * static_cast<double>(cycles.products) / cycles.all;
-    }
+    if (cycles.all > 0) st.product_seconds += s * static_cast<double>(cycles.products) / cycles.all;
     if (level_ >= 2)
       std::fprintf(stderr, "[mixlab %s] %-24s %-28s %9.1f us\n", inner_.name(), kernel,
                    label().c_str(), s * 1e6);
@@ -168,14 +165,14 @@ class TracingBackend final : public Backend {
     // The fused kernels' own products (kernel_products.h), which the table above counts as the
     // kernels': the rest of such a kernel is its overhead over the products it replaces.
     bool any = false;
-    for (auto& [k, s] : rows) any = any || s.counted;
+    for (auto& [k, s] : rows) any = any || s.product_seconds > 0;
     if (!any) return;
     std::fprintf(stderr, "\n[mixlab %s] matrix products inside fused kernels (MIXLAB_DEBUG)\n",
                  inner_.name());
     std::fprintf(stderr, "%-24s %12s %14s %7s %7s\n", "kernel", "total (ms)", "products (ms)",
                  "of it", "share");
     for (auto& [k, s] : rows)
-      if (s.counted)
+      if (s.product_seconds > 0)
         std::fprintf(stderr, "%-24s %12.2f %14.2f %6.1f%% %6.1f%%\n", k.c_str(), s.seconds * 1e3,
                      s.product_seconds * 1e3,
                      s.seconds > 0 ? 100 * s.product_seconds / s.seconds : 0.0,
