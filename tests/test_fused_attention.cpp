@@ -142,8 +142,11 @@ TEST_CASE("fused_attention: MIXLAB_DEBUG's counters see the core's products as a
     for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
     sum(fused_attention(q, k, v, Tensor(), 0.25)).backward();
   };
-  for (auto [shape, dtype] :
+  // (Not structured bindings: CAPTURE's lambda may not name them in C++17.)
+  for (const auto& item :
        {std::pair{Shape{2, 2, 49, 16}, DType::F32}, std::pair{Shape{1, 2, 80, 8}, DType::F64}}) {
+    const Shape& shape = item.first;
+    const DType dtype = item.second;
     CAPTURE(shape[2]);
     kernel_products::set_counting(false);
     kernel_products::take();  // whatever an earlier kernel left
