@@ -11,7 +11,7 @@
 // chunk of items (ItemsSpan) and of the product calls inside it (ProductSpan); after the call
 // the tracer takes the two totals and splits the call's time by their ratio. The clock is the
 // time-stamp counter (rdtsc) on x86-64, a few cycles a read; elsewhere steady_clock. Counting
-// is off unless MIXLAB_DEBUG is set, and then a span costs one relaxed load and a branch.
+// is off unless MIXLAB_DEBUG is set; off, a span costs one relaxed load and a branch.
 //
 //   {
 //     kernel_products::ItemsSpan items;        // a worker's chunk
