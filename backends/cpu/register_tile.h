@@ -61,8 +61,9 @@ class Prefetcher {
     start();
   }
   void step() {
-    while (left_ == 0) {
-      if (++run_ == kRuns) return;
+    while (left_ == 0) {  // this run is done: on to the next one with lines, if any
+      if (run_ + 1 == kRuns) return;
+      ++run_;
       start();
     }
     if (runs_[run_].for_write)
