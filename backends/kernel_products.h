@@ -8,18 +8,21 @@
 // whole core as "not products", and a kernel writer cannot see what the core's overhead is.
 //
 // How: while the tracer counts, each worker of a fused kernel adds up the clock cycles of its
-// chunk of items (ItemsSpan) and of the product calls inside it (ProductSpan); after the call
-// the tracer takes the two totals and splits the call's time by their ratio. The clock is the
-// time-stamp counter (rdtsc) on x86-64, a few cycles a read; elsewhere steady_clock. Counting
-// is off unless MIXLAB_DEBUG is set; off, a span costs one relaxed load and a branch.
+// chunk of items (an ItemsSpan in the kernel) and of the product calls inside it (a ProductSpan
+// in the product routines themselves: cpu/gemm_rows.h, cpu/register_sums.h's
+// weighted_sum_rows, the attention core's rows_against_keys); after the call the tracer takes
+// the two totals and splits the call's time by their ratio. A product routine called outside
+// an ItemsSpan (fft2_real's) counts nothing: the next ItemsSpan starts from zero. The clock is
+// the time-stamp counter (rdtsc) on x86-64, a few cycles a read; elsewhere steady_clock.
+// Counting is off unless MIXLAB_DEBUG is set; off, a span costs one relaxed load and a branch.
 //
-//   {
-//     kernel_products::ItemsSpan items;        // a worker's chunk
+//   parallel_for(items, 1, [&](int64_t begin, int64_t end) {
+//     kernel_products::ItemsSpan counted;   // this worker's chunk
 //     for (...) {
-//       { kernel_products::ProductSpan p; multiply(...); }
-//       softmax(...);
+//       gemm_rows(...);                     // counted as products
+//       softmax(...);                       // counted as the rest
 //     }
-//   }
+//   });
 #pragma once
 #include <atomic>
 #include <cstdint>

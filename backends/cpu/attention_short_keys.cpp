@@ -135,10 +135,7 @@ void written_rows(Mat<float> staged, Mat<float> dst, int64_t rows, int64_t cols)
 void weighted_sum_into(const float* w, int64_t w_row, int64_t w_step, int64_t count,
                        Mat<const float> x, int64_t cols, Mat<float> y, int64_t rows) {
   const Mat<float> staged = staged_rows(y, rows, cols);
-  {
-    kernel_products::ProductSpan product;  // the copy out is not a product
-    weighted_sum_rows(w, w_row, w_step, count, x, cols, staged.data, staged.ld, rows);
-  }
+  weighted_sum_rows(w, w_row, w_step, count, x, cols, staged.data, staged.ld, rows);
   written_rows(staged, y, rows, cols);
 }
 
@@ -190,6 +187,7 @@ void rows_against_key_block(const float* a, int64_t lda, const float* t, int64_t
 // whatever the blocks.
 template <int R, int KV>
 void rows_against_keys(const float* a, int64_t lda, const float* t, int64_t cols, V (&acc)[R][KV]) {
+  kernel_products::ProductSpan product;  // MIXLAB_DEBUG's table of fused kernels
   constexpr int B = kKeyBlock<KV>;
   int kv0 = 0;
   for (; kv0 + B <= KV; kv0 += B) rows_against_key_block<R, B, KV>(a, lda, t, cols, kv0, acc);
@@ -354,10 +352,7 @@ void forward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const 
   in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
     constexpr int R = decltype(size)::value;
     V s[R][KV];
-    {
-      kernel_products::ProductSpan product;
-      rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, s);
-    }
+    rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, s);
     store_scaled<R, KV>(s, scale_v, p + i0 * W);
     add_bias_rows<R, KV>(bias, i0, m, p);
     softmax_rows<R, KV>(p, i0, m, mask, lse);
@@ -385,17 +380,11 @@ void backward(int64_t n, int64_t m, int64_t d, int64_t e, float scale, Mat<const
   in_groups<kScoreRows<KV>>(n, [&](auto size, int64_t i0) {
     constexpr int R = decltype(size)::value;
     V acc[R][KV];
-    {
-      kernel_products::ProductSpan product;
-      rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, acc);
-    }
+    rows_against_keys<R, KV>(q.data + i0 * q.ld, q.ld, kt, d, acc);
     store_scaled<R, KV>(acc, scale_v, p + i0 * W);
     add_bias_rows<R, KV>(bias, i0, m, p);
     probabilities_again_rows<R, KV>(p, i0, m, mask, lse);
-    {
-      kernel_products::ProductSpan product;
-      rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
-    }
+    rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
     store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, scale_v, ds, W, dbias);
   });
   // dq = dS k per group of queries; dv = Pᵀ dout and dk = dSᵀ q per group of keys.
@@ -443,10 +432,7 @@ void synthesized_backward(int64_t n, int64_t m, int64_t e, Mat<const float> logi
     for (int64_t i = i0; i < i0 + R; ++i) logits_row<KV>(logits, i, m, p + i * W);
     probabilities_again_rows<R, KV>(p, i0, m, mask, lse);
     V acc[R][KV];
-    {
-      kernel_products::ProductSpan product;
-      rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
-    }
+    rows_against_keys<R, KV>(dout.data + i0 * dout.ld, dout.ld, vt, e, acc);
     store_softmax_grad<R, KV>(acc, p, dout, out, i0, m, e, L::set1(1.0f), dlogits.data,
                               dlogits.ld);  // (· 1: exact, the logits are not scaled)
   });

@@ -189,18 +189,13 @@ void CpuBackend::attention(const View& q, const View& k, const View& v, const Vi
         }
         for (int64_t i0 = 0; i0 < n; i0 += tile) {
           int64_t rows = std::min(tile, n - i0);
-          {
-            kernel_products::ProductSpan product;
-            scores(rows, m, d, scale, qm.data + i0 * qm.ld, qm.ld, km, s);
-          }
+          scores(rows, m, d, scale, qm.data + i0 * qm.ld, qm.ld, km, s);
           add_bias(bm, i0, rows, m, s);
           for (int64_t r = 0; r < rows; ++r)
             row_lse[i0 + r] = softmax_allowed(s + r * m, m, allowed, i0 + r);
-          if (e > 0) {
-            kernel_products::ProductSpan product;
+          if (e > 0)
             gemm_rows(false, false, rows, e, m, 1.0, s, m, vm.data, vm.ld, 0.0,
                       om.data + i0 * om.ld, om.ld);
-          }
         }
       }
     });
@@ -258,15 +253,11 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
           double sum_beta = i0 == 0 ? 0.0 : 1.0;
           const T* q_tile = qm.data + i0 * qm.ld;
           const T* g_tile = gm.data + i0 * gm.ld;
-          {
-            kernel_products::ProductSpan product;
-            scores(rows, m, d, scale, q_tile, qm.ld, km, p);
-          }
+          scores(rows, m, d, scale, q_tile, qm.ld, km, p);
           add_bias(bm, i0, rows, m, p);
           for (int64_t r = 0; r < rows; ++r)
             probabilities_again(p + r * m, m, allowed, i0 + r, row_lse[i0 + r]);
           if (e > 0) {
-            kernel_products::ProductSpan product;
             gemm_rows(true, false, m, e, rows, 1.0, p, m, g_tile, gm.ld, sum_beta, dvm.data,
                       dvm.ld);
             gemm_rows(false, true, rows, m, e, 1.0, g_tile, gm.ld, vm.data, vm.ld, 0.0, dp, m);
@@ -278,7 +269,6 @@ void CpuBackend::attention_backward(const View& q, const View& k, const View& v,
                              m, e);
           if (dbm.data) copy_rows<T>({p, m}, rows, m, {dbm.data + i0 * dbm.ld, dbm.ld});  // dS
           if (d > 0) {
-            kernel_products::ProductSpan product;
             gemm_rows(false, false, rows, d, m, scale, p, m, km.data, km.ld, 0.0,
                       dqm.data + i0 * dqm.ld, dqm.ld);
             gemm_rows(true, false, m, d, rows, scale, p, m, q_tile, qm.ld, sum_beta, dkm.data,
@@ -344,10 +334,8 @@ void CpuBackend::synthesized_attention(const View& logits, const View& v, const 
         }
         copy_rows<T>({it.logits.data, it.logits.ld}, n, m, {p, m});
         for (int64_t i = 0; i < n; ++i) row_lse[i] = softmax_allowed(p + i * m, m, it.allowed, i);
-        if (e > 0) {
-          kernel_products::ProductSpan product;
+        if (e > 0)
           gemm_rows(false, false, n, e, m, 1.0, p, m, it.v.data, it.v.ld, 0.0, om.data, om.ld);
-        }
       }
     });
   });
@@ -392,12 +380,8 @@ void CpuBackend::synthesized_attention_backward(const View& logits, const View& 
           zero_rows(dl, n, m);
           continue;
         }
-        {
-          kernel_products::ProductSpan product;
-          gemm_rows(true, false, m, e, n, 1.0, dl.data, dl.ld, gm.data, gm.ld, 0.0, dvm.data,
-                    dvm.ld);
-          gemm_rows(false, true, n, m, e, 1.0, gm.data, gm.ld, it.v.data, it.v.ld, 0.0, dp, m);
-        }
+        gemm_rows(true, false, m, e, n, 1.0, dl.data, dl.ld, gm.data, gm.ld, 0.0, dvm.data, dvm.ld);
+        gemm_rows(false, true, n, m, e, 1.0, gm.data, gm.ld, it.v.data, it.v.ld, 0.0, dp, m);
         for (int64_t i = 0; i < n; ++i)
           softmax_grad_row(dl.data + i * dl.ld, dp + i * m, gm.data + i * gm.ld,
                            om.data + i * om.ld, m, e);

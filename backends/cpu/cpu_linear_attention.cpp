@@ -75,16 +75,10 @@ Sizes sizes_of(const View& q, const View& k, const View& v) {
 // output rows at once. s: S [d, e]; zs: z [d]; out overwritten.
 void item_forward(Mat<const float> q, Mat<const float> k, Mat<const float> v, int64_t n, int64_t m,
                   int64_t d, int64_t e, float eps, Mat<float> out, float* s, float* zs) {
-  {
-    kernel_products::ProductSpan product;
-    cpu::weighted_sum_rows(k.data, 1, k.ld, m, v, e, s, e, d);  // S row c = Σ_j k_jc v_j
-  }
+  cpu::weighted_sum_rows(k.data, 1, k.ld, m, v, e, s, e, d);  // S row c = Σ_j k_jc v_j
   std::fill(zs, zs + d, 0.0f);
   for (int64_t j = 0; j < m; ++j) add_scaled(zs, 1.0f, k.data + j * k.ld, d);
-  {
-    kernel_products::ProductSpan product;
-    cpu::weighted_sum_rows(q.data, q.ld, 1, d, {s, e}, e, out.data, out.ld, n);  // q S
-  }
+  cpu::weighted_sum_rows(q.data, q.ld, 1, d, {s, e}, e, out.data, out.ld, n);  // q S
   for (int64_t i = 0; i < n; ++i) {
     const float den = dot(q.data + i * q.ld, zs, d) + eps;
     float* oi = out.data + i * out.ld;
@@ -97,10 +91,7 @@ void item_backward(Mat<const float> q, Mat<const float> k, Mat<const float> v, M
                    Mat<const float> dout, int64_t n, int64_t m, int64_t d, int64_t e, float eps,
                    Mat<float> dq, Mat<float> dk, Mat<float> dv, float* s, float* st, float* zs,
                    float* dz, float* dnum, float* dden) {
-  {
-    kernel_products::ProductSpan product;
-    cpu::weighted_sum_rows(k.data, 1, k.ld, m, v, e, s, e, d);
-  }
+  cpu::weighted_sum_rows(k.data, 1, k.ld, m, v, e, s, e, d);
   std::fill(zs, zs + d, 0.0f);
   for (int64_t j = 0; j < m; ++j) add_scaled(zs, 1.0f, k.data + j * k.ld, d);
   transpose_into(s, d, e, st);
@@ -113,25 +104,13 @@ void item_backward(Mat<const float> q, Mat<const float> k, Mat<const float> v, M
     for (int64_t c = 0; c < e; ++c) dnum[i * e + c] = gi[c] / den;
     add_scaled(dz, dden[i], qi, d);
   }
-  {
-    kernel_products::ProductSpan product;
-    cpu::weighted_sum_rows(dnum, e, 1, e, {st, d}, d, dq.data, dq.ld, n);  // dnum Sᵀ
-  }
+  cpu::weighted_sum_rows(dnum, e, 1, e, {st, d}, d, dq.data, dq.ld, n);  // dnum Sᵀ
   for (int64_t i = 0; i < n; ++i) add_scaled(dq.data + i * dq.ld, dden[i], zs, d);
-  {
-    kernel_products::ProductSpan product;
-    cpu::weighted_sum_rows(q.data, 1, q.ld, n, {dnum, e}, e, s, e, d);  // dS = qᵀ dnum (in s)
-  }
+  cpu::weighted_sum_rows(q.data, 1, q.ld, n, {dnum, e}, e, s, e, d);  // dS = qᵀ dnum (in s)
   transpose_into(s, d, e, st);
-  {
-    kernel_products::ProductSpan product;
-    cpu::weighted_sum_rows(v.data, v.ld, 1, e, {st, d}, d, dk.data, dk.ld, m);  // v dSᵀ
-  }
+  cpu::weighted_sum_rows(v.data, v.ld, 1, e, {st, d}, d, dk.data, dk.ld, m);  // v dSᵀ
   for (int64_t j = 0; j < m; ++j) add_scaled(dk.data + j * dk.ld, 1.0f, dz, d);
-  {
-    kernel_products::ProductSpan product;
-    cpu::weighted_sum_rows(k.data, k.ld, 1, d, {s, e}, e, dv.data, dv.ld, m);  // k dS
-  }
+  cpu::weighted_sum_rows(k.data, k.ld, 1, d, {s, e}, e, dv.data, dv.ld, m);  // k dS
 }
 #endif
 

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/attention_item.h"
 #include "backends/cpu/simd_lanes.h"
+#include "backends/kernel_products.h"
 
 namespace mixlab::cpu {
 
@@ -77,6 +78,7 @@ void weighted_rows(const float* w, int64_t w_row, int64_t w_step, int64_t count,
 inline void weighted_sum_rows(const float* w, int64_t w_row, int64_t w_step, int64_t count,
                               Mat<const float> x, int64_t cols, float* y, int64_t ldy,
                               int64_t rows) {
+  kernel_products::ProductSpan product;  // MIXLAB_DEBUG's table of fused kernels
   auto run = [&](auto registers) {
     constexpr int C = decltype(registers)::value;
     in_groups<kSumRows>(rows, [&](auto size, int64_t r0) {
