@@ -70,7 +70,8 @@ void add_image_info(ClassificationData& d) {
 }
 
 // The data the flags name (usage errors for names that are none of the kinds).
-DataDescription describe_data(const std::string& name_in, const ListOpsFlags& lf, uint64_t seed) {
+DataDescription describe_classify_data(const std::string& name_in, const ListOpsFlags& lf,
+                                       uint64_t seed) {
   std::string name = name_in;
   if (name.empty())
     name = std::filesystem::exists(default_fashion_mnist_dir()) ? "fashion-mnist" : "listops";
@@ -105,8 +106,8 @@ DataDescription describe_data(const std::string& name_in, const ListOpsFlags& lf
 // Loads the described data. `model` (eval): the checkpoint's vocabulary, which labelled text is
 // encoded with instead of one built from the file (unknown tokens counted into `unknown`); the
 // labels are then desc.labels.
-ClassificationData load_data(const DataDescription& desc, const Vocab* model = nullptr,
-                             UnknownTokens* unknown = nullptr) {
+ClassificationData load_classify_data(const DataDescription& desc, const Vocab* model = nullptr,
+                                      UnknownTokens* unknown = nullptr) {
   ClassificationData d;
   if (desc.kind == DataKind::FashionMnist || desc.kind == DataKind::Idx) {
     InMemoryDataset train = load_fashion_mnist(desc.path, "train");
@@ -217,12 +218,12 @@ std::vector<std::string> checkpoint_labels(const CheckpointInfo& info) {
 }
 
 // The model and its data, rebuilt from a checkpoint for eval and predict.
-struct Loaded {
+struct LoadedClassifier {
   CheckpointInfo info;
   std::unique_ptr<Classifier> model;
 };
-Loaded load_model(const std::string& checkpoint, Device device) {
-  Loaded l;
+LoadedClassifier load_classifier(const std::string& checkpoint, Device device) {
+  LoadedClassifier l;
   l.info = read_checkpoint_info(checkpoint);
   l.model = std::make_unique<Classifier>(l.info.config);
   load_weights(checkpoint, *l.model);
@@ -278,7 +279,8 @@ void add_classify_commands(CLI::App& root) {
     check_before_training(*train, a->common, a->train);
     // The mixer's name and options before any data is generated (ListOps takes a while).
     parse_mixer_options(a->model.mixer, a->model.mixer_options);
-    ClassificationData d = load_data(describe_data(a->common.data, a->listops, a->common.seed));
+    ClassificationData d =
+        load_classify_data(describe_classify_data(a->common.data, a->listops, a->common.seed));
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.examples().resize(a->train.train_limit);
     ModelConfig config = model_config_for(a->model, a->common, d, a->patch, a->pool);
@@ -343,19 +345,20 @@ void add_classify_commands(CLI::App& root) {
       ->group(kModelGroup);
   eval->callback([e, eval] {
     Device device = setup_runtime(e->common);
-    Loaded l = load_model(e->checkpoint, device);
+    LoadedClassifier l = load_classifier(e->checkpoint, device);
     // The checkpoint's data unless --data names other data; always the checkpoint's
     // vocabulary and labels, so a file is scored with the numbers the model was trained with.
     DataDescription stored = read_data_description(l.info.extra["data"]);
     DataDescription desc = stored;
     if (!e->common.data.empty()) {
-      desc = describe_data(e->common.data, e->listops,
-                           eval->get_option("--seed")->count() ? e->common.seed : stored.seed);
+      desc = describe_classify_data(
+          e->common.data, e->listops,
+          eval->get_option("--seed")->count() ? e->common.seed : stored.seed);
       if (desc.kind == DataKind::ListOps && stored.kind == DataKind::ListOps)
         desc.generator = stored.generator;
     }
     if (desc.kind == DataKind::ListOps && desc.generator.empty())  // an older checkpoint
-      desc = describe_data("listops", e->listops, desc.seed);
+      desc = describe_classify_data("listops", e->listops, desc.seed);
     desc.labels = checkpoint_labels(l.info);
     const bool images = desc.kind == DataKind::FashionMnist || desc.kind == DataKind::Idx;
     if (images != (l.info.config.input == InputKind::Image))
@@ -364,7 +367,7 @@ void add_classify_commands(CLI::App& root) {
     std::cerr << "data: " << desc.summary() << (desc == stored ? ", the checkpoint's" : "") << "\n";
     Vocab vocab = l.info.vocab_src.empty() ? Vocab() : Vocab::from_string(l.info.vocab_src);
     UnknownTokens unknown;
-    ClassificationData d = load_data(desc, &vocab, &unknown);
+    ClassificationData d = load_classify_data(desc, &vocab, &unknown);
     unknown.report(std::cerr);
     ClassificationTask task(*l.model, device);
     task.set_progress(&std::cerr);
@@ -386,7 +389,7 @@ void add_classify_commands(CLI::App& root) {
   predict->add_option("--images", p->images, "an IDX image file (else: token lines on stdin)");
   predict->callback([p] {
     Device device = setup_runtime(p->common);
-    Loaded l = load_model(p->checkpoint, device);
+    LoadedClassifier l = load_classifier(p->checkpoint, device);
     std::cerr << "data: " << read_data_description(l.info.extra["data"]).summary() << "\n";
     std::vector<std::string> labels;
     std::istringstream ls(l.info.extra["labels"]);

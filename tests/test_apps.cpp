@@ -20,8 +20,10 @@
 
 #include "backends/cpu/kernel_registers.h"
 #include "io/run_log.h"
+#include "tests/file_helpers.h"
 
 namespace fs = std::filesystem;
+using mixlab::testing::read_file;
 
 namespace {
 
@@ -62,23 +64,16 @@ fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Every file of a folder with its bytes.
-std::map<std::string, std::string> snapshot(const fs::path& dir) {
+std::map<std::string, std::string> folder_files(const fs::path& dir) {
   std::map<std::string, std::string> files;
   for (const auto& e : fs::directory_iterator(dir))
-    files[e.path().filename().string()] = read_bytes(e.path());
+    files[e.path().filename().string()] = read_file(e.path());
   return files;
 }
 
 // A tiny reversal task: "a b c" -> "c b a".
-void write_pairs(const fs::path& file, int n = 200) {
+void write_reversal_pairs(const fs::path& file, int n = 200) {
   std::ofstream f(file);
   const char* words[] = {"a", "b", "c", "d"};
   for (int i = 0; i < n; ++i) {
@@ -183,7 +178,7 @@ TEST_CASE("apps: classify train eval and predict on a tiny labelled text file") 
 
 TEST_CASE("apps: translate train then run translates stdin") {
   fs::path dir = fresh_dir("translate");
-  write_pairs(dir / "pairs.tsv");
+  write_reversal_pairs(dir / "pairs.tsv");
   std::string out = (dir / "run").string();
   Run train =
       run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
@@ -240,7 +235,7 @@ TEST_CASE("apps: --padding skip or keep: the same training without dropout, othe
   // same function (losses equal to float rounding); with dropout they draw their masks over
   // different layouts (rows or the padded batch), so the losses differ: the option was applied.
   fs::path dir = fresh_dir("padding");
-  write_pairs(dir / "pairs.tsv", 64);
+  write_reversal_pairs(dir / "pairs.tsv", 64);
   auto train = [&](const std::string& padding, const std::string& dropout) {
     std::string out = (dir / ("run-" + padding + "-" + dropout)).string();
     Run r = run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
@@ -433,22 +428,22 @@ TEST_CASE("apps: MIXLAB_DEBUG traces kernels and reports their time") {
 
 TEST_CASE("apps: a run folder is refused without --resume and left byte-identical") {
   fs::path dir = fresh_dir("refuse");
-  write_pairs(dir / "pairs.tsv");
+  write_reversal_pairs(dir / "pairs.tsv");
   std::string out = (dir / "run").string();
   std::string tiny = " --dim 8 --heads 2 --layers 1 --batch 16 --steps 3 --quiet --threads 1";
   REQUIRE(
       run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + tiny + " --out " + out)
           .code == 0);
-  auto before = snapshot(out);
+  auto before = folder_files(out);
   REQUIRE(before.count("last.safetensors"));
   Run again = run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + tiny +
                          " --mixer gmlp --out " + out);
   CHECK(again.code == 2);
   CHECK(again.output.find("already holds a run") != std::string::npos);
-  CHECK(snapshot(out) == before);
+  CHECK(folder_files(out) == before);
   // --resume and --overwrite together, and --resume on an empty folder, are usage errors too.
   CHECK(run_mixlab("translate train --resume --overwrite --out " + out).code == 2);
-  CHECK(snapshot(out) == before);
+  CHECK(folder_files(out) == before);
   Run nothing = run_mixlab("translate train --resume --out " + (dir / "empty").string());
   CHECK(nothing.code == 2);
   CHECK(nothing.output.find("no last.safetensors") != std::string::npos);
@@ -457,7 +452,7 @@ TEST_CASE("apps: a run folder is refused without --resume and left byte-identica
                             " --mixer gmlp --log-every 1 --overwrite --out " + out);
   INFO(replaced.output);
   REQUIRE(replaced.code == 0);
-  CHECK(read_bytes(fs::path(out) / "model.json").find("\"mixer\":\"gmlp\"") != std::string::npos);
+  CHECK(read_file(fs::path(out) / "model.json").find("\"mixer\":\"gmlp\"") != std::string::npos);
   int steps_logged = 0;
   for (const auto& row : mixlab::read_metrics_csv(out + "/metrics.csv").rows)
     steps_logged += row.phase == "train";
@@ -473,18 +468,18 @@ TEST_CASE("apps: a run folder is refused without --resume and left byte-identica
 
 TEST_CASE("apps: --resume alone continues the stored run and contradicting flags are refused") {
   fs::path dir = fresh_dir("resume");
-  write_pairs(dir / "pairs.tsv");
+  write_reversal_pairs(dir / "pairs.tsv");
   std::string out = (dir / "run").string();
   REQUIRE(run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
                      " --mixer gmlp --dim 12 --heads 2 --layers 1 --batch 16 --steps 4"
                      " --log-every 1 --quiet --threads 1 --out " +
                      out)
               .code == 0);
-  const std::string model = read_bytes(fs::path(out) / "model.json");
+  const std::string model = read_file(fs::path(out) / "model.json");
   Run resumed = run_mixlab("translate train --resume --steps 7 --out " + out);
   INFO(resumed.output);
   REQUIRE(resumed.code == 0);
-  CHECK(read_bytes(fs::path(out) / "model.json") == model);  // gmlp, width 12, same vocab
+  CHECK(read_file(fs::path(out) / "model.json") == model);  // gmlp, width 12, same vocab
   CHECK(resumed.output.find("gmlp encoder") != std::string::npos);
   CHECK(resumed.output.find("pairs.tsv") != std::string::npos);  // the stored data
   CHECK(resumed.output.find("steps                7") != std::string::npos);
@@ -498,21 +493,20 @@ TEST_CASE("apps: --resume alone continues the stored run and contradicting flags
 
 TEST_CASE("apps: --config DIR/config.ini reproduces a run bit for bit") {
   fs::path dir = fresh_dir("config");
-  write_pairs(dir / "pairs.tsv");
+  write_reversal_pairs(dir / "pairs.tsv");
   std::string a = (dir / "a").string(), b = (dir / "b").string();
   REQUIRE(run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
                      " --mixer lightconv --mixer-opt kernel=3 --dim 8 --heads 2 --layers 1"
                      " --batch 16 --steps 5 --lr 2e-3 --seed 4 --quiet --threads 1 --out " +
                      a)
               .code == 0);
-  CHECK(read_bytes(fs::path(a) / "config.ini").find("[translate.train]") != std::string::npos);
-  CHECK(read_bytes(fs::path(a) / "config.ini").find("out=\"" + a + "\"") != std::string::npos);
+  CHECK(read_file(fs::path(a) / "config.ini").find("[translate.train]") != std::string::npos);
+  CHECK(read_file(fs::path(a) / "config.ini").find("out=\"" + a + "\"") != std::string::npos);
   Run replay = run_mixlab("--config " + a + "/config.ini translate train --out " + b);
   INFO(replay.output);
   REQUIRE(replay.code == 0);
-  CHECK(read_bytes(fs::path(a) / "last.safetensors") ==
-        read_bytes(fs::path(b) / "last.safetensors"));
-  CHECK(read_bytes(fs::path(a) / "model.json") == read_bytes(fs::path(b) / "model.json"));
+  CHECK(read_file(fs::path(a) / "last.safetensors") == read_file(fs::path(b) / "last.safetensors"));
+  CHECK(read_file(fs::path(a) / "model.json") == read_file(fs::path(b) / "model.json"));
   // A file for another command would apply nothing: refused.
   Run wrong = run_mixlab("--config " + a + "/config.ini classify train --out " + b + "x");
   CHECK(wrong.code == 2);
@@ -563,7 +557,7 @@ TEST_CASE("apps: classify eval scores a file with the checkpoint's vocabulary an
 
 TEST_CASE("apps: each usage error exits 2 with its message before anything is written") {
   fs::path dir = fresh_dir("usage");
-  write_pairs(dir / "pairs.tsv", 40);
+  write_reversal_pairs(dir / "pairs.tsv", 40);
   const std::string out = (dir / "run").string();
   const std::string base = "translate train --data " + (dir / "pairs.tsv").string() +
                            " --dim 8 --heads 2 --layers 1 --steps 1 --quiet --out " + out + " ";
@@ -632,7 +626,7 @@ TEST_CASE("apps: --version, option groups, and inference commands without traini
 
 TEST_CASE("apps: output that cannot be written, and a finite loss explosion, fail loudly") {
   fs::path dir = fresh_dir("fail-loudly");
-  write_pairs(dir / "pairs.tsv", 60);
+  write_reversal_pairs(dir / "pairs.tsv", 60);
   std::string out = (dir / "run").string();
   REQUIRE(run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
                      " --dim 8 --heads 2 --layers 1 --steps 2 --quiet --out " + out)
@@ -669,14 +663,14 @@ TEST_CASE("apps: output that cannot be written, and a finite loss explosion, fai
 
 TEST_CASE("apps: metrics.csv has one epoch numbering, test rows last, time and throughput") {
   fs::path dir = fresh_dir("metrics");
-  write_pairs(dir / "pairs.tsv", 80);
+  write_reversal_pairs(dir / "pairs.tsv", 80);
   std::string out = (dir / "run").string();
   const std::string train = "translate train --data " + (dir / "pairs.tsv").string() +
                             " --dim 8 --heads 2 --layers 1 --batch 16 --epochs 2 --log-every 1"
                             " --quiet --threads 1 --out " +
                             out;
   REQUIRE(run_mixlab(train + " --steps 3").code == 0);
-  const std::string at_step_3 = read_bytes(fs::path(out) / "last.safetensors");
+  const std::string at_step_3 = read_file(fs::path(out) / "last.safetensors");
   REQUIRE(run_mixlab("translate train --resume --out " + out + " --steps 8").code == 0);
   // As if the run had been killed after its step-3 checkpoint: resume from it again.
   std::ofstream(fs::path(out) / "last.safetensors", std::ios::binary) << at_step_3;
@@ -701,7 +695,7 @@ TEST_CASE("apps: metrics.csv has one epoch numbering, test rows last, time and t
   }
   CHECK(train_steps == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8});  // none repeated
   // metrics.jsonl holds the same records.
-  std::istringstream jsonl(read_bytes(fs::path(out) / "metrics.jsonl"));
+  std::istringstream jsonl(read_file(fs::path(out) / "metrics.jsonl"));
   size_t records = 0;
   for (std::string line; std::getline(jsonl, line);) ++records;
   CHECK(records == t.rows.size());

@@ -15,16 +15,13 @@
 #include "core/error.h"
 #include "tests/temp_dir.h"
 #include "io/atomic_file.h"
+#include "tests/file_helpers.h"
 
 using namespace mixlab;
+using mixlab::testing::read_file;
 using mixlab::testing::TempDir;
 
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // A pid that belonged to a process which has exited and been reaped.
 pid_t dead_pid() {
@@ -59,14 +56,14 @@ TEST_CASE("atomic file: a full disk fails the write, keeps the old file and leav
     // The hook is per file name: another file in the folder is written normally.
     write_file_atomically(dir.file("other"), std::string_view(big));
   }
-  CHECK(read_text(path) == "the previous checkpoint");
-  CHECK(read_text(dir.file("other")) == big);
+  CHECK(read_file(path) == "the previous checkpoint");
+  CHECK(read_file(dir.file("other")) == big);
   for (const std::string& name : dir.names()) CHECK(name.find(".tmp.") == std::string::npos);
   {
     ScopedEnv full("MIXLAB_FAULT_ENOSPC", "*");
     CHECK_THROWS_AS(write_file_atomically(dir.file("other"), std::string_view(big + "y")), Error);
   }
-  CHECK(read_text(dir.file("other")) == big);
+  CHECK(read_file(dir.file("other")) == big);
 }
 
 TEST_CASE("atomic file: temporaries of dead writers are removed, live and foreign files kept") {
@@ -91,5 +88,5 @@ TEST_CASE("atomic file: temporaries of dead writers are removed, live and foreig
   for (const auto& name : removed) CHECK_MESSAGE(!std::filesystem::exists(dir.file(name)), name);
   CHECK(std::filesystem::is_directory(dir.file("sub.tmp." + dead)));
   CHECK(remove_stale_temporary_files(dir.path()) == 0);  // nothing left to remove
-  CHECK(read_text(dir.file("model.json")) == "{}");
+  CHECK(read_file(dir.file("model.json")) == "{}");
 }

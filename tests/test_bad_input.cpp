@@ -26,8 +26,10 @@
 #include "train/data/cmudict.h"
 #include "io/json.h"
 #include "io/safetensors.h"
+#include "tests/file_helpers.h"
 
 using namespace mixlab;
+using mixlab::testing::read_file;
 namespace fs = std::filesystem;
 
 namespace {
@@ -35,11 +37,6 @@ namespace {
 void put(const fs::path& path, const std::string& content) {
   fs::create_directories(path.parent_path());
   std::ofstream(path, std::ios::binary) << content;
-}
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 std::string gzip(const std::string& text) {
@@ -57,14 +54,14 @@ std::string gzip(const std::string& text) {
   return out;
 }
 
-std::string be32(uint32_t v) {
+std::string big_endian32(uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
           static_cast<char>(v)};
 }
 
 std::string idx(const std::vector<uint32_t>& dims, const std::string& payload) {
-  std::string out = be32(0x0800u | static_cast<uint32_t>(dims.size()));
-  for (uint32_t d : dims) out += be32(d);
+  std::string out = big_endian32(0x0800u | static_cast<uint32_t>(dims.size()));
+  for (uint32_t d : dims) out += big_endian32(d);
   return out + payload;
 }
 
@@ -80,7 +77,7 @@ void fashion_dir(const fs::path& dir, const std::string& images, const std::stri
 std::map<std::string, std::string> contents(const fs::path& dir) {
   std::map<std::string, std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) out[e.path().lexically_relative(dir).string()] = read_all(e.path());
+    if (e.is_regular_file()) out[e.path().lexically_relative(dir).string()] = read_file(e.path());
   return out;
 }
 
@@ -156,7 +153,7 @@ TEST_CASE("bad input: every refused input names its cause and leaves the run fol
   INFO(first.output);
   REQUIRE(first.code == 0);
   // Damaged copies of its checkpoint.
-  const std::string good = read_all(run / "last.safetensors");
+  const std::string good = read_file(run / "last.safetensors");
   put(dir / "cut.safetensors", good.substr(0, good.size() / 2));
   std::string flipped = good;
   flipped[flipped.size() - 3] ^= 0x40;

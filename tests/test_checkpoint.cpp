@@ -27,24 +27,17 @@
 #include "train/optim/grad_utils.h"
 #include "io/json.h"
 #include "train/optim/schedule.h"
+#include "tests/file_helpers.h"
 
 using namespace mixlab;
+using mixlab::testing::contains;
+using mixlab::testing::read_file_bytes;
+using mixlab::testing::write_file_bytes;
 namespace fs = std::filesystem;
 
 namespace {
 
 using mixlab::testing::TempDir;
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-}
 
 constexpr int64_t kFeatures = 6, kClasses = 4;
 
@@ -100,14 +93,14 @@ DataLoaderOptions loader_options() {
 }
 
 // Everything one run owns; rebuilt from scratch to simulate a new process.
-struct Run {
+struct TrainingRun {
   std::shared_ptr<Mlp> model;
   std::unique_ptr<AdamW> optimizer;
   std::unique_ptr<DataLoader> loader;
   WarmupCosineSchedule schedule{3e-2, 4, 20, 1e-3};
   TrainingState state;
 
-  Run(const Dataset& data, uint64_t init_seed) {
+  TrainingRun(const Dataset& data, uint64_t init_seed) {
     model = std::make_shared<Mlp>(12, init_seed);
     optimizer = std::make_unique<AdamW>(param_groups(*model, 0.05), AdamOptions{});
     loader = std::make_unique<DataLoader>(data, loader_options());
@@ -135,13 +128,13 @@ struct Run {
 };
 
 using Snapshot = std::map<std::string, std::vector<double>>;
-Snapshot snapshot(const Module& m) {
+Snapshot tensor_values(const Module& m) {
   Snapshot out;
   for (const auto& [name, t] : m.named_tensors()) out[name] = t.to_double_vector();
   return out;
 }
 
-std::string error_of(const std::function<void()>& fn) {
+std::string thrown_message(const std::function<void()>& fn) {
   try {
     fn();
   } catch (const Error& e) {
@@ -150,14 +143,10 @@ std::string error_of(const std::function<void()>& fn) {
   return "";
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 // The path of a checkpoint of a briefly trained Mlp (3 AdamW steps).
 std::string trained_checkpoint(const TempDir& dir, const Dataset& data) {
   manual_seed(5);
-  Run run(data, 1);
+  TrainingRun run(data, 1);
   run.start();
   run.train(3);
   const std::string path = dir.file("ckpt.safetensors");
@@ -176,12 +165,12 @@ size_t header_end(const std::vector<uint8_t>& bytes) {
 TEST_CASE("checkpoint: weights round trip keeps every name dtype and bit") {
   TempDir dir;
   Mixed a(1), b(2);
-  REQUIRE(snapshot(a) != snapshot(b));
+  REQUIRE(tensor_values(a) != tensor_values(b));
   save_weights(dir.file("w.safetensors"), a, {{"note", "hello"}});
   auto meta = load_weights(dir.file("w.safetensors"), b);
   CHECK(meta.at("note") == "hello");
   CHECK(meta.at("mixlab.format") == "weights/1");
-  CHECK(snapshot(a) == snapshot(b));
+  CHECK(tensor_values(a) == tensor_values(b));
   CHECK(b.w64.dtype() == DType::F64);
   CHECK(b.counts.dtype() == DType::I32);
   CHECK(b.counts.to_int_vector() == a.counts.to_int_vector());
@@ -240,13 +229,13 @@ TEST_CASE("checkpoint: exact resume gives bit-identical weights") {
 
     const std::string config = R"({"model":"mlp","hidden":12})";
     manual_seed(1234);
-    Run straight(data, 3);
+    TrainingRun straight(data, 3);
     straight.state.config_json = config;
     straight.start();
     straight.train(2 * n);
 
     manual_seed(1234);
-    Run first(data, 3);
+    TrainingRun first(data, 3);
     first.start();
     first.state.config_json = config;
     first.train(n);
@@ -255,7 +244,7 @@ TEST_CASE("checkpoint: exact resume gives bit-identical weights") {
     // A new "process": other initial weights, another generator state, fresh loader.
     manual_seed(999);
     default_generator().next_u64();
-    Run second(data, 77);
+    TrainingRun second(data, 77);
     second.state = load_checkpoint(path, *second.model, *second.optimizer);
     CHECK(second.state == first.state);
     restore_rng(second.state);
@@ -299,7 +288,7 @@ TEST_CASE("checkpoint: training state round trips every field") {
   Mlp other(4, 2);
   Sgd other_opt(param_groups(other, 0.01), SgdOptions{0.1, 0.9});
   CHECK(load_checkpoint(dir.file("c.safetensors"), other, other_opt) == state);
-  CHECK(snapshot(other) == snapshot(model));
+  CHECK(tensor_values(other) == tensor_values(model));
 
   state.config_json = "{not json";
   CHECK_THROWS_AS(save_checkpoint(dir.file("d.safetensors"), model, optimizer, state), Error);
@@ -317,7 +306,7 @@ TEST_CASE("checkpoint: load_weights reads a training checkpoint and not the reve
 
   save_weights(dir.file("w.safetensors"), fresh);
   AdamW opt(param_groups(fresh, 0.0), AdamOptions{});
-  CHECK(contains(error_of([&] { load_checkpoint(dir.file("w.safetensors"), fresh, opt); }),
+  CHECK(contains(thrown_message([&] { load_checkpoint(dir.file("w.safetensors"), fresh, opt); }),
                  "load_weights"));
 }
 
@@ -325,16 +314,16 @@ TEST_CASE("checkpoint: damaged files are refused whole and the model is untouche
   TempDir dir;
   InMemoryDataset data = make_data(40);
   const std::string path = trained_checkpoint(dir, data);
-  const std::vector<uint8_t> good = read_bytes(path);
+  const std::vector<uint8_t> good = read_file_bytes(path);
   const size_t header = header_end(good);
   REQUIRE(header < good.size());
 
   Mlp model(12, 9);
   AdamW optimizer(param_groups(model, 0.05), AdamOptions{});
-  const Snapshot before = snapshot(model);
+  const Snapshot before = tensor_values(model);
   const std::string bad = dir.file("bad.safetensors");
   auto refused = [&](const std::vector<uint8_t>& bytes) {
-    write_bytes(bad, bytes);
+    write_file_bytes(bad, bytes);
     bool threw = false;
     try {
       load_checkpoint(bad, model, optimizer);
@@ -347,7 +336,7 @@ TEST_CASE("checkpoint: damaged files are refused whole and the model is untouche
     } catch (const Error&) {
       weights_threw = true;
     }
-    return threw && weights_threw && snapshot(model) == before &&
+    return threw && weights_threw && tensor_values(model) == before &&
            optimizer.state_tensors().empty() && optimizer.steps_taken() == 0;
   };
 
@@ -379,16 +368,16 @@ TEST_CASE("checkpoint: damaged files are refused whole and the model is untouche
       CAPTURE(i);
       CHECK(refused(bytes));
     }
-    write_bytes(bad, [&] {
+    write_file_bytes(bad, [&] {
       std::vector<uint8_t> bytes = good;
       bytes[good.size() - 1] ^= 0x40;
       return bytes;
     }());
-    CHECK(contains(error_of([&] { load_weights(bad, model); }), "checksum"));
+    CHECK(contains(thrown_message([&] { load_weights(bad, model); }), "checksum"));
   }
   // The undamaged file does load.
   load_checkpoint(path, model, optimizer);
-  CHECK(snapshot(model) != before);
+  CHECK(tensor_values(model) != before);
 }
 
 TEST_CASE("checkpoint: a model of another shape lists the names and both shapes") {
@@ -396,18 +385,18 @@ TEST_CASE("checkpoint: a model of another shape lists the names and both shapes"
   Mlp small(12, 1);
   save_weights(dir.file("w.safetensors"), small);
   Mlp wide(16, 2);
-  const Snapshot before = snapshot(wide);
-  const std::string msg = error_of([&] { load_weights(dir.file("w.safetensors"), wide); });
+  const Snapshot before = tensor_values(wide);
+  const std::string msg = thrown_message([&] { load_weights(dir.file("w.safetensors"), wide); });
   CAPTURE(msg);
   CHECK(contains(msg, "fc1.weight (file [12,6] F32, model [16,6] F32)"));
   CHECK(contains(msg, "fc1.bias (file [12] F32, model [16] F32)"));
   CHECK(contains(msg, "fc2.weight (file [4,12] F32, model [4,16] F32)"));
   CHECK_FALSE(contains(msg, "fc2.bias"));  // that one matches
-  CHECK(snapshot(wide) == before);         // not even the matching fc2.bias was loaded
+  CHECK(tensor_values(wide) == before);    // not even the matching fc2.bias was loaded
 
   SUBCASE("missing and unexpected names") {
     Mixed mixed(1);
-    const std::string m = error_of([&] { load_weights(dir.file("w.safetensors"), mixed); });
+    const std::string m = thrown_message([&] { load_weights(dir.file("w.safetensors"), mixed); });
     CAPTURE(m);
     CHECK(contains(m, "missing from the file: w64, counts"));
     CHECK(contains(m, "not in the model: fc1.bias, fc1.weight, fc2.bias, fc2.weight"));
@@ -416,7 +405,7 @@ TEST_CASE("checkpoint: a model of another shape lists the names and both shapes"
     Mixed a(1), b(2);
     b.to(DType::F64);
     save_weights(dir.file("m.safetensors"), b);
-    const std::string m = error_of([&] { load_weights(dir.file("m.safetensors"), a); });
+    const std::string m = thrown_message([&] { load_weights(dir.file("m.safetensors"), a); });
     CAPTURE(m);
     CHECK(contains(m, "fc.weight (file [2,3] F64, model [2,3] F32)"));
   }
@@ -428,7 +417,7 @@ TEST_CASE("checkpoint: a failed write leaves the previous checkpoint intact") {
   Mlp a(12, 1), b(12, 2);
   AdamW opt(param_groups(a, 0.05), AdamOptions{});
   save_checkpoint(path, a, opt, TrainingState{});
-  const std::vector<uint8_t> original = read_bytes(path);
+  const std::vector<uint8_t> original = read_file_bytes(path);
 
   // A directory where the writer's temporary file must go (io/atomic_file.h names it
   // "<path>.tmp.<pid>"): the write cannot even start.
@@ -437,7 +426,7 @@ TEST_CASE("checkpoint: a failed write leaves the previous checkpoint intact") {
   CHECK_THROWS_AS(save_checkpoint(path, b, opt, TrainingState{}), Error);
   CHECK_THROWS_AS(save_weights(path, b), Error);
   fs::remove_all(temp);
-  CHECK(read_bytes(path) == original);
+  CHECK(read_file_bytes(path) == original);
 
   // A target that cannot be written at all.
   CHECK_THROWS_AS(save_weights(dir.file("no/such/dir/w.safetensors"), b), Error);
@@ -445,7 +434,7 @@ TEST_CASE("checkpoint: a failed write leaves the previous checkpoint intact") {
 
   Mlp c(12, 3);
   load_weights(path, c);
-  CHECK(snapshot(c) == snapshot(a));
+  CHECK(tensor_values(c) == tensor_values(a));
 }
 
 TEST_CASE("checkpoint: python reads a mixlab checkpoint independently") {
@@ -562,7 +551,7 @@ TEST_CASE("cuda: checkpoint weights move between CPU and CUDA models" *
   gpu_model.to(Device::cuda());
   load_weights(dir.file("cpu.safetensors"), gpu_model);
   CHECK(gpu_model.fc->weight.device() == Device::cuda());
-  CHECK(snapshot(gpu_model) == snapshot(cpu_model));
+  CHECK(tensor_values(gpu_model) == tensor_values(cpu_model));
 
   // A training checkpoint written from CUDA state loads into a CPU run.
   AdamW gpu_opt(param_groups(gpu_model, 0.1), AdamOptions{});
@@ -572,7 +561,7 @@ TEST_CASE("cuda: checkpoint weights move between CPU and CUDA models" *
   Mixed back(3);
   AdamW cpu_opt(param_groups(back, 0.1), AdamOptions{});
   load_checkpoint(dir.file("gpu.safetensors"), back, cpu_opt);
-  CHECK(snapshot(back) == snapshot(gpu_model));
+  CHECK(tensor_values(back) == tensor_values(gpu_model));
   auto sg = gpu_opt.state_tensors();
   auto sc = cpu_opt.state_tensors();
   REQUIRE(sg.size() == sc.size());

@@ -39,7 +39,7 @@ void poison(Tensor& t, int64_t index, double value) {
   t.copy_(poisoned);
 }
 
-std::string load_error(const std::string& path, Module& model) {
+std::string model_load_error(const std::string& path, Module& model) {
   try {
     load_weights(path, model);
   } catch (const Error& e) {
@@ -73,7 +73,7 @@ TEST_CASE("checkpoint: weights holding NaN or infinity are refused, naming the t
 
     Net model(2);
     const std::vector<float> before = model.fc->weight.to_float_vector();
-    const std::string error = load_error(path, model);
+    const std::string error = model_load_error(path, model);
     CHECK(error.find("tensor '" + std::string(c.tensor) + "' holds 1 non-finite value(s)") !=
           std::string::npos);
     CHECK(error.find("element " + std::to_string(c.index) + ", is " + c.shown) !=

@@ -7,21 +7,17 @@
 #include "core/error.h"
 #include "test_data_util.h"
 #include "train/data/cmudict.h"
+#include "tests/file_helpers.h"
 
 using namespace mixlab;
+using mixlab::testing::contains;
 using mixlab::testing::error_of;
 using mixlab::testing::TempDir;
 using mixlab::testing::write_file;
 using mixlab::testing::write_gz;
 using Tokens = std::vector<std::string>;
 
-namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("data: cmudict format reader groups alternates and strips stress") {
   TempDir dir;

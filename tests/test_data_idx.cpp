@@ -8,8 +8,10 @@
 #include "core/error.h"
 #include "test_data_util.h"
 #include "train/data/idx.h"
+#include "tests/file_helpers.h"
 
 using namespace mixlab;
+using mixlab::testing::contains;
 using mixlab::testing::error_of;
 using mixlab::testing::TempDir;
 using mixlab::testing::write_file;
@@ -40,10 +42,6 @@ std::string labels_idx(const std::vector<uint8_t>& labels) {
   put_be32(bytes, static_cast<uint32_t>(labels.size()));
   for (uint8_t label : labels) bytes.push_back(static_cast<char>(label));
   return bytes;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 float normalized(int byte) { return (byte / 255.0f - kFashionMnistMean) / kFashionMnistStd; }

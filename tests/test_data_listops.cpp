@@ -51,7 +51,7 @@ Tokens split(const std::string& text) {
   return out;
 }
 
-ListOpsConfig small_config(uint64_t seed) {
+ListOpsConfig small_listops_config(uint64_t seed) {
   ListOpsConfig config;
   config.max_depth = 6;
   config.max_args = 5;
@@ -82,7 +82,7 @@ TEST_CASE("data: listops evaluator on hand-checked expressions") {
 }
 
 TEST_CASE("data: listops labels match an independent evaluator and lengths and tokens are valid") {
-  const ListOpsConfig config = small_config(3);
+  const ListOpsConfig config = small_listops_config(3);
   const std::vector<LabelledTokens> examples = listops_generate(config);
   REQUIRE(examples.size() == 500);
   const Vocab vocab = listops_vocab();
@@ -111,9 +111,9 @@ TEST_CASE("data: listops labels match an independent evaluator and lengths and t
 }
 
 TEST_CASE("data: listops is deterministic given the seed") {
-  const auto a = listops_generate(small_config(11));
-  const auto b = listops_generate(small_config(11));
-  const auto c = listops_generate(small_config(12));
+  const auto a = listops_generate(small_listops_config(11));
+  const auto b = listops_generate(small_listops_config(11));
+  const auto c = listops_generate(small_listops_config(12));
   CHECK(a == b);
   CHECK(a != c);
   // Pinned so that a change to the generator or the PRNG is noticed: it changes every data set
@@ -131,7 +131,7 @@ TEST_CASE("data: listops is deterministic given the seed") {
     mix(static_cast<unsigned char>(example.label));
   }
   CHECK(hash == 14194418840490804603ull);
-  ListOpsConfig tiny = small_config(0);
+  ListOpsConfig tiny = small_listops_config(0);
   tiny.count = 1;
   const auto first = listops_generate(tiny);
   REQUIRE(first.size() == 1);
@@ -140,14 +140,14 @@ TEST_CASE("data: listops is deterministic given the seed") {
 }
 
 TEST_CASE("data: listops rejects bad parameters and impossible requests") {
-  ListOpsConfig config = small_config(0);
+  ListOpsConfig config = small_listops_config(0);
   config.max_args = 1;
   CHECK_THROWS_AS(listops_generate(config), Error);
-  config = small_config(0);
+  config = small_listops_config(0);
   config.min_len = 200;
   CHECK_THROWS_AS(listops_generate(config), Error);  // min_len > max_len
   // Depth 2 with 2 arguments allows only 4 * 100 distinct expressions of 4 tokens.
-  config = small_config(0);
+  config = small_listops_config(0);
   config.max_depth = 2;
   config.max_args = 2;
   config.min_len = 4;

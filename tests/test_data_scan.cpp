@@ -12,7 +12,7 @@ using Tokens = std::vector<std::string>;
 
 namespace {
 
-Tokens words(const std::string& text) {
+Tokens split_words(const std::string& text) {
   Tokens out;
   size_t start = 0;
   while (start <= text.size()) {
@@ -26,7 +26,7 @@ Tokens words(const std::string& text) {
 
 // The actions of `command` as scan_all() generated them.
 Tokens actions_of(const std::vector<ScanPair>& all, const std::string& command) {
-  const Tokens src = words(command);
+  const Tokens src = split_words(command);
   for (const ScanPair& pair : all) {
     if (pair.src == src) return pair.tgt;
   }
@@ -82,13 +82,13 @@ TEST_CASE("data: scan interpretations checked by hand") {
   // The longest: 3 x 8 actions on both sides.
   CHECK(actions_of(all, "jump around left thrice and walk around right thrice").size() == 48);
   // Generation order as documented: the first command is "walk opposite left".
-  CHECK(all.front().src == words("walk opposite left"));
-  CHECK(all.back().src == words("jump thrice after jump thrice"));
+  CHECK(all.front().src == split_words("walk opposite left"));
+  CHECK(all.back().src == split_words("jump thrice after jump thrice"));
 
-  CHECK_THROWS_AS(scan_interpret(words("walk and run and jump")), Error);
-  CHECK_THROWS_AS(scan_interpret(words("turn")), Error);
-  CHECK_THROWS_AS(scan_interpret(words("walk twice twice")), Error);
-  CHECK_THROWS_AS(scan_interpret(words("fly left")), Error);
+  CHECK_THROWS_AS(scan_interpret(split_words("walk and run and jump")), Error);
+  CHECK_THROWS_AS(scan_interpret(split_words("turn")), Error);
+  CHECK_THROWS_AS(scan_interpret(split_words("walk twice twice")), Error);
+  CHECK_THROWS_AS(scan_interpret(split_words("fly left")), Error);
   CHECK_THROWS_AS(scan_interpret({}), Error);
 }
 

@@ -15,13 +15,13 @@
 using namespace mixlab;
 
 namespace {
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 }  // namespace
 
 TEST_CASE("fast math: fast_expf propagates NaN and clamps the infinities") {
-  CHECK(std::isnan(cpu::fast_expf(kNaN)));
-  CHECK(std::isnan(cpu::fast_expf(-kNaN)));
+  CHECK(std::isnan(cpu::fast_expf(kNaNf)));
+  CHECK(std::isnan(cpu::fast_expf(-kNaNf)));
   CHECK(cpu::fast_expf(-kInf) == doctest::Approx(std::exp(-87.0)).epsilon(1e-5));
   CHECK(cpu::fast_expf(kInf) == doctest::Approx(std::exp(88.0)).epsilon(1e-5));
   CHECK(cpu::fast_expf(1.0f) == doctest::Approx(std::exp(1.0)).epsilon(1e-6));
@@ -31,7 +31,7 @@ TEST_CASE("fast math: NaN elements stay NaN through the vectorised float32 kerne
   // 37 elements, so the NaNs fall both in full vector lanes and in the scalar tail.
   std::vector<float> xs(37);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = -3.0f + 0.17f * static_cast<float>(i);
-  for (size_t i : {0, 5, 17, 36}) xs[i] = kNaN;
+  for (size_t i : {0, 5, 17, 36}) xs[i] = kNaNf;
   Tensor t = Tensor::from_data(xs, {static_cast<int64_t>(xs.size())});
   struct Kernel {
     const char* name;
@@ -65,7 +65,7 @@ TEST_CASE("fast math: row_max in lanes equals the scalar chain on every length, 
     if (n == 0) continue;
     x[static_cast<size_t>(n - 1)] = 1000.0f;  // the largest in the tail, after the lanes
     CHECK(mixlab::cpu::row_max(x.data(), n) == 1000.0f);
-    x[0] = kNaN;  // skipped, as the chain skips it
+    x[0] = kNaNf;  // skipped, as the chain skips it
     CHECK(mixlab::cpu::row_max(x.data(), n) == chain());
     std::vector<float> empty_row(static_cast<size_t>(n), -kInf);
     CHECK(mixlab::cpu::row_max(empty_row.data(), n) == -kInf);

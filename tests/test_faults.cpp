@@ -20,10 +20,12 @@
 #include "tests/app_runner.h"
 #include "tests/temp_dir.h"
 #include "io/safetensors.h"
+#include "tests/file_helpers.h"
 
 using namespace mixlab;
 using mixlab::testing::AppProcess;
 using mixlab::testing::Exit;
+using mixlab::testing::read_file;
 using mixlab::testing::TempDir;
 namespace fs = std::filesystem;
 
@@ -31,7 +33,7 @@ namespace {
 
 constexpr int kEpochs = 8;
 
-void write_pairs(const std::string& path) {
+void write_fault_pairs(const std::string& path) {
   std::ofstream f(path);
   const char* words[] = {"walk", "run", "jump", "look", "turn"};
   for (int i = 0; i < 60; ++i) {
@@ -80,7 +82,7 @@ Outcome outcome(const std::string& checkpoint) {
   return o;
 }
 
-bool same(const Outcome& a, const Outcome& b) {
+bool same_outcome(const Outcome& a, const Outcome& b) {
   if (a.state != b.state || a.tensors.size() != b.tensors.size()) return false;
   for (size_t i = 0; i < a.tensors.size(); ++i) {
     const TensorRecord &x = a.tensors[i], &y = b.tensors[i];
@@ -96,11 +98,6 @@ std::vector<std::string> temporaries(const std::string& dir) {
     if (e.path().filename().string().find(".tmp.") != std::string::npos)
       out.push_back(e.path().filename().string());
   return out;
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
@@ -137,7 +134,7 @@ int stored_epoch(const std::string& checkpoint) {
 TEST_CASE("faults: kill -9 at random points, then --resume, ends bit-identical") {
   TempDir dir;
   const std::string data = dir.file("pairs.tsv");
-  write_pairs(data);
+  write_fault_pairs(data);
   double ms_per_epoch = 0;
   const Outcome reference = reference_run(dir, data, kEpochs, &ms_per_epoch);
   const int pause_ms = 300;
@@ -191,7 +188,7 @@ TEST_CASE("faults: kill -9 at random points, then --resume, ends bit-identical")
       // faster than the window assumed): a finished run, which must match, and then a fresh one,
       // so that the test still gets its kills (it counted fewer than it checks for, now and then,
       // under the sanitizers' CI load).
-      CHECK(same(outcome(last), reference));
+      CHECK(same_outcome(outcome(last), reference));
       fs::remove_all(out);
       continue;
     }
@@ -199,19 +196,19 @@ TEST_CASE("faults: kill -9 at random points, then --resume, ends bit-identical")
   }
   CHECK(kills >= 4);
   CHECK(kills_in_write >= 1);
-  CHECK(same(outcome(last), reference));
+  CHECK(same_outcome(outcome(last), reference));
   CHECK(temporaries(out).empty());  // the resumed runs removed what the killed ones left
 }
 
 TEST_CASE("faults: a full disk during a checkpoint write keeps the previous checkpoint") {
   TempDir dir;
   const std::string data = dir.file("pairs.tsv");
-  write_pairs(data);
+  write_fault_pairs(data);
   const std::string out = dir.file("run");
   Exit first = mixlab::testing::run_app(train_args(data, out, false, 2), dir.file("first.log"));
   INFO(first.output);
   REQUIRE(first.code == 0);
-  const std::string before = read_all(out + "/last.safetensors");
+  const std::string before = read_file(out + "/last.safetensors");
 
   // The disk fills up: every write of last.safetensors fails after its first 4 KiB.
   Exit full = mixlab::testing::run_app(train_args(data, out, true, 4), dir.file("full.log"),
@@ -221,7 +218,7 @@ TEST_CASE("faults: a full disk during a checkpoint write keeps the previous chec
   CHECK(full.signal == 0);
   CHECK(full.output.find("No space left on device") != std::string::npos);
   CHECK(full.output.find("last.safetensors") != std::string::npos);
-  CHECK(read_all(out + "/last.safetensors") == before);
+  CHECK(read_file(out + "/last.safetensors") == before);
   CHECK(temporaries(out).empty());
 
   // Space again: the run resumes from the kept checkpoint and finishes.
@@ -234,7 +231,7 @@ TEST_CASE("faults: a full disk during a checkpoint write keeps the previous chec
 TEST_CASE("faults: SIGINT and SIGTERM save a checkpoint, exit 130 and 143, and resume exactly") {
   TempDir dir;
   const std::string data = dir.file("pairs.tsv");
-  write_pairs(data);
+  write_fault_pairs(data);
   // A longer run than the other fault tests, and each checkpoint write held 25 ms: on a quiet
   // machine 40 epochs alone trained in 0.2 s, so a signal sent "somewhere in the run" 20-220 ms
   // after it began could arrive after training had ended (4 failures in 20 runs beside another
@@ -261,12 +258,12 @@ TEST_CASE("faults: SIGINT and SIGTERM save a checkpoint, exit 130 and 143, and r
     REQUIRE(fs::exists(out + "/last.safetensors"));
     const Outcome saved = outcome(out + "/last.safetensors");
     CHECK(saved.state[0] != "step=0");
-    CHECK(!same(saved, reference));  // stopped before the end
+    CHECK(!same_outcome(saved, reference));  // stopped before the end
 
     Exit resumed =
         mixlab::testing::run_app(train_args(data, out, true, kSignalEpochs), out + "-resume.log");
     INFO(resumed.output);
     CHECK(resumed.code == 0);
-    CHECK(same(outcome(out + "/last.safetensors"), reference));
+    CHECK(same_outcome(outcome(out + "/last.safetensors"), reference));
   }
 }

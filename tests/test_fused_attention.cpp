@@ -21,7 +21,7 @@ struct AttentionGrads {
   std::vector<double> out, dq, dk, dv;
 };
 
-Tensor leaf32(const Shape& shape, uint64_t seed) {
+Tensor attention_leaf32(const Shape& shape, uint64_t seed) {
   Tensor t = mul(rand32(shape, seed), 2.0);
   t.set_requires_grad(true);
   return t;
@@ -30,7 +30,7 @@ Tensor leaf32(const Shape& shape, uint64_t seed) {
 // out and the gradients of sum(out ∘ w) for fixed weights w.
 AttentionGrads run_attention(bool fused, const Shape& qs, const Shape& ks, const Shape& vs,
                              const Tensor& mask) {
-  Tensor q = leaf32(qs, 1), k = leaf32(ks, 2), v = leaf32(vs, 3);
+  Tensor q = attention_leaf32(qs, 1), k = attention_leaf32(ks, 2), v = attention_leaf32(vs, 3);
   double scale = 1.0 / std::sqrt(static_cast<double>(qs[3]));
   Tensor out =
       fused ? fused_attention(q, k, v, mask, scale)
@@ -41,7 +41,7 @@ AttentionGrads run_attention(bool fused, const Shape& qs, const Shape& ks, const
           k.grad().to_double_vector(), v.grad().to_double_vector()};
 }
 
-void check_agree(const AttentionGrads& a, const AttentionGrads& b) {
+void check_grads_agree(const AttentionGrads& a, const AttentionGrads& b) {
   check_close(a.out, b.out, 2e-6);
   check_close(a.dq, b.dq, 2e-5);
   check_close(a.dk, b.dk, 2e-5);
@@ -69,8 +69,8 @@ TEST_CASE("fused_attention: agrees with the unfused path in float32, values and 
       const Tensor& mask = item.second;
       INFO(what);
       INFO(n << " tokens");
-      check_agree(run_attention(true, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask),
-                  run_attention(false, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask));
+      check_grads_agree(run_attention(true, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask),
+                        run_attention(false, {b, h, n, d}, {b, h, n, d}, {b, h, n, d}, mask));
     }
   }
   // Cross-attention: 5 queries, 9 keys of another width, padded memory and two queries that see
@@ -81,7 +81,7 @@ TEST_CASE("fused_attention: agrees with the unfused path in float32, values and 
     for (int64_t i = 0; i < 5; ++i) cells[(1 * 5 + i) * 9 + j] = 0;
   Tensor cross = Tensor::from_data(std::vector<float>(cells.begin(), cells.end()), {b, 1, 5, 9});
   AttentionGrads fused = run_attention(true, {b, h, 5, d}, {b, h, 9, d}, {b, h, 9, 3}, cross);
-  check_agree(fused, run_attention(false, {b, h, 5, d}, {b, h, 9, d}, {b, h, 9, 3}, cross));
+  check_grads_agree(fused, run_attention(false, {b, h, 5, d}, {b, h, 9, d}, {b, h, 9, 3}, cross));
   for (int64_t hh = 0; hh < h; ++hh)
     for (int64_t c = 0; c < 3; ++c) {
       CHECK(fused.out[((0 * h + hh) * 5 + 4) * 3 + c] == 0.0);
@@ -251,17 +251,18 @@ TEST_CASE("fused_attention: a bias gets the gradient of the scores, summed where
   // dL/dbias = dS, the softmax's gradient, which the unfused path gives as the gradient of the
   // logits it adds the bias to; a bias [H, N, M] shared by the batch gets the batch's sum, and a
   // bias that does not need a gradient gets none (the kernel skips writing it).
-  Tensor q = leaf32({2, 2, 3, 4}, 1), k = leaf32({2, 2, 5, 4}, 2), v = leaf32({2, 2, 5, 6}, 3);
-  Tensor bias = leaf32({2, 3, 5}, 4);
+  Tensor q = attention_leaf32({2, 2, 3, 4}, 1), k = attention_leaf32({2, 2, 5, 4}, 2),
+         v = attention_leaf32({2, 2, 5, 6}, 3);
+  Tensor bias = attention_leaf32({2, 3, 5}, 4);
   Tensor w = rand32({2, 2, 3, 6}, 5);
   Tensor mask = reshape(length_mask({5, 3}, 5), {2, 1, 1, 5});
   sum(mul(fused_attention(q, k, v, mask, 0.5, bias), w)).backward();
-  Tensor bias2 = leaf32({2, 3, 5}, 4);
+  Tensor bias2 = attention_leaf32({2, 3, 5}, 4);
   Tensor scores = add(mul(matmul(q.detach(), transpose(k.detach(), -1, -2)), 0.5), bias2);
   sum(mul(matmul(mixers::masked_softmax(scores, mask), v.detach()), w)).backward();
   check_close(bias.grad().to_double_vector(), bias2.grad().to_double_vector(), 1e-5);
   Tensor fixed = rand32({2, 3, 5}, 4);
-  Tensor q3 = leaf32({2, 2, 3, 4}, 1);
+  Tensor q3 = attention_leaf32({2, 2, 3, 4}, 1);
   sum(mul(fused_attention(q3, k.detach(), v.detach(), mask, 0.5, fixed), w)).backward();
   CHECK_FALSE(fixed.grad().defined());
   CHECK(q3.grad().defined());
@@ -273,10 +274,10 @@ TEST_CASE("fused_self_attention: equals fused_attention on the three parts of qk
   const int64_t b = 3, n = 7, h = 2, d = 8, width = 3 * h * d;
   Tensor mask = mul(reshape(length_mask({7, 4, 2}, n), {b, 1, 1, n}), tril_mask(n, n));
   Tensor w = rand32({b, h, n, d}, 4);
-  Tensor packed = leaf32({b, n, width}, 5);
+  Tensor packed = attention_leaf32({b, n, width}, 5);
   Tensor fused = fused_self_attention(packed, h, mask, 0.3);
   sum(mul(fused, w)).backward();
-  Tensor parts = leaf32({b, n, width}, 5);  // the same values
+  Tensor parts = attention_leaf32({b, n, width}, 5);  // the same values
   auto part = [&](int p) { return mixers::split_heads(narrow(parts, 2, p * h * d, h * d), h); };
   Tensor reference = fused_attention(part(0), part(1), part(2), mask, 0.3);
   sum(mul(reference, w)).backward();
@@ -284,7 +285,7 @@ TEST_CASE("fused_self_attention: equals fused_attention on the three parts of qk
   CHECK(contiguous(fused).to_double_vector() == contiguous(reference).to_double_vector());
   CHECK(packed.grad().to_double_vector() == parts.grad().to_double_vector());
   // A qkv that is not contiguous (a transposed view) is read through a copy, with the same result.
-  Tensor transposed = leaf32({b, width, n}, 6);
+  Tensor transposed = attention_leaf32({b, width, n}, 6);
   Tensor strided = fused_self_attention(transpose(transposed, 1, 2), h, mask, 0.3);
   Tensor copied = fused_self_attention(contiguous(transpose(transposed, 1, 2)), h, mask, 0.3);
   CHECK(contiguous(strided).to_double_vector() == contiguous(copied).to_double_vector());
@@ -302,10 +303,10 @@ TEST_CASE("fused_self_attention: 49 tokens of stacked heads agree with the unfus
     const int64_t width = 3 * h * d;
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     Tensor w = rand32({b, h, n, d}, 4);
-    Tensor fused_qkv = leaf32({b, n, width}, 5);
+    Tensor fused_qkv = attention_leaf32({b, n, width}, 5);
     Tensor fused = fused_self_attention(fused_qkv, h, mask, scale);
     sum(mul(fused, w)).backward();
-    Tensor qkv = leaf32({b, n, width}, 5);  // the same values
+    Tensor qkv = attention_leaf32({b, n, width}, 5);  // the same values
     auto part = [&](int p) { return mixers::split_heads(narrow(qkv, 2, p * h * d, h * d), h); };
     Tensor scores = mul(matmul(part(0), transpose(part(1), -1, -2)), scale);
     Tensor unfused = matmul(mixers::masked_softmax(scores, mask), part(2));
@@ -326,7 +327,7 @@ TEST_CASE("fused_self_attention_groups: the padded batch's values and grads at i
     INFO(causal);
     Tensor mask = reshape(length_mask(lengths, n), {b, 1, 1, n});
     if (causal) mask = mul(mask, tril_mask(n, n));
-    Tensor padded = leaf32({b, n, width}, 7);
+    Tensor padded = attention_leaf32({b, n, width}, 7);
     Tensor w = rand32({b, n, h * d}, 8);
     Tensor out_padded = mixers::merge_heads(fused_self_attention(padded, h, mask, 0.4));
     sum(mul(mul(out_padded, w), unsqueeze(length_mask(lengths, n), 2))).backward();
@@ -391,9 +392,10 @@ TEST_CASE("fused_attention: a step's graph frees everything it held once its ten
   Tensor mask = tril_mask(7, 7);
   const size_t before = in_use();
   {
-    Tensor q = leaf32({2, 2, 7, 8}, 1), k = leaf32({2, 2, 7, 8}, 2), v = leaf32({2, 2, 7, 8}, 3);
+    Tensor q = attention_leaf32({2, 2, 7, 8}, 1), k = attention_leaf32({2, 2, 7, 8}, 2),
+           v = attention_leaf32({2, 2, 7, 8}, 3);
     sum(fused_attention(q, k, v, mask, 0.3)).backward();
-    Tensor packed = leaf32({2, 7, 48}, 5);
+    Tensor packed = attention_leaf32({2, 7, 48}, 5);
     sum(fused_self_attention(packed, 2, mask, 0.3)).backward();
     Tensor kept = fused_self_attention(packed, 2, mask, 0.3);  // a graph never backpropagated
   }

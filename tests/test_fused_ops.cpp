@@ -17,7 +17,9 @@ using Inputs = std::vector<Tensor>;
 
 namespace {
 
-Tensor leaf32(const Shape& shape, uint64_t seed) { return rand32(shape, seed).set_requires_grad(); }
+Tensor fused_leaf32(const Shape& shape, uint64_t seed) {
+  return rand32(shape, seed).set_requires_grad();
+}
 
 // The mask dropout(·, p, true, seed) used before the fusions: the dropout_mask kernel's.
 Tensor mask_of(const Shape& shape, double p, uint64_t seed) {
@@ -48,9 +50,9 @@ std::vector<std::vector<float>> run_with_grads(
 }
 
 // Fused against unfused within float32 tolerance; says whether every value is bit-identical.
-void check_agree(const std::function<std::vector<Tensor>(const Inputs&)>& fused,
-                 const std::function<std::vector<Tensor>(const Inputs&)>& unfused,
-                 const Inputs& inputs) {
+void check_fused_agrees(const std::function<std::vector<Tensor>(const Inputs&)>& fused,
+                        const std::function<std::vector<Tensor>(const Inputs&)>& unfused,
+                        const Inputs& inputs) {
   auto a = run_with_grads(fused, inputs);
   auto b = run_with_grads(unfused, inputs);
   REQUIRE(a.size() == b.size());
@@ -107,18 +109,19 @@ TEST_CASE("fused: gradcheck add_dropout and add_dropout_layer_norm") {
 }
 
 TEST_CASE("fused: bias and bias + GELU agree with matmul, add and gelu in float32") {
-  Inputs in{leaf32({4, 9, 16}, 20), leaf32({24, 16}, 21), leaf32({24}, 22)};
-  check_agree([](const Inputs& x) { return std::vector<Tensor>{linear(x[0], x[1], x[2])}; },
-              [](const Inputs& x) {
-                return std::vector<Tensor>{add(matmul(x[0], transpose(x[1], 0, 1)), x[2])};
-              },
-              in);
-  check_agree([](const Inputs& x) { return std::vector<Tensor>{linear_gelu(x[0], x[1], x[2])}; },
-              [](const Inputs& x) {
-                Tensor y = add(matmul(x[0], transpose(x[1], 0, 1)), x[2]);
-                return std::vector<Tensor>{gelu(y, GeluForm::Erf)};
-              },
-              in);
+  Inputs in{fused_leaf32({4, 9, 16}, 20), fused_leaf32({24, 16}, 21), fused_leaf32({24}, 22)};
+  check_fused_agrees([](const Inputs& x) { return std::vector<Tensor>{linear(x[0], x[1], x[2])}; },
+                     [](const Inputs& x) {
+                       return std::vector<Tensor>{add(matmul(x[0], transpose(x[1], 0, 1)), x[2])};
+                     },
+                     in);
+  check_fused_agrees(
+      [](const Inputs& x) { return std::vector<Tensor>{linear_gelu(x[0], x[1], x[2])}; },
+      [](const Inputs& x) {
+        Tensor y = add(matmul(x[0], transpose(x[1], 0, 1)), x[2]);
+        return std::vector<Tensor>{gelu(y, GeluForm::Erf)};
+      },
+      in);
 }
 
 TEST_CASE("fused: gradcheck feed_forward, on a contiguous input and on a transposed view") {
@@ -137,12 +140,12 @@ TEST_CASE("fused: feed_forward and linear agree with matmul, add and gelu in flo
   for (int64_t items : {1, 3}) {
     INFO("rows = " << items * 100 - (items == 1 ? 60 : 0));
     Shape shape{items, items == 1 ? 40 : 100, 48};
-    Inputs in{leaf32(shape, 70), leaf32({96, 48}, 71), leaf32({96}, 72), leaf32({40, 96}, 73),
-              leaf32({40}, 74)};
+    Inputs in{fused_leaf32(shape, 70), fused_leaf32({96, 48}, 71), fused_leaf32({96}, 72),
+              fused_leaf32({40, 96}, 73), fused_leaf32({40}, 74)};
     auto unfused_linear = [](const Tensor& x, const Tensor& w, const Tensor& b) {
       return add(matmul(x, transpose(w, 0, 1)), b);
     };
-    check_agree(
+    check_fused_agrees(
         [](const Inputs& x) {
           return std::vector<Tensor>{feed_forward(x[0], x[1], x[2], x[3], x[4])};
         },
@@ -151,7 +154,7 @@ TEST_CASE("fused: feed_forward and linear agree with matmul, add and gelu in flo
           return std::vector<Tensor>{unfused_linear(h, x[3], x[4])};
         },
         in);
-    check_agree(
+    check_fused_agrees(
         [](const Inputs& x) {
           return std::vector<Tensor>{linear(x[0], x[1], x[2]), linear_gelu(x[0], x[1], x[2])};
         },
@@ -171,8 +174,8 @@ TEST_CASE("fused: feed_forward's forward slope gives linear_gelu's gradients, bi
   // 40: OpenBLAS and a pass of its own.
   for (int64_t rows : {40, 300}) {
     INFO("rows = " << rows);
-    Inputs in{leaf32({rows, 48}, 75), leaf32({96, 48}, 76), leaf32({96}, 77), leaf32({40, 96}, 78),
-              leaf32({40}, 79)};
+    Inputs in{fused_leaf32({rows, 48}, 75), fused_leaf32({96, 48}, 76), fused_leaf32({96}, 77),
+              fused_leaf32({40, 96}, 78), fused_leaf32({40}, 79)};
     for (const Tensor& t : {in[0], in[1]}) {  // values of a few units: GELU's curved part
       float* v = t.data<float>();
       for (int64_t i = 0; i < t.numel(); ++i) v[i] *= 3.0f;
@@ -201,7 +204,8 @@ TEST_CASE("fused: linear_gelu multiplies a gradient it does not own into a buffe
   // and the gradients must be those of a gradient the engine owns (the same ones, bit for bit).
   for (int64_t rows : {40, 300}) {
     INFO("rows = " << rows);
-    Tensor x = leaf32({rows, 48}, 81), w = leaf32({96, 48}, 82), b = leaf32({96}, 83);
+    Tensor x = fused_leaf32({rows, 48}, 81), w = fused_leaf32({96, 48}, 82),
+           b = fused_leaf32({96}, 83);
     Tensor gy = rand32({rows, 96}, 84);
     const std::vector<float> gy_before(gy.data<float>(), gy.data<float>() + gy.numel());
     linear_gelu(x, w, b).backward(gy);
@@ -224,9 +228,9 @@ TEST_CASE(
   // the tall kernel (300 rows), within float32 rounding where OpenBLAS multiplies (40 rows).
   for (int64_t rows : {40, 300}) {
     INFO("rows = " << rows);
-    Tensor a = leaf32({rows, 48}, 91);
-    Tensor w1 = leaf32({40, 48}, 92), b1 = leaf32({40}, 93), w2 = leaf32({56, 48}, 94),
-           b2 = leaf32({56}, 95);
+    Tensor a = fused_leaf32({rows, 48}, 91);
+    Tensor w1 = fused_leaf32({40, 48}, 92), b1 = fused_leaf32({40}, 93),
+           w2 = fused_leaf32({56, 48}, 94), b2 = fused_leaf32({56}, 95);
     Tensor c1 = rand32({rows, 40}, 100), c2 = rand32({rows, 56}, 101);
     Tensor x = mul(a, 2.0);
     add(sum(mul(linear(x, w1, b1), c1)), sum(mul(linear(x, w2, b2), c2))).backward();
@@ -253,10 +257,11 @@ TEST_CASE("fused: gradcheck scale_shift with and without the shift, and on a vie
 
 TEST_CASE("fused: scale_shift agrees with mul and add in float32 (ResMLP's affine map)") {
   // 300 rows: the column sums cross several of the kernel's row chunks.
-  Inputs in{leaf32({3, 100, 48}, 36), leaf32({48}, 37), leaf32({48}, 38)};
-  check_agree([](const Inputs& x) { return std::vector<Tensor>{scale_shift(x[0], x[1], x[2])}; },
-              [](const Inputs& x) { return std::vector<Tensor>{add(mul(x[0], x[1]), x[2])}; }, in);
-  check_agree(
+  Inputs in{fused_leaf32({3, 100, 48}, 36), fused_leaf32({48}, 37), fused_leaf32({48}, 38)};
+  check_fused_agrees(
+      [](const Inputs& x) { return std::vector<Tensor>{scale_shift(x[0], x[1], x[2])}; },
+      [](const Inputs& x) { return std::vector<Tensor>{add(mul(x[0], x[1]), x[2])}; }, in);
+  check_fused_agrees(
       [](const Inputs& x) { return std::vector<Tensor>{scale_shift(x[0], x[1], Tensor())}; },
       [](const Inputs& x) { return std::vector<Tensor>{mul(x[0], x[1])}; }, in);
 }
@@ -265,9 +270,10 @@ TEST_CASE("fused: residual + dropout + layer norm agrees with add, dropout_mask 
   for (double p : {0.0, 0.1, 0.5}) {
     INFO("p = " << p);
     Shape shape{3, 7, 32};
-    Inputs in{leaf32(shape, 30), leaf32(shape, 31), leaf32({32}, 32), leaf32({32}, 33)};
+    Inputs in{fused_leaf32(shape, 30), fused_leaf32(shape, 31), fused_leaf32({32}, 32),
+              fused_leaf32({32}, 33)};
     uint64_t seed = 4242;
-    check_agree(
+    check_fused_agrees(
         [=](const Inputs& x) {
           ResidualNorm r = add_dropout_layer_norm(x[0], x[1], p, seed, x[2], x[3]);
           return std::vector<Tensor>{r.sum, r.normed};
@@ -278,7 +284,7 @@ TEST_CASE("fused: residual + dropout + layer norm agrees with add, dropout_mask 
           return std::vector<Tensor>{s, layer_norm(s, x[2], x[3])};
         },
         in);
-    check_agree(
+    check_fused_agrees(
         [=](const Inputs& x) { return std::vector<Tensor>{add_dropout(x[0], x[1], p, seed)}; },
         [=](const Inputs& x) {
           Tensor h = p > 0 ? mul(x[1], mask_of(shape, p, seed)) : x[1];
@@ -290,8 +296,8 @@ TEST_CASE("fused: residual + dropout + layer norm agrees with add, dropout_mask 
 
 TEST_CASE("fused: dropout draws the dropout_mask kernel's mask, forward and backward") {
   Shape shape{5, 301};
-  Tensor x = leaf32(shape, 40);
-  check_agree(
+  Tensor x = fused_leaf32(shape, 40);
+  check_fused_agrees(
       [](const Inputs& v) { return std::vector<Tensor>{dropout(v[0], 0.3, true, 99)}; },
       [&](const Inputs& v) { return std::vector<Tensor>{mul(v[0], mask_of(shape, 0.3, 99))}; },
       Inputs{x});
@@ -360,7 +366,7 @@ Tensor token_marks(int64_t batch, int64_t tokens, DType dtype) {
 // normalisation over the slots (the last axis).
 TEST_CASE("fused: token_softmax_normalize agrees with masked softmax then sum_normalize") {
   const Tensor valid = token_marks(3, 21, DType::F32);
-  check_agree(
+  check_fused_agrees(
       [&](const Inputs& x) {
         return std::vector<Tensor>{token_softmax_normalize(x[0], Tensor(), valid, 1e-9)};
       },
@@ -370,7 +376,7 @@ TEST_CASE("fused: token_softmax_normalize agrees with masked softmax then sum_no
             transpose(mixers::masked_softmax(transpose(x[0], 1, 3), transpose(mask, 1, 3)), 1, 3);
         return std::vector<Tensor>{sum_normalize(p, -1, 1e-9)};
       },
-      Inputs{leaf32({3, 21, 2, 13}, 60)});
+      Inputs{fused_leaf32({3, 21, 2, 13}, 60)});
   const Tensor valid64 = token_marks(3, 21, DType::F64);
   CHECK_GRADS([&](const Inputs& x) { return token_softmax_normalize(x[0], x[1], valid64, 1e-3); },
               (Inputs{rand64({3, 21, 2, 5}, 61), rand64({5}, 65)}));
@@ -413,7 +419,7 @@ TEST_CASE(
 TEST_CASE("fused: token_softmax_normalize writes over memory nobody else holds, the same bits") {
   const Shape shape{3, 21, 2, 13};
   const Tensor valid = token_marks(3, 21, DType::F32);
-  Tensor a = leaf32(shape, 70);
+  Tensor a = fused_leaf32(shape, 70);
   const Tensor up = rand32(shape, 71);
   const auto values = [](const Tensor& t) { return t.to_float_vector(); };
   // Fresh memory both ways: logits a caller keeps, and a gradient the caller holds.

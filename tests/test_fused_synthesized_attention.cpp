@@ -16,7 +16,7 @@ struct SynthesizedGrads {
   std::vector<double> out, dlogits, dv;
 };
 
-Tensor leaf32(const Shape& shape, uint64_t seed, double scale) {
+Tensor scaled_leaf32(const Shape& shape, uint64_t seed, double scale) {
   Tensor t = mul(rand32(shape, seed), scale);
   t.set_requires_grad(true);
   return t;
@@ -24,7 +24,7 @@ Tensor leaf32(const Shape& shape, uint64_t seed, double scale) {
 
 // out and the gradients of sum(out ∘ w) for fixed weights w.
 SynthesizedGrads run_synthesized(bool fused, const Shape& ls, const Shape& vs, const Tensor& mask) {
-  Tensor logits = leaf32(ls, 1, 6.0), v = leaf32(vs, 2, 2.0);
+  Tensor logits = scaled_leaf32(ls, 1, 6.0), v = scaled_leaf32(vs, 2, 2.0);
   Tensor out = fused ? fused_synthesized_attention(logits, v, mask)
                      : matmul(mixers::masked_softmax(logits, mask), v);
   Tensor w = rand32(out.shape(), 4);

@@ -30,7 +30,7 @@ namespace {
 
 const std::vector<std::string> kWords = {"the", "Cat", "sat", "on", "a", "Mat", "today"};
 
-ModelConfig token_classifier(const std::string& mixer) {
+ModelConfig inspected_token_classifier(const std::string& mixer) {
   ModelConfig c;
   c.mixer = mixer;
   c.dim = 16;
@@ -84,7 +84,7 @@ TEST_CASE("inspect app: every mixer, one heatmap per layer and head, rows as the
   for (size_t k = 0; k < names.size(); ++k) {
     const std::string& name = names[k];
     INFO(name);
-    ModelConfig c = token_classifier(name);
+    ModelConfig c = inspected_token_classifier(name);
     Classifier model(c);
     std::string ck = dir.file("ck.safetensors");
     save(ck, model, c, vocab.to_string());

@@ -30,7 +30,7 @@ struct Case {
 
 // The product of a case (its operands filled by gemm_operands), A stored [k, m] and passed
 // transposed.
-testing::GemmOperands make(const Case& t) {
+testing::GemmOperands long_operands(const Case& t) {
   GemmArgs g;
   g.dtype = DType::F32;
   g.trans_a = true;
@@ -44,8 +44,8 @@ testing::GemmOperands make(const Case& t) {
 
 // C after the product: through the backend's gemm on `threads` threads, or (threads 0) by
 // calling long_gemm itself on each batch item.
-std::vector<float> run(const Case& t, int threads) {
-  testing::GemmOperands o = make(t);
+std::vector<float> run_long(const Case& t, int threads) {
+  testing::GemmOperands o = long_operands(t);
   if (threads > 0) return testing::backend_product(o, threads);
   const GemmArgs& g = o.g;
   for (int64_t i = 0; i < t.batch; ++i)
@@ -55,8 +55,8 @@ std::vector<float> run(const Case& t, int threads) {
   return o.c;
 }
 
-void check_against_float64(const Case& t, const std::vector<float>& got) {
-  testing::check_product_against_float64(make(t), got);
+void check_long_against_float64(const Case& t, const std::vector<float>& got) {
+  testing::check_product_against_float64(long_operands(t), got);
 }
 
 }  // namespace
@@ -78,13 +78,13 @@ TEST_CASE("long gemm: every shape family against float64, directly and through t
     INFO("m " << t.m << " n " << t.n << " k " << t.k << " alpha " << t.alpha << " beta " << t.beta
               << " pad " << t.pad << " batch " << t.batch);
     REQUIRE(cpu::long_gemm_fits(t.m, t.n, t.k));
-    const std::vector<float> direct = run(t, 0);
-    check_against_float64(t, direct);
-    CHECK(run(t, 1) == direct);  // one thread: the backend hands the whole product over
+    const std::vector<float> direct = run_long(t, 0);
+    check_long_against_float64(t, direct);
+    CHECK(run_long(t, 1) == direct);  // one thread: the backend hands the whole product over
     for (int threads : {2, 3}) {
-      const std::vector<float> split = run(t, threads);
-      check_against_float64(t, split);
-      CHECK(run(t, threads) == split);  // a given thread count repeats bit for bit
+      const std::vector<float> split = run_long(t, threads);
+      check_long_against_float64(t, split);
+      CHECK(run_long(t, threads) == split);  // a given thread count repeats bit for bit
     }
   }
 }
@@ -92,7 +92,7 @@ TEST_CASE("long gemm: every shape family against float64, directly and through t
 TEST_CASE("long gemm: beta 0 writes C without reading it, NaN and all") {
   if (!cpu::long_gemm_fits(128, 128, 1024)) MIXLAB_SKIP_TEST("no AVX-512 in this build");
   const Case t{70, 90, 400, 1.0, 0.0};
-  testing::GemmOperands o = make(t);
+  testing::GemmOperands o = long_operands(t);
   std::fill(o.c.begin(), o.c.end(), std::numeric_limits<float>::quiet_NaN());
   cpu::long_gemm(t.m, t.n, t.k, 1.0f, o.a.data(), o.g.lda, o.b.data(), o.g.ldb, 0.0f, o.c.data(),
                  o.g.ldc);
@@ -118,7 +118,7 @@ TEST_CASE("long gemm: RowSums gives a weight's gradient and its bias's, on 1, 2 
                                          {90, 400, 150, 1.0, 0.0}})
     for (int threads : {1, 2, 3}) {
       INFO("m " << t.m << " n " << t.n << " k " << t.k << ", " << threads << " threads");
-      testing::GemmOperands o = make(t);
+      testing::GemmOperands o = long_operands(t);
       std::vector<float> sums(static_cast<size_t>(t.m), std::numeric_limits<float>::quiet_NaN());
       o.g.a = o.a.data(), o.g.b = o.b.data(), o.g.c = o.c.data();
       View sums_view;
@@ -131,7 +131,7 @@ TEST_CASE("long gemm: RowSums gives a weight's gradient and its bias's, on 1, 2 
       set_num_threads(threads);
       backend_for(Device::cpu()).gemm_epilogue(o.g, GemmEpilogue::RowSums, unused, sums_view);
       set_num_threads(saved);
-      check_against_float64(t, o.c);
+      check_long_against_float64(t, o.c);
       for (int64_t i = 0; i < t.m; ++i) {
         double want = 0;
         for (int64_t p = 0; p < t.k; ++p) want += o.a[static_cast<size_t>(p * o.g.lda + i)];

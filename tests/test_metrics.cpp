@@ -13,7 +13,7 @@ using namespace mixlab;
 
 namespace {
 
-WordSeq words(const std::string& text) {
+WordSeq word_seq(const std::string& text) {
   std::istringstream in(text);
   WordSeq out;
   for (std::string word; in >> word;) out.push_back(word);
@@ -48,9 +48,9 @@ TEST_CASE("metrics: Levenshtein edit distance") {
   CHECK(edit_distance(chars(""), chars("abc")) == 3);
   CHECK(edit_distance(chars("abc"), chars("")) == 3);
   CHECK(edit_distance(chars("same"), chars("same")) == 0);
-  CHECK(edit_distance(words("the cat sat"), words("the cat sat down")) == 1);
+  CHECK(edit_distance(word_seq("the cat sat"), word_seq("the cat sat down")) == 1);
   // +b, a=a, b->d, c=c, -d: 3 (there is no transposition operation).
-  CHECK(edit_distance(words("a b c d"), words("b a d c")) == 3);
+  CHECK(edit_distance(word_seq("a b c d"), word_seq("b a d c")) == 3);
 }
 
 TEST_CASE("metrics: corpus BLEU on sacreBLEU's README example first reference only") {
@@ -65,12 +65,12 @@ TEST_CASE("metrics: corpus BLEU on sacreBLEU's README example first reference on
   //      "The man": 1/6; 0/5; 0/4
   // p1 = 12/17, p2 = 6/14, p3 = 4/11, p4 = 3/8; c = 17 = r = 6 + 5 + 6, so BP = 1;
   // BLEU = 100 * (12*6*4*3 / (17*14*11*8))^(1/4) = 100 * (864/20944)^(1/4) = 45.0675...
-  const std::vector<WordSeq> system = {words("The dog bit the man ."),
-                                       words("It wasn't surprising ."),
-                                       words("The man had just bitten him .")};
-  const std::vector<WordSeq> reference = {words("The dog bit the man ."),
-                                          words("It was not unexpected ."),
-                                          words("The man bit him first .")};
+  const std::vector<WordSeq> system = {word_seq("The dog bit the man ."),
+                                       word_seq("It wasn't surprising ."),
+                                       word_seq("The man had just bitten him .")};
+  const std::vector<WordSeq> reference = {word_seq("The dog bit the man ."),
+                                          word_seq("It was not unexpected ."),
+                                          word_seq("The man bit him first .")};
   BleuStats stats;
   for (size_t i = 0; i < system.size(); ++i) stats.add(system[i], reference[i]);
   CHECK(stats.matches == std::array<int64_t, 4>{12, 6, 4, 3});
@@ -89,19 +89,19 @@ TEST_CASE("metrics: BLEU brevity penalty clipping and zero precision") {
   // 1-grams 6/6 (the x2 is within the reference's 2), 2-grams 4/5 (not "the mat"),
   // 3-grams 3/4 (not "on the mat"), 4-grams 2/3 ("the cat sat on", "cat sat on the").
   // BLEU = 100 * (1 * 0.8 * 0.75 * 2/3)^(1/4) * exp(1 - 8/6) = 56.98363775...
-  CHECK(
-      corpus_bleu({words("the cat sat on the mat")}, {words("the cat sat on the red mat today")}) ==
-      doctest::Approx(56.9836378).epsilon(1e-9));
+  CHECK(corpus_bleu({word_seq("the cat sat on the mat")},
+                    {word_seq("the cat sat on the red mat today")}) ==
+        doctest::Approx(56.9836378).epsilon(1e-9));
   // Papineni et al. 2002: the candidate "the" x7 against "the cat is on the mat" earns only the
   // reference's 2 "the": clipped unigram precision 2/7.
   BleuStats clipped;
-  clipped.add(words("the the the the the the the"), words("the cat is on the mat"));
+  clipped.add(word_seq("the the the the the the the"), word_seq("the cat is on the mat"));
   CHECK(clipped.precision(1) == doctest::Approx(2.0 / 7));
   CHECK(clipped.score() == 0.0);  // no bigram matches: BLEU 0 without smoothing
   // Shorter than 4 tokens: no 4-grams, precision 0, BLEU 0 (sacreBLEU with smoothing "none").
-  CHECK(corpus_bleu({words("a b c")}, {words("a b c")}) == 0.0);
+  CHECK(corpus_bleu({word_seq("a b c")}, {word_seq("a b c")}) == 0.0);
   CHECK(corpus_bleu(std::vector<WordSeq>{}, std::vector<WordSeq>{}) == 0.0);
-  CHECK_THROWS_AS(corpus_bleu({words("a")}, std::vector<WordSeq>{}), Error);
+  CHECK_THROWS_AS(corpus_bleu({word_seq("a")}, std::vector<WordSeq>{}), Error);
 }
 
 TEST_CASE("metrics: G2P WER and PER with several references per word") {
@@ -118,7 +118,8 @@ TEST_CASE("metrics: G2P WER and PER with several references per word") {
   CHECK(scores.wer() == doctest::Approx(2.0 / 3));
   CHECK(scores.per() == doctest::Approx(1.0 / 3));
   // A later reference can make the word right; strings work the same.
-  const G2pScores named = g2p_scores({words("K AE T")}, {{words("K AA T"), words("K AE T")}});
+  const G2pScores named =
+      g2p_scores({word_seq("K AE T")}, {{word_seq("K AA T"), word_seq("K AE T")}});
   CHECK(named.wer() == 0.0);
   CHECK(named.per() == 0.0);
   CHECK_THROWS_WITH_AS(

@@ -16,7 +16,7 @@ using namespace mixlab;
 using namespace mixlab::test;
 
 namespace {
-const bool kNoGpu = !device_available(DeviceType::CUDA);
+const bool kGpuMissing = !device_available(DeviceType::CUDA);
 }
 
 TEST_CASE("ops: the case table covers every kernel of backends/kernels.def") {
@@ -40,11 +40,11 @@ TEST_CASE("ops: gradients by finite differences through every differentiable cas
     if (c.grad) gradient_by_finite_differences(c, Device::cpu());
 }
 
-TEST_CASE("cuda: ops harness every case against the CPU in float64" * doctest::skip(kNoGpu)) {
+TEST_CASE("cuda: ops harness every case against the CPU in float64" * doctest::skip(kGpuMissing)) {
   for (const OpCase& c : op_cases()) compare_with_cpu_float64(c, Device::cuda(0));
 }
 
-TEST_CASE("cuda: ops harness gradients by finite differences" * doctest::skip(kNoGpu)) {
+TEST_CASE("cuda: ops harness gradients by finite differences" * doctest::skip(kGpuMissing)) {
   for (const OpCase& c : op_cases())
     if (c.grad) gradient_by_finite_differences(c, Device::cuda(0));
 }

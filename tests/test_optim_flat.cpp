@@ -59,7 +59,7 @@ Tensor loss_at(const TinyNet& net, int s) {
   return cross_entropy(net.forward(x, s % 3 != 1), y);
 }
 
-std::unique_ptr<Optimizer> make(const std::string& kind, const TinyNet& net, bool flat) {
+std::unique_ptr<Optimizer> make_optimizer(const std::string& kind, const TinyNet& net, bool flat) {
   if (kind == "sgd") {
     SgdOptions o;
     o.lr = 0.05, o.momentum = 0.9, o.flat_buffer = flat;
@@ -309,8 +309,8 @@ TEST_CASE("optim flat: clipping on the device gives the host rule's gradients bi
       for (bool poisoned : {false, true}) {
         INFO("flat ", flat, ", max_norm ", max_norm, ", non-finite ", poisoned);
         TinyNet host_net(7), device_net(7);
-        auto host_opt = make("adamw", host_net, flat);
-        auto device_opt = make("adamw", device_net, flat);
+        auto host_opt = make_optimizer("adamw", host_net, flat);
+        auto device_opt = make_optimizer("adamw", device_net, flat);
         loss_at(host_net, 2).backward();
         loss_at(device_net, 2).backward();
         std::vector<Tensor> hp = host_net.parameters(), dp = device_net.parameters();
@@ -356,8 +356,8 @@ TEST_CASE("optim flat: the flat and per-tensor paths train to the same numbers")
   for (const std::string kind : {"adamw", "adam", "sgd"}) {
     INFO(kind);
     TinyNet flat_net(3), tensor_net(3);
-    auto flat_opt = make(kind, flat_net, true);
-    auto tensor_opt = make(kind, tensor_net, false);
+    auto flat_opt = make_optimizer(kind, flat_net, true);
+    auto tensor_opt = make_optimizer(kind, tensor_net, false);
     CHECK(flat_opt->is_flat());
     CHECK_FALSE(tensor_opt->is_flat());
     // Without clipping every element goes through the same formula: bit for bit.

@@ -17,25 +17,17 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "tests/file_helpers.h"
 
 using namespace mixlab;
+using mixlab::testing::read_file;
+using mixlab::testing::write_file_bytes;
 namespace fs = std::filesystem;
 
 namespace {
 
 // A fresh directory for one test, removed with everything in it at the end.
 using mixlab::testing::TempDir;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-}
 
 template <typename T>
 std::vector<uint8_t> bytes_of(const std::vector<T>& values) {
@@ -55,9 +47,9 @@ std::vector<uint8_t> raw_file(const std::string& header, size_t data_size) {
 }
 
 // The Error message of loading `content` from a file, or "" when it loads.
-std::string load_error(const TempDir& dir, const std::vector<uint8_t>& content) {
+std::string file_load_error(const TempDir& dir, const std::vector<uint8_t>& content) {
   const std::string path = dir.file("bad.safetensors");
-  write_bytes(path, content);
+  write_file_bytes(path, content);
   try {
     load_safetensors(path);
   } catch (const Error& e) {
@@ -147,12 +139,12 @@ TEST_CASE("safetensors: larger dtypes first keeps every tensor aligned") {
 TEST_CASE("safetensors: load refuses every kind of corrupt file naming it") {
   TempDir dir;
   const auto refused = [&](const std::vector<uint8_t>& content, const std::string& phrase) {
-    const std::string message = load_error(dir, content);
+    const std::string message = file_load_error(dir, content);
     INFO("expected '", phrase, "' in: ", message);
     CHECK(message.find(phrase) != std::string::npos);
   };
   const std::string ok = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
-  REQUIRE(load_error(dir, raw_file(ok, 8)) == "");
+  REQUIRE(file_load_error(dir, raw_file(ok, 8)) == "");
 
   refused({1, 2, 3}, "shorter than the 8-byte header length");
   std::vector<uint8_t> long_header = raw_file(ok, 8);
@@ -211,7 +203,7 @@ TEST_CASE("safetensors: save refuses invalid records and keeps the old file") {
   TempDir dir;
   const std::string path = dir.file("model.safetensors");
   save_safetensors(path, sample_tensors(), {});
-  const std::string before = read_text(path);
+  const std::string before = read_file(path);
   const auto refused = [&](const std::vector<TensorRecord>& tensors, const std::string& phrase) {
     try {
       save_safetensors(path, tensors, {});
@@ -229,7 +221,7 @@ TEST_CASE("safetensors: save refuses invalid records and keeps the old file") {
   refused({{"a", "U8", {1}, {0}}, {"a", "U8", {1}, {0}}}, "duplicate name");
   refused({{"", "U8", {1}, {0}}}, "empty name");
   refused({{"__metadata__", "U8", {1}, {0}}}, "reserved");
-  CHECK(read_text(path) == before);
+  CHECK(read_file(path) == before);
   CHECK(dir.names() == std::vector<std::string>{"model.safetensors"});
 }
 
@@ -237,7 +229,7 @@ TEST_CASE("safetensors: atomic write leaves the old file intact when the writer 
   TempDir dir;
   const std::string path = dir.file("checkpoint.bin");
   write_file_atomically(path, std::string_view("old content"));
-  CHECK(read_text(path) == "old content");
+  CHECK(read_file(path) == "old content");
 
   // The writer has already written (more than one buffer's worth) when it throws.
   CHECK_THROWS_WITH_AS(write_file_atomically(path,
@@ -247,7 +239,7 @@ TEST_CASE("safetensors: atomic write leaves the old file intact when the writer 
                                                throw std::runtime_error("disk on fire");
                                              }),
                        doctest::Contains("the writer failed: disk on fire"), Error);
-  CHECK(read_text(path) == "old content");
+  CHECK(read_file(path) == "old content");
   CHECK(dir.names() == std::vector<std::string>{"checkpoint.bin"});
 
   // A target that cannot be written: the directory does not exist.
@@ -262,9 +254,9 @@ TEST_CASE("safetensors: atomic write leaves the old file intact when the writer 
   // Success replaces the content, large or empty.
   const std::vector<uint8_t> big(300000, 9);
   write_file_atomically(path, std::span<const uint8_t>(big));
-  CHECK(read_text(path) == std::string(big.begin(), big.end()));
+  CHECK(read_file(path) == std::string(big.begin(), big.end()));
   write_file_atomically(path, std::string_view(""));
-  CHECK(read_text(path).empty());
+  CHECK(read_file(path).empty());
 }
 
 TEST_CASE("safetensors: cross-check with python's safetensors (optional)") {

@@ -26,7 +26,7 @@ using namespace mixlab;
 
 namespace {
 
-struct Case {
+struct ShortCase {
   int64_t m, n, k;
   bool trans_a, trans_b;
   double alpha = 1.0, beta = 0.0;
@@ -35,7 +35,7 @@ struct Case {
   int64_t pad = 0;        // extra elements at the end of every row of A, B and C
 };
 
-testing::GemmOperands make(const Case& t) {
+testing::GemmOperands short_operands(const ShortCase& t) {
   GemmArgs g;
   g.dtype = DType::F32;
   g.trans_a = t.trans_a, g.trans_b = t.trans_b;
@@ -54,8 +54,8 @@ testing::GemmOperands make(const Case& t) {
 }
 
 // C after short_gemm itself on each item, on this thread.
-std::vector<float> direct(const Case& t) {
-  testing::GemmOperands o = make(t);
+std::vector<float> direct(const ShortCase& t) {
+  testing::GemmOperands o = short_operands(t);
   const GemmArgs& g = o.g;
   for (int64_t i = 0; i < g.batch; ++i)
     cpu::short_gemm(g.m, g.n, g.k, static_cast<float>(g.alpha), o.a.data() + i * g.stride_a, g.lda,
@@ -75,7 +75,7 @@ void skip_without_short_kernel() {
 
 TEST_CASE("short gemm: the mixers' items and the edges against float64, routed, on 1-3 threads") {
   skip_without_short_kernel();
-  const std::vector<Case> cases = {
+  const std::vector<ShortCase> cases = {
       {49, 256, 49, false, false, 1.0, 0.0, 4, true},     // gMLP's W Z
       {49, 256, 49, true, false, 1.0, 0.0, 4, true},      // Wᵀ dY
       {49, 49, 256, false, true},                         // dY Zᵀ: a 1-column last panel
@@ -88,23 +88,23 @@ TEST_CASE("short gemm: the mixers' items and the edges against float64, routed, 
       {23, 9, 13, false, true, 1.0, 0.0, 2, false, 5},    // k and n past a register, padded
       {50, 130, 20, true, true, 1.0, 0.0, 2, false, 3},   // a 2-column last panel, transposed
   };
-  for (const Case& t : cases) {
+  for (const ShortCase& t : cases) {
     INFO("m " << t.m << " n " << t.n << " k " << t.k << " trans " << t.trans_a << t.trans_b
               << " alpha " << t.alpha << " beta " << t.beta << " batch " << t.batch << " shared "
               << t.shared_a << " pad " << t.pad);
     REQUIRE(cpu::short_gemm_fits(t.m, t.n, t.k));
-    const std::vector<float> one = testing::backend_product(make(t), 1);
-    testing::check_product_against_float64(make(t), one);
+    const std::vector<float> one = testing::backend_product(short_operands(t), 1);
+    testing::check_product_against_float64(short_operands(t), one);
     CHECK(one == direct(t));
-    CHECK(testing::backend_product(make(t), 2) == one);
-    CHECK(testing::backend_product(make(t), 3) == one);
+    CHECK(testing::backend_product(short_operands(t), 2) == one);
+    CHECK(testing::backend_product(short_operands(t), 3) == one);
   }
 }
 
 TEST_CASE("short gemm: beta 0 writes C without reading it, NaN and all") {
   skip_without_short_kernel();
-  const Case t{30, 40, 20, false, true};
-  testing::GemmOperands o = make(t);
+  const ShortCase t{30, 40, 20, false, true};
+  testing::GemmOperands o = short_operands(t);
   std::fill(o.c.begin(), o.c.end(), std::numeric_limits<float>::quiet_NaN());
   for (float v : testing::backend_product(o, 1)) REQUIRE(std::isfinite(v));
 }

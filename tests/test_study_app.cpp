@@ -26,7 +26,8 @@ const std::string kStudy =
     "study --budget tiny --tasks listops --mixers attention,fnet --steps 20 --threads 1 --out ";
 
 // Every file of a folder (recursively) with its modification time and bytes.
-std::map<std::string, std::pair<fs::file_time_type, std::string>> snapshot(const fs::path& dir) {
+std::map<std::string, std::pair<fs::file_time_type, std::string>> folder_state(
+    const fs::path& dir) {
   std::map<std::string, std::pair<fs::file_time_type, std::string>> out;
   for (const auto& e : fs::recursive_directory_iterator(dir))
     if (e.is_regular_file())
@@ -66,7 +67,7 @@ TEST_CASE("study app: tiny ListOps study, killed after one cell, resumes without
   INFO(read_text_file(dir.file("first.log")));
   REQUIRE(fs::exists(attention_done));
   REQUIRE_FALSE(fs::exists(fnet_done));  // killed before the second cell finished
-  auto before = snapshot(cells / "attention");
+  auto before = folder_state(cells / "attention");
 
   CliResult second = mixlab_cli(kStudy + out.string());
   INFO(second.output);
@@ -74,7 +75,7 @@ TEST_CASE("study app: tiny ListOps study, killed after one cell, resumes without
   // The finished cell was not trained again: same files, same bytes, same times.
   CHECK(second.output.find("listops / attention") == std::string::npos);
   CHECK(second.output.find("listops / fnet") != std::string::npos);
-  CHECK(snapshot(cells / "attention") == before);
+  CHECK(folder_state(cells / "attention") == before);
   // The unfinished cell was: its marker and a loadable checkpoint exist now.
   CHECK(fs::exists(fnet_done));
   CHECK_NOTHROW(
@@ -95,11 +96,11 @@ TEST_CASE("study app: tiny ListOps study, killed after one cell, resumes without
     CHECK(fs::exists(out / f));
 
   // A third run finds everything finished and trains nothing.
-  auto all_before = snapshot(cells);
+  auto all_before = folder_state(cells);
   CliResult third = mixlab_cli(kStudy + out.string());
   CHECK(third.code == 0);
   CHECK(third.output.find("study: listops /") == std::string::npos);
-  CHECK(snapshot(cells) == all_before);
+  CHECK(folder_state(cells) == all_before);
 }
 
 TEST_CASE("study app: usage errors exit 2 before anything is trained") {

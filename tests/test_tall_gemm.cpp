@@ -50,11 +50,11 @@ testing::GemmOperands make_tall(const TallCase& t) {
   return testing::gemm_operands(g);
 }
 
-std::vector<float> run(const TallCase& t, int threads) {
+std::vector<float> run_tall(const TallCase& t, int threads) {
   return testing::backend_product(make_tall(t), threads);
 }
 
-void check_against_float64(const TallCase& t, const std::vector<float>& got) {
+void check_tall_against_float64(const TallCase& t, const std::vector<float>& got) {
   testing::check_product_against_float64(make_tall(t), got);
 }
 
@@ -88,10 +88,10 @@ TEST_CASE("tall gemm: every shape family against float64, the same bits on 1, 2 
     INFO("m " << t.m << " n " << t.n << " k " << t.k << " trans_b " << t.trans_b << " alpha "
               << t.alpha << " beta " << t.beta << " pad " << t.pad << " batch " << t.batch);
     REQUIRE(tall_path_taken(t));
-    const std::vector<float> one = run(t, 1);
-    check_against_float64(t, one);
-    CHECK(run(t, 2) == one);
-    CHECK(run(t, 3) == one);
+    const std::vector<float> one = run_tall(t, 1);
+    check_tall_against_float64(t, one);
+    CHECK(run_tall(t, 2) == one);
+    CHECK(run_tall(t, 3) == one);
   }
 }
 

@@ -35,7 +35,7 @@ struct Result {
 };
 
 // out and the gradients of sum(out ∘ weights) for fixed weights.
-Result run(bool fused, const Shape& gs, const Shape& ts, int64_t left) {
+Result run_token_conv(bool fused, const Shape& gs, const Shape& ts, int64_t left) {
   Tensor g = rand32(gs, 11), taps = rand32(ts, 12), weights = rand32(gs, 13);
   g.set_requires_grad(true);
   taps.set_requires_grad(true);
@@ -51,8 +51,8 @@ TEST_CASE("token_conv: agrees with the padded, stacked windows it replaced, valu
     for (int64_t left : {0, 3, 6}) {
       INFO((per_position ? "per-position" : "shared") << " taps, left " << left);
       Shape ts = per_position ? Shape{3, 20, 4, 7} : Shape{1, 1, 4, 7};
-      Result fused = run(true, {3, 20, 32}, ts, left),
-             reference = run(false, {3, 20, 32}, ts, left);
+      Result fused = run_token_conv(true, {3, 20, 32}, ts, left),
+             reference = run_token_conv(false, {3, 20, 32}, ts, left);
       check_close(fused.out, reference.out, 1e-5);
       check_close(fused.dg, reference.dg, 1e-5);
       check_close(fused.dtaps, reference.dtaps, 1e-5);
@@ -66,7 +66,8 @@ TEST_CASE("token_conv: repeats bit for bit for a given thread count") {
       INFO(threads << " threads, " << (per_position ? "per-position" : "shared") << " taps");
       set_num_threads(threads);
       Shape ts = per_position ? Shape{8, 49, 4, 7} : Shape{1, 1, 4, 7};
-      Result first = run(true, {8, 49, 64}, ts, 3), again = run(true, {8, 49, 64}, ts, 3);
+      Result first = run_token_conv(true, {8, 49, 64}, ts, 3),
+             again = run_token_conv(true, {8, 49, 64}, ts, 3);
       CHECK(first.out == again.out);
       CHECK(first.dg == again.dg);
       CHECK(first.dtaps == again.dtaps);

@@ -29,7 +29,7 @@ ModelConfig small_translator(const std::string& encoder, const std::string& deco
   return c;
 }
 
-ModelConfig token_classifier(const std::string& mixer, PoolKind pool) {
+ModelConfig pooled_token_classifier(const std::string& mixer, PoolKind pool) {
   ModelConfig c = tiny_classifier(mixer);
   c.layers = 2;
   c.max_len = pool == PoolKind::Cls ? 8 : 7;  // the class token takes a position
@@ -216,7 +216,7 @@ TEST_CASE("token rows: a padding-dependent mixer keeps the padded path") {
   c.mixer_options = {{"fnet-padded", "true"}};
   Translator t(c);
   CHECK_FALSE(t.skips_padding());
-  ModelConfig k = token_classifier("fnet", PoolKind::Mean);
+  ModelConfig k = pooled_token_classifier("fnet", PoolKind::Mean);
   k.mixer_options = {{"fnet-padded", "true"}};
   Classifier m(k);
   CHECK_FALSE(m.skips_padding());
@@ -232,7 +232,7 @@ TEST_CASE("token rows: Auto skips the padding on the CPU only; Skip and Keep dec
   CHECK(t.skips_padding(Device::cuda()));
   t.set_padding_rows(PaddingRows::Keep);
   CHECK_FALSE(t.skips_padding(Device::cpu()));
-  Classifier c(token_classifier("attention", PoolKind::Mean));
+  Classifier c(pooled_token_classifier("attention", PoolKind::Mean));
   CHECK(c.skips_padding());
   CHECK_FALSE(c.skips_padding(Device::cuda()));
 }
@@ -244,7 +244,7 @@ TEST_CASE("token rows: a token classifier skipping its padding gives the padded 
       std::vector<double> logits[2], grads[2];
       double loss[2];
       for (bool skip : {false, true}) {
-        ModelConfig c = token_classifier(mixer, pool);
+        ModelConfig c = pooled_token_classifier(mixer, pool);
         Classifier m(c);
         m.to(DType::F64);
         m.set_padding_rows(skip ? PaddingRows::Skip : PaddingRows::Keep);

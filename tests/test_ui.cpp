@@ -21,6 +21,7 @@
 #include "train/run/progress.h"
 #include "io/run_log.h"
 #include "train/run/summary.h"
+#include "tests/file_helpers.h"
 
 // Decoding the PNGs back lets the tests look at pixels, not just headers.
 #pragma GCC diagnostic push
@@ -35,18 +36,12 @@
 #pragma GCC diagnostic pop
 
 using namespace mixlab;
+using mixlab::testing::read_file;
 namespace fs = std::filesystem;
 
 namespace {
 
 using mixlab::testing::TempDir;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -55,7 +50,7 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-uint32_t be32(const std::vector<uint8_t>& bytes, size_t at) {
+uint32_t read_big_endian32(const std::vector<uint8_t>& bytes, size_t at) {
   return uint32_t{bytes[at]} << 24 | uint32_t{bytes[at + 1]} << 16 | uint32_t{bytes[at + 2]} << 8 |
          uint32_t{bytes[at + 3]};
 }
@@ -66,10 +61,10 @@ void check_png_header(const std::vector<uint8_t>& png) {
   REQUIRE(png.size() > 33);
   const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   CHECK(std::memcmp(png.data(), signature, 8) == 0);
-  CHECK(be32(png, 8) == 13);
+  CHECK(read_big_endian32(png, 8) == 13);
   CHECK(std::memcmp(png.data() + 12, "IHDR", 4) == 0);
-  CHECK(be32(png, 16) == static_cast<uint32_t>(kPlotWidth));
-  CHECK(be32(png, 20) == static_cast<uint32_t>(kPlotHeight));
+  CHECK(read_big_endian32(png, 16) == static_cast<uint32_t>(kPlotWidth));
+  CHECK(read_big_endian32(png, 20) == static_cast<uint32_t>(kPlotHeight));
   CHECK(png[24] == 8);
   CHECK(png[25] == 2);
 }
@@ -169,13 +164,13 @@ TEST_CASE("ui: metrics csv round trip with flush after every row") {
   const std::string path = dir.file("metrics.csv");
   {
     MetricsLog log(path, {"loss", "accuracy", "lr"});
-    CHECK(read_text(path) == "phase,step,epoch,loss,accuracy,lr\n");  // header at once
+    CHECK(read_file(path) == "phase,step,epoch,loss,accuracy,lr\n");  // header at once
     log.log("train", 100, 0, {{"loss", 2.5}, {"lr", 3e-4}});
     log.log("valid", 265, 0, {{"loss", 0.1}, {"accuracy", 1.0 / 3.0}});
     log.log("train", 300, 1, {{"loss", kNaN}, {"lr", 1e-300}});
     // Every row is on disk while the log is still open.
-    CHECK(lines_of(read_text(path)).size() == 4);
-    CHECK(lines_of(read_text(path))[1] == "train,100,0,2.5,,3e-04");
+    CHECK(lines_of(read_file(path)).size() == 4);
+    CHECK(lines_of(read_file(path))[1] == "train,100,0,2.5,,3e-04");
     CHECK_THROWS_AS(log.log("train", 1, 0, {{"bleu", 1.0}}), Error);  // not a column
     CHECK_THROWS_AS(log.log("tr,ain", 1, 0, {{"loss", 1.0}}), Error);
   }
@@ -228,11 +223,11 @@ TEST_CASE("ui: metrics log takes its columns from the first row when none are gi
   TempDir dir;
   const std::string path = dir.file("m.csv");
   MetricsLog log(path);
-  CHECK(read_text(path).empty());  // no header until the columns are known
+  CHECK(read_file(path).empty());  // no header until the columns are known
   log.log("train", 1, 0, {{"loss", 1.0}, {"acc", 0.5}});
   log.log("valid", 2, 0, {{"acc", 0.25}});
   CHECK(log.columns() == std::vector<std::string>{"acc", "loss"});
-  CHECK(read_text(path) == "phase,step,epoch,acc,loss\ntrain,1,0,0.5,1\nvalid,2,0,0.25,\n");
+  CHECK(read_file(path) == "phase,step,epoch,acc,loss\ntrain,1,0,0.5,1\nvalid,2,0,0.25,\n");
 }
 
 // ---- plots --------------------------------------------------------------------------------------
@@ -269,7 +264,7 @@ TEST_CASE("ui: plots are PNGs of the expected size for normal empty and NaN seri
   TempDir dir;
   const std::string path = dir.file("loss.png");
   plot_curves_png(path, "loss", {loss, with_nan}, "step");
-  const std::string bytes = read_text(path);
+  const std::string bytes = read_file(path);
   check_png_header(std::vector<uint8_t>(bytes.begin(), bytes.end()));
 }
 
@@ -291,7 +286,7 @@ TEST_CASE("ui: plot_training_curves draws loss and the primary metric") {
   CHECK(written[0] == png);
   CHECK(written[1] == (run / "curves_accuracy.png").string());
   for (const auto& path : written) {
-    const std::string bytes = read_text(path);
+    const std::string bytes = read_file(path);
     check_png_header(std::vector<uint8_t>(bytes.begin(), bytes.end()));
   }
   // An explicit metric; a missing one is an error.
