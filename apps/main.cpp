@@ -19,6 +19,7 @@
 #include "apps/common.h"
 #include "apps/run_folder.h"
 #include "backends/cpu/openblas_kernels.h"
+#include "nn/attention_core.h"
 #include "nn/mixer_registry.h"
 #include "train/run/interrupt.h"
 
@@ -43,6 +44,12 @@ int main(int argc, char** argv) {
   const std::vector<std::string> given(argv + 1, argv + argc);
   mixlab::app::set_program_path(argv[0]);
   try {
+    // A bad MIXLAB_ATTENTION_CORE is refused before any command writes anything.
+    try {
+      mixlab::attention_core();
+    } catch (const mixlab::Error& e) {
+      throw mixlab::app::UsageError(e.what());
+    }
     std::vector<std::string> args = mixlab::app::resume_config_args(app, given);
     std::reverse(args.begin(), args.end());  // CLI11 takes the vector form last-first
     app.parse(args);

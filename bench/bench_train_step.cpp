@@ -10,7 +10,7 @@
 //
 //   build/bench_train_step [--task translate|classify] [--mixer NAME] [--threads N] [--dim D]
 //       [--layers L] [--batch B] [--len T] [--patch P] [--images FILE] [--dropout R] [--steps K]
-//       [--device cpu|cuda|cuda:N] [--padding auto|skip|keep]
+//       [--device cpu|cuda|cuda:N] [--padding auto|skip|keep] [--attention-core fused|math]
 //   build/bench_train_step --list-mixers      # the mixers the speed table covers, one a line
 //   build/bench_train_step --kernels          # the CPU kernels' registers: AVX-512, AVX2, generic
 //
@@ -22,6 +22,10 @@
 // --padding: whether the translator's blocks run on the real tokens alone (skip, nn/token_rows.h)
 // or on the padded [B, N] batch (keep, as before session 32); auto (the default, the models'
 // own) skips on the CPU and keeps on a GPU. The same model either way, for A/B comparisons.
+//
+// --attention-core: the softmax-attention cores fused (the default) or on the equation's ops,
+// each a kernel of its own (nn/attention_core.h; MIXLAB_ATTENTION_CORE does the same). The same
+// model either way; docs/speed.md compares the two on the attention classifier.
 //
 // --images FILE holds B·28·28 float32 pixels then B int32 labels (little-endian), nothing else;
 // without it the classifier trains on an all-zero batch.
@@ -55,6 +59,7 @@
 #include "backends/tracing_backend.h"
 #include "core/device.h"
 #include "core/parallel.h"
+#include "nn/attention_core.h"
 #include "nn/mixer_registry.h"
 #include "nn/models.h"
 #include "train/optim/grad_utils.h"
@@ -77,6 +82,7 @@ struct Options {
   int64_t dim = 128, layers = 3, batch = 128, len = 12, patch = 4, steps = 20;
   double dropout = -1;  // unset: 0.1 for the translator, 0 for the classifier
   std::string padding = "auto";
+  std::string attention_core;  // empty: MIXLAB_ATTENTION_CORE's choice, else fused
 };
 
 // Both sides of example i are `len - i % (len / 2)` tokens long (<bos>/<eos> included on the
@@ -225,6 +231,8 @@ static int run(int argc, char** argv) {
         o.device = value;
       else if (flag == "--padding")
         o.padding = value;
+      else if (flag == "--attention-core")
+        o.attention_core = value;
       else if (flag == "--dropout")
         o.dropout = std::stod(value);
       else if (flag == "--threads")
@@ -254,6 +262,13 @@ static int run(int argc, char** argv) {
     return usage_error(std::string("--") + e.what());  // "--task 'x' is not one of: ..."
   }
   if (o.steps < 1) return usage_error("--steps must be at least 1");
+  try {
+    if (!o.attention_core.empty())
+      set_attention_core(parse_attention_core(o.attention_core.c_str(), "--attention-core"));
+    attention_core();  // a bad MIXLAB_ATTENTION_CORE fails here, before any work
+  } catch (const Error& e) {
+    return usage_error(e.what());
+  }
   Device device;
   try {
     device = parse_device(o.device);
@@ -402,8 +417,9 @@ static int run(int argc, char** argv) {
   }
   std::printf(
       "json: {\"median_ms\": %.6f, \"examples_per_s\": %.6f, \"params\": %lld, "
-      "\"peak_rss_kib\": %ld, \"threads\": %d, %s}\n",
-      median * 1e3, o.batch / median, params, peak_rss_kib(), num_threads(), device_json.c_str());
+      "\"peak_rss_kib\": %ld, \"threads\": %d, \"attention_core\": \"%s\", %s}\n",
+      median * 1e3, o.batch / median, params, peak_rss_kib(), num_threads(),
+      attention_core_name(attention_core()), device_json.c_str());
   return 0;
 }
 

@@ -23,6 +23,7 @@
 #include "tests/file_helpers.h"
 
 namespace fs = std::filesystem;
+using mixlab::testing::contains;
 using mixlab::testing::read_file;
 
 namespace {
@@ -424,6 +425,45 @@ TEST_CASE("apps: MIXLAB_DEBUG traces kernels and reports their time") {
   CHECK(traced.output.find("kernel time by kernel") != std::string::npos);
   // The attention core's own products, from its cycle counters (backends/kernel_products.h).
   CHECK(traced.output.find("matrix products inside fused kernels") != std::string::npos);
+}
+
+TEST_CASE("apps: MIXLAB_ATTENTION_CORE=math runs the equation's kernels, same losses") {
+  // The translator takes every attention path: self-attention on the real tokens' rows, causal
+  // self-attention, and cross-attention. Math runs no fused core (the kernel trace shows
+  // softmax_backward and no attention kernel) and trains to the fused run's losses up to float32
+  // rounding.
+  fs::path dir = fresh_dir("attention_core");
+  write_reversal_pairs(dir / "pairs.tsv", 64);
+  auto train = [&](const char* core) {
+    std::string out = (dir / (std::string("run-") + core)).string();
+    ::setenv("MIXLAB_ATTENTION_CORE", core, 1);
+    ::setenv("MIXLAB_DEBUG", "2", 1);
+    Run r = run_mixlab("translate train --data " + (dir / "pairs.tsv").string() +
+                       " --dim 16 --heads 2 --layers 1 --batch 16 --steps 6 --log-every 3"
+                       " --eval-every 1000 --dropout 0 --quiet --threads 1 --out " +
+                       out);
+    ::unsetenv("MIXLAB_DEBUG");
+    ::unsetenv("MIXLAB_ATTENTION_CORE");
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    return std::make_pair(r.output, loss_trend(fs::path(out) / "metrics.csv"));
+  };
+  auto [fused_trace, fused_loss] = train("fused");
+  auto [math_trace, math_loss] = train("math");
+  CHECK(contains(fused_trace, "[mixlab cpu] attention "));
+  CHECK_FALSE(contains(math_trace, "[mixlab cpu] attention "));
+  CHECK(contains(math_trace, "[mixlab cpu] softmax_backward "));
+  CHECK(math_loss.first == doctest::Approx(fused_loss.first).epsilon(1e-5));
+  CHECK(math_loss.second == doctest::Approx(fused_loss.second).epsilon(1e-4));
+  // A value it does not know is a usage error before anything is written.
+  ::setenv("MIXLAB_ATTENTION_CORE", "flash", 1);
+  Run bad = run_mixlab("translate train --data " + (dir / "pairs.tsv").string() + " --out " +
+                       (dir / "bad").string());
+  ::unsetenv("MIXLAB_ATTENTION_CORE");
+  CHECK(bad.code == 2);
+  CHECK(contains(bad.output, "MIXLAB_ATTENTION_CORE: unknown attention core 'flash'"));
+  CHECK_FALSE(fs::exists(dir / "bad"));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("apps: a run folder is refused without --resume and left byte-identical") {

@@ -8,7 +8,8 @@
 // memory positions. M masks padded keys and, when causal, keys j > i. Params 4d² + 4d.
 // Any length; padding and causality exact; incremental decoding caches K and V.
 // The core, from the scores to the weighted sum, runs fused per (batch, head) (mixers::attend,
-// fused_attention); under `mixlab inspect` it takes the unfused path to record A_k. Self-attention
+// fused_attention); under `mixlab inspect` (to record A_k) or with the Math core chosen
+// (nn/attention_core.h) it takes the equation's unfused path. Self-attention
 // projects Q, K and V in one product, X [W_Q; W_K; W_V]ᵀ, read in place by the core
 // (fused_self_attention): one product each way in the backward instead of three, and no sum of
 // three input gradients. The parameters stay the four Linear layers.
@@ -18,6 +19,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/attention_core.h"
 #include "nn/mixing_capture.h"
 
 namespace mixlab {
@@ -41,7 +43,7 @@ class Attention : public Mixer {
     int64_t h = config_.heads;
     Tensor mask = mixers::attention_mask(kv_valid, config_.causal, x.size(1), kv.size(1), x.dtype(),
                                          x.device());
-    if (!config_.cross && !mixing_capture_active())
+    if (!config_.cross && !math_attention())
       return w_o->forward(mixers::packed_self_attention(x, *w_q, *w_k, *w_v, h, mask, scale()));
     Tensor q = mixers::split_heads(w_q->forward(x), h);
     Tensor k = mixers::split_heads(w_k->forward(kv), h);
@@ -55,7 +57,7 @@ class Attention : public Mixer {
   // equal (query, memory) lengths when the memory was packed too (the decoder packs its rows in
   // the memory's order), else it places the queries beside the padded memory.
   Tensor forward_rows(const Tensor& x, const MixerContext& ctx) override {
-    if (mixing_capture_active()) return Mixer::forward_rows(x, ctx);  // attend()'s unfused path
+    if (math_attention()) return Mixer::forward_rows(x, ctx);  // attend()'s equation path
     check_rows(x, ctx);
     const TokenRows& rows = ctx.rows;
     int64_t h = config_.heads, n = rows.length;

@@ -6,6 +6,7 @@
 #include "autograd/ops.h"
 #include "nn/layers.h"
 #include "nn/mixer.h"
+#include "nn/attention_core.h"
 #include "nn/mixing_capture.h"
 
 namespace mixlab::mixers {
@@ -22,13 +23,14 @@ Tensor masked_softmax(const Tensor& logits, const Tensor& allowed);
 
 // The attention core softmax(scale · q kᵀ + M) v of q [B, h, N, d], k [B, h, M, d], v [B, h, M, e]
 // with `allowed` as masked_softmax takes it: [B, h, N, e]. It runs fused (fused_attention: one
-// kernel per (batch, head), no [B, h, N, M] probabilities kept) unless a mixing recorder is
-// active (`mixlab inspect`), when it forms the probabilities on the unfused path and hands them
-// to on_probabilities (which records them) first. Both paths agree within float32 rounding.
+// kernel per (batch, head), no [B, h, N, M] probabilities kept) unless math_attention() (the
+// Math core chosen, nn/attention_core.h, or a mixing recorder active: `mixlab inspect`), when it
+// forms the probabilities on the equation's path and hands them to on_probabilities (which
+// records them, if a recorder is active) first. Both paths agree within float32 rounding.
 template <typename OnProbabilities>
 Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed,
               double scale, OnProbabilities&& on_probabilities) {
-  if (!mixing_capture_active()) return fused_attention(q, k, v, allowed, scale);
+  if (!math_attention()) return fused_attention(q, k, v, allowed, scale);
   Tensor a = masked_softmax(mul(matmul(q, transpose(k, -1, -2)), scale), allowed);
   on_probabilities(a);
   return matmul(a, v);

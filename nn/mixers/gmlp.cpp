@@ -36,6 +36,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/attention_core.h"
 #include "nn/mixing_capture.h"
 
 namespace mixlab {
@@ -94,7 +95,7 @@ class GatedMlp : public Mixer {
     Tensor g = matmul(w, mixers::zero_invalid_rows(zn, ctx.valid));  // [N,N]·[B,N,f/2]
     if (attention_) {
       Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
-      g = add(g, mixing_capture_active() ? attend(x, mask) : attend_packed(x, mask));
+      g = add(g, math_attention() ? attend(x, mask) : attend_packed(x, mask));
     }
     // Z₁ ⊙ (G + b), b per token, in one kernel each way (spatial_gate).
     return V->forward(spatial_gate(g, narrow(b, 0, 0, n), z1));
@@ -105,7 +106,9 @@ class GatedMlp : public Mixer {
   // only W's product and the gate see the padded layout (LN(Z₂) is zero at the padding there, as
   // zero_invalid_rows makes it in forward()).
   Tensor forward_rows(const Tensor& x, const MixerContext& ctx) override {
-    if (mixing_capture_active()) return Mixer::forward_rows(x, ctx);  // records W and attention
+    // A recorder (W and the attention) or aMLP's Math core: forward()'s path.
+    if (mixing_capture_active() || (attention_ && math_attention()))
+      return Mixer::forward_rows(x, ctx);
     check_rows(x, ctx);
     const TokenRows& rows = ctx.rows;
     int64_t n = rows.length;

@@ -56,6 +56,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/attention_core.h"
 #include "nn/mixing_capture.h"
 
 namespace mixlab {
@@ -372,7 +373,7 @@ class Synthesizer : public Mixer {
     check_input(x, ctx);
     int64_t n = x.size(1), h = config_.heads;
     Tensor mask = mixers::attention_mask(ctx.valid, config_.causal, n, n, x.dtype(), x.device());
-    if (dot_products_ && !mixing_capture_active()) return attend_with_dot_products(x, mask);
+    if (dot_products_ && !math_attention()) return attend_with_dot_products(x, mask);
     Tensor v = mixers::split_heads(w_v->forward(x), h);
     Tensor logits = combine(
         [&](const Component& c, const Tensor& alpha) { return c.logits(x, alpha); }, mixture());
@@ -456,7 +457,7 @@ class Synthesizer : public Mixer {
   Tensor attend(const Tensor& logits, const Tensor& mask, const Tensor& v) const {
     const bool per_example_mask = mask.defined() && mask.dim() == 4 && mask.size(0) != 1;
     const bool shared = logits.size(0) != v.size(0) && !per_example_mask;
-    if (!shared && !mixing_capture_active())
+    if (!shared && !math_attention())
       return w_o->forward(mixers::merge_heads(fused_synthesized_attention(logits, v, mask)));
     Tensor a = mixers::masked_softmax(logits, mask);
     capture_mixing(*this, "attention", RowRule::SumToOne, [&] {
