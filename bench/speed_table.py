@@ -166,9 +166,9 @@ def main():
         failures = check_same_models(args, tmp) if args.quick or args.check_only else 0
     if args.check_only:
         return 1 if failures else 0
-    header = ["model", "thr", "mixlab ex/s", "torch ex/s", "ratio", "matmul %", "next kernel",
-              "mixlab MiB", "torch MiB", "torch lib MiB", "params"]
-    widths = [34, 3, 11, 10, 5, 8, 20, 10, 9, 13, 9]
+    header = ["model", "thr", "mixlab ex/s", "torch ex/s", "ratio", "matmul %", "kernels %",
+              "next kernel", "mixlab MiB", "torch MiB", "torch lib MiB", "params"]
+    widths = [34, 3, 11, 10, 5, 8, 9, 20, 10, 9, 13, 9]
     if args.markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))
@@ -182,7 +182,8 @@ def main():
             known = flags["task"] == "translate" or torch_knows(args.python, flags["mixer"])
             for n in threads:
                 if not known:
-                    cells = [label, str(n), "-", "-", "-", "-", "no PyTorch model", "-", "-", "-", "-"]
+                    cells = [label, str(n), "-", "-", "-", "-", "-", "no PyTorch model", "-", "-", "-",
+                             "-"]
                     failures += 1
                 else:
                     if flags["task"] == "classify" and written_for != flags["batch"]:
@@ -195,12 +196,13 @@ def main():
                     params = str(m["params"]) if row["params_match"] else \
                         f"DIFFER {m['params']}/{t['params']}"
                     failures += not row["params_match"]
-                    scored.append(speed_targets.row(label, n, row["ratio"], row["matmul_share"],
+                    scored.append(speed_targets.row(label, n, row["ratio"], row["products_share"],
                                                     m["examples_per_s"], m["peak_rss_kib"],
-                                                    t["peak_rss_kib"], row["core_share"]))
+                                                    t["peak_rss_kib"], row["kernel_share"]))
                     cells = [label, str(n), f"{m['examples_per_s']:.0f}", f"{t['examples_per_s']:.0f}",
-                             f"{row['ratio']:.2f}", f"{100 * row['matmul_share']:.0f}",
-                             row["top_other"], mib(m["peak_rss_kib"]), mib(t["peak_rss_kib"]),
+                             f"{row['ratio']:.2f}", f"{100 * row['products_share']:.0f}",
+                             f"{100 * row['kernel_share']:.0f}", row["top_other"],
+                             mib(m["peak_rss_kib"]), mib(t["peak_rss_kib"]),
                              mib(t["rss_after_import_kib"]), params]
                 if args.markdown:
                     print("| " + " | ".join(cells) + " |", flush=True)
@@ -209,7 +211,9 @@ def main():
                                     for i, (c, w) in enumerate(zip(cells, widths))), flush=True)
     print(f"# {time.time() - started:.0f} s; ratio = mixlab/torch examples per second "
           f"(above 1: mixlab is faster); matmul % = share of mixlab's kernel time in matrix "
-          f"products (FNet's and the convolutions' classifiers: with their own kernels, "
+          f"products, in the product kernels and inside the fused kernels (MIXLAB_DEBUG's two "
+          f"tables); kernels % = in whole product kernels only, a fused core counted as none "
+          f"(FNet's and the convolutions' classifiers: both with their own kernels, "
           f"{', '.join(sorted(set(k for ks in vs_torch.MIXER_OWN_KERNELS.values() for k in ks)))})")
     print("# issue 14's targets in this run (one run's rows: on a shared machine single ratios move"
           " by 20% between runs)" if not args.quick else

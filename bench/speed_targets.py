@@ -1,26 +1,36 @@
 """Issue 14's speed targets, scored against one speed table's rows (bench/speed_table.py).
 
 A row is a dict: label ("translator d=128", "classifier attention", ...), threads, ratio
-(mixlab / PyTorch examples per second), share (mixlab's kernel time in matrix products, 0-1),
-mixlab_rss and torch_rss (peak KiB), mixlab_eps (mixlab's examples per second), and optionally
-core_share (the share with the products inside the fused kernels added: MIXLAB_DEBUG's second
-table). core_share is reported on a line of its own after the 90% target's and scores nothing:
-the targets count whole kernels (a fused core as not products). Each target
-gives one line: the numbers it reads, then "met", "not met" or "not in this run" (its rows
-were not timed: a --mixers or --threads subset, or --quick's other sizes). Numbers are compared
-as the table prints them (ratios to two decimals, shares to whole percents), so a line and the
-table's rows never disagree.
+(mixlab / PyTorch examples per second), share (the share of mixlab's kernel time spent in
+matrix products, 0-1), mixlab_rss and torch_rss (peak KiB), mixlab_eps (mixlab's examples per
+second), and optionally kernel_share.
+
+share counts every matrix product where it runs: the product kernels (gemm, gemm_epilogue) and
+the products inside the fused kernels that run them among other work (the attention cores, the
+synthesizers' core, linear attention: MIXLAB_DEBUG's second table, timed by cycle counters
+around those products, backends/kernel_products.h). kernel_share counts whole kernels only, a
+fused core as no products at all; it is printed after the 90% target's line and scores nothing.
+Why share is the one scored: issue 14 asks for a step within 10% of its matrix-product time,
+and for the attention core fused. Fusing moves the core's products (7% of the attention
+classifier's kernel time) out of the product kernels, so kernel_share falls with the fusion the
+issue asks for: the same classifier with its cores unfused (`bench_train_step
+--attention-core math`) reads 94% by kernel_share, with a slower step (docs/speed.md).
+
+Each target gives one line: the numbers it reads, then "met", "not met" or "not in this run" (its
+rows were not timed: a --mixers or --threads subset, or --quick's other sizes). Numbers are
+compared as the table prints them (ratios to two decimals, shares to whole percents), so a line
+and the table's rows never disagree.
 
 >>> rows = [row("translator d=128", 1, 1.9, .86, 8.0), row("translator d=256", 1, 1.2, .91, 2.0),
 ...         row("translator d=256", 2, 1.5, .90, 3.8), row("classifier attention", 1, 1.3, .84, 3.0),
-...         row("classifier attention", 2, 1.6, .82, 5.4, core_share=.921),
+...         row("classifier attention", 2, 1.6, .82, 5.4, kernel_share=.751),
 ...         row("classifier fnet", 2, 1.3, .79, 9.0)]
 >>> for line in score(rows): print(line)
 ratio >= 1.8, translator d=128 at 1 thread: 1.90: met
 ratio >= 1.3, translator d=256 at 1 thread: 1.20: not met
 ratio >= 1.4, every classifier at 2 threads: 1 of 2 (below: fnet 1.30): not met
 products >= 90%, translator d=256 and classifier attention: 91, 90, 84, 82% (below: classifier attention 1 thr 84, classifier attention 2 thr 82): not met
-  (not scored) with the products inside fused kernels: classifier attention 2 thr 92%
+  (not scored) whole product kernels only, a fused core as none: classifier attention 2 thr 75%
 products >= 80%, every classifier: 2 of 3 rows (below: fnet 2 thr 79): not met
 peak RSS <= PyTorch's, every row: 6 of 6: met
 1 -> 2 threads >= 1.85x, translator d=256 and classifier attention: 1.90x, 1.80x: not met
@@ -30,10 +40,10 @@ peak RSS <= PyTorch's, every row: 6 of 6: met
 
 
 def row(label, threads, ratio, share, mixlab_eps, mixlab_rss=400, torch_rss=1000,
-        core_share=None):
+        kernel_share=None):
     """A table row as score() reads it."""
     return dict(label=label, threads=threads, ratio=ratio, share=share, mixlab_eps=mixlab_eps,
-                mixlab_rss=mixlab_rss, torch_rss=torch_rss, core_share=core_share)
+                mixlab_rss=mixlab_rss, torch_rss=torch_rss, kernel_share=kernel_share)
 
 
 def verdict(ok):
@@ -79,10 +89,10 @@ def score(rows):
         ", ".join(f"{100 * r['share']:.0f}" for r in named) + "%"
         + (f" (below: {', '.join(below)})" if below else "") + f": {verdict(not below)}"
         if named else "not in this run"))
-    with_cores = [r for r in named if r.get("core_share") is not None]
-    if with_cores:
-        lines.append("  (not scored) with the products inside fused kernels: " + ", ".join(
-            f"{r['label']} {r['threads']} thr {100 * r['core_share']:.0f}%" for r in with_cores))
+    by_kernel = [r for r in named if r.get("kernel_share") is not None]
+    if by_kernel:
+        lines.append("  (not scored) whole product kernels only, a fused core as none: " + ", ".join(
+            f"{r['label']} {r['threads']} thr {100 * r['kernel_share']:.0f}%" for r in by_kernel))
 
     lines.append(count_line(
         "products >= 80%, every classifier", classifiers,

@@ -8,8 +8,11 @@ bytes). Both sides take the same step: label-smoothed cross-entropy (0.1), gradi
 1, AdamW, the same batch, dropout and thread count; each side runs in its own process, so each
 peak RSS is that training's alone. It prints both sides' median step, the ratio mixlab / PyTorch
 in examples per second (above 1: mixlab is faster), the share of mixlab's kernel time spent in
-matrix products over the timed steps (from a second, shorter mixlab run under MIXLAB_DEBUG=1)
-and both parameter counts, which must agree.
+matrix products over the timed steps (from a second, shorter mixlab run under MIXLAB_DEBUG=1:
+the product kernels, and the products inside the fused kernels that its second table times;
+the share in whole product kernels alone is printed beside it) and both parameter counts,
+which must agree. MIXLAB_ATTENTION_CORE=math in the environment runs mixlab's side with its
+attention cores unfused (nn/attention_core.h).
 
     python3 bench/vs_torch.py [--task translate|classify] [--mixer NAME] [--threads N]
         [--dim D] [--layers L] [--batch B] [--len T] [--patch P] [--dropout R] [--steps K]
@@ -329,7 +332,7 @@ def compare(args):
     if on_gpu(args):  # MIXLAB_DEBUG's table would time the host's calls, not the GPU's kernels
         return {"mixlab": mixlab, "torch": torch_side,
                 "ratio": mixlab["examples_per_s"] / torch_side["examples_per_s"],
-                "matmul_share": None, "core_share": None, "top_other": "n/a",
+                "products_share": None, "kernel_share": None, "top_other": "n/a",
                 "params_match": mixlab["params"] == torch_side["params"]}
     traced = run_mixlab(args, debug=True).stderr
     kernels = kernel_shares(traced)
@@ -341,8 +344,8 @@ def compare(args):
     top_other = f"{others[0][1]} {100 * others[0][0] / total:.0f}%" if others else "-"
     return {"mixlab": mixlab, "torch": torch_side,
             "ratio": mixlab["examples_per_s"] / torch_side["examples_per_s"],
-            "matmul_share": products / total if total > 0 else 0.0, "top_other": top_other,
-            "core_share": (products + inside) / total if total > 0 else 0.0,
+            "products_share": (products + inside) / total if total > 0 else 0.0,
+            "kernel_share": products / total if total > 0 else 0.0, "top_other": top_other,
             "params_match": mixlab["params"] == torch_side["params"]}
 
 
@@ -404,9 +407,9 @@ def print_cpu_row(row):
     m, t = row["mixlab"], row["torch"]
     print(f"mixlab: median step {m['median_ms']:.2f} ms, {m['examples_per_s']:.1f} examples/s, "
           f"params {m['params']}, peak RSS {m['peak_rss_kib'] / 1024:.1f} MiB, matrix products "
-          f"{100 * row['matmul_share']:.0f}% of kernel time, "
-          f"{100 * row['core_share']:.0f}% with those inside fused kernels "
-          f"(next: {row['top_other']})")
+          f"{100 * row['products_share']:.0f}% of kernel time "
+          f"({100 * row['kernel_share']:.0f}% in whole product kernels, the rest inside fused "
+          f"kernels; next: {row['top_other']})")
     print(f"torch {t['version']} threads={t['threads']}: median step {t['median_ms']:.2f} ms, "
           f"{t['examples_per_s']:.1f} examples/s, params {t['params']}, "
           f"peak RSS {t['peak_rss_kib'] / 1024:.1f} MiB ({t['rss_after_import_kib'] / 1024:.1f} MiB "
