@@ -4,9 +4,9 @@
 #include <array>
 
 #include "autograd/ops.h"
+#include "nn/attention_core.h"
 #include "nn/layers.h"
 #include "nn/mixer.h"
-#include "nn/attention_core.h"
 #include "nn/mixing_capture.h"
 
 namespace mixlab::mixers {

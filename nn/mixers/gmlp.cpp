@@ -32,11 +32,11 @@
 #include <cmath>
 
 #include "core/random.h"
+#include "nn/attention_core.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
-#include "nn/attention_core.h"
 #include "nn/mixing_capture.h"
 
 namespace mixlab {
