@@ -112,3 +112,43 @@ TEST_CASE(
       }
     }
 }
+
+TEST_CASE("cuda: the math attention core agrees with the fused one on the GPU, and with the CPU" *
+          doctest::skip(!device_available(DeviceType::CUDA))) {
+  // The same check on the CUDA backend, in float64: its fused cores (attention.cu) against its
+  // generic ops, and both against the CPU's fused path.
+  for (const char* name : {"attention", "synth-mix:R+V", "synth-dense", "amlp"})
+    for (bool causal : {false, true}) {
+      INFO(name << (causal ? " causal" : " padded"));
+      MixerConfig c = small_config(name, causal);
+      c.max_len = 6;
+      if (std::string(name) == "amlp") c.options["attn-dim"] = "4";
+      auto cpu_mixer = build64(c), gpu_mixer = build64(c);
+      gpu_mixer->to(Device::cuda(0));
+      Tensor x_cpu = rand64({2, 6, 8}, 71), w_cpu = rand64({2, 6, 8}, 72, false);
+      Tensor x_gpu = x_cpu.detach().to(Device::cuda(0)).set_requires_grad();
+      Tensor w_gpu = w_cpu.to(Device::cuda(0));
+      const std::vector<int32_t> lengths =
+          causal ? std::vector<int32_t>{} : std::vector<int32_t>{6, 4};
+      std::vector<std::vector<double>> cpu, fused, math;
+      {
+        CoreScope core(AttentionCore::Fused);
+        cpu = output_and_gradients(*cpu_mixer, x_cpu, w_cpu, context_for(x_cpu, lengths, causal),
+                                   false);
+        fused = output_and_gradients(*gpu_mixer, x_gpu, w_gpu, context_for(x_gpu, lengths, causal),
+                                     false);
+      }
+      {
+        CoreScope core(AttentionCore::Math);
+        math = output_and_gradients(*gpu_mixer, x_gpu, w_gpu, context_for(x_gpu, lengths, causal),
+                                    false);
+      }
+      REQUIRE(fused.size() == math.size());
+      REQUIRE(cpu.size() == math.size());
+      for (size_t i = 0; i < fused.size(); ++i) {
+        INFO("result " << i);
+        check_close(fused[i], math[i], 1e-10);
+        check_close(cpu[i], math[i], 1e-10);
+      }
+    }
+}
