@@ -6,10 +6,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "tests/file_helpers.h"
 
 namespace mixlab::testing {
 
@@ -17,13 +18,6 @@ struct CliResult {
   int code = -1;
   std::string output;
 };
-
-inline std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 inline CliResult mixlab_cli(const std::string& args) {
   static int calls = 0;
@@ -35,7 +29,7 @@ inline CliResult mixlab_cli(const std::string& args) {
   int status = std::system(cmd.c_str());
   CliResult r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.output = read_text_file(log.string());
+  r.output = read_file(log.string());
   std::filesystem::remove(log);
   return r;
 }

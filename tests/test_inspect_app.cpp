@@ -23,7 +23,7 @@
 using namespace mixlab;
 using mixlab::testing::CliResult;
 using mixlab::testing::mixlab_cli;
-using mixlab::testing::read_text_file;
+using mixlab::testing::read_file;
 namespace fs = std::filesystem;
 
 namespace {
@@ -99,13 +99,13 @@ TEST_CASE("inspect app: every mixer, one heatmap per layer and head, rows as the
     // Both layers are there, each with every head of its first matrix.
     for (const char* layer : {"encoder-layers-0-mixer", "encoder-layers-1-mixer"})
       CHECK(count_files(fs::path(out) / "heatmaps", layer) >= 1);
-    std::string html = read_text_file(out + "/index.html");
+    std::string html = read_file(out + "/index.html");
     for (const auto& e : fs::directory_iterator(fs::path(out) / "heatmaps"))
       CHECK(html.find("heatmaps/" + e.path().filename().string()) != std::string::npos);
     // Token labels keep their case and reach the pictures.
     bool labelled = false;
     for (const auto& e : fs::directory_iterator(fs::path(out) / "heatmaps"))
-      labelled = labelled || read_text_file(e.path()).find(">Cat<") != std::string::npos;
+      labelled = labelled || read_file(e.path()).find(">Cat<") != std::string::npos;
     CHECK(labelled);
 
     SafetensorsFile f = load_safetensors(out + "/mixing.safetensors");
@@ -147,7 +147,7 @@ TEST_CASE("inspect app: a translator shows encoder, decoder self and cross matri
   CHECK(count_files(maps, "decoder-layers-0-self-mixer") == 2);       // two heads
   CHECK(count_files(maps, "decoder-layers-0-cross") == 2);
   std::string cross =
-      read_text_file((maps / "03-decoder-layers-0-cross-cross-attention-h0.svg").string());
+      read_file((maps / "03-decoder-layers-0-cross-cross-attention-h0.svg").string());
   CHECK(cross.find("&lt;bos&gt;") != std::string::npos);  // target rows
   CHECK(cross.find(">Cat<") != std::string::npos);        // source columns
 }
@@ -175,8 +175,8 @@ TEST_CASE("inspect app: an image classifier's patches drawn over the image") {
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK(count_files(fs::path(dir.file("o")) / "patches") == 2);  // one per head
-  std::string svg = read_text_file(
-      (*fs::directory_iterator(fs::path(dir.file("o")) / "patches")).path().string());
+  std::string svg =
+      read_file((*fs::directory_iterator(fs::path(dir.file("o")) / "patches")).path().string());
   CHECK(svg.find("data:image/png;base64,") != std::string::npos);
   CHECK(svg.find("patch 15") != std::string::npos);  // 16 query patches
 

@@ -31,7 +31,7 @@ std::map<std::string, std::pair<fs::file_time_type, std::string>> folder_state(
   std::map<std::string, std::pair<fs::file_time_type, std::string>> out;
   for (const auto& e : fs::recursive_directory_iterator(dir))
     if (e.is_regular_file())
-      out[e.path().string()] = {e.last_write_time(), read_text_file(e.path().string())};
+      out[e.path().string()] = {e.last_write_time(), read_file(e.path().string())};
   return out;
 }
 
@@ -64,7 +64,7 @@ TEST_CASE("study app: tiny ListOps study, killed after one cell, resumes without
   }
   ::kill(-pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
-  INFO(read_text_file(dir.file("first.log")));
+  INFO(read_file(dir.file("first.log")));
   REQUIRE(fs::exists(attention_done));
   REQUIRE_FALSE(fs::exists(fnet_done));  // killed before the second cell finished
   auto before = folder_state(cells / "attention");
@@ -81,7 +81,7 @@ TEST_CASE("study app: tiny ListOps study, killed after one cell, resumes without
   CHECK_NOTHROW(
       mixlab::load_safetensors((cells / "fnet" / "seed-0" / "best.safetensors").string()));
 
-  std::string report = read_text_file((out / "report.md").string());
+  std::string report = read_file((out / "report.md").string());
   CHECK(report.find("| attention | ") != std::string::npos);
   CHECK(report.find("| fnet | ") != std::string::npos);
   CHECK(report.find("(1 seed)") != std::string::npos);  // test metrics were read back
@@ -89,7 +89,7 @@ TEST_CASE("study app: tiny ListOps study, killed after one cell, resumes without
   CHECK(report.find("Length generalisation") != std::string::npos);
   CHECK(report.find("The papers' claims") != std::string::npos);
   CHECK(report.find("**not measured**. It needs synth-mix:R+V and attention") != std::string::npos);
-  std::string html = read_text_file((out / "report.html").string());
+  std::string html = read_file((out / "report.html").string());
   CHECK(html.find("<td>fnet</td>") != std::string::npos);
   for (const char* f : {"curves-listops.svg", "scatter-listops.svg", "length-listops.svg",
                         "gallery/listops/attention/index.html", "gallery/listops/fnet/index.html"})
@@ -153,7 +153,7 @@ TEST_CASE("study app: the claims are judged from the cells' numbers, contradicti
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK(r.output.find("study: scan /") == std::string::npos);  // nothing trained
-  std::string report = read_text_file((out / "report.md").string());
+  std::string report = read_file((out / "report.md").string());
   INFO(report);
   auto verdict = [&](const std::string& claim_start) {
     size_t at = report.find("- " + claim_start);
