@@ -20,7 +20,7 @@ class GroupedFormatter : public CLI::Formatter {
   std::string ordered_groups(const CLI::App* app, CLI::AppFormatMode mode) const;
 };
 
-// "mixlab 0.1.0 (git 1a2b3c4d5e6f, Release build, CUDA on)".
+// "mixlab 0.1.0 (git <revision>, Release build, CUDA on)".
 std::string version_string();
 
 // For a command line CLI11 refused: "did you mean ...?" lines for each flag the invoked command

@@ -20,7 +20,7 @@
 // name, kind and shape, in order, then the logits' shape) followed by their float32 values.
 //
 // --padding: whether the translator's blocks run on the real tokens alone (skip, nn/token_rows.h)
-// or on the padded [B, N] batch (keep, as before session 32); auto (the default, the models'
+// or on the padded [B, N] batch (keep, as nn.Transformer does); auto (the default, the models'
 // own) skips on the CPU and keeps on a GPU. The same model either way, for A/B comparisons.
 //
 // --attention-core: the softmax-attention cores fused (the default) or on the equation's ops,

@@ -7,11 +7,11 @@ if(MIXLAB_TESTS AND MIXLAB_BENCH)
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/scripts/bench-speed.sh --skip-without-torch --quick
             --threads 1 --build ${CMAKE_BINARY_DIR})
   set_tests_properties("${MIXLAB_SPEED_TEST}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
-  # The table's closing lines score issue 14's targets (bench/speed_targets.py); its examples
+  # The table's closing lines score the speed targets (bench/speed_targets.py); its examples
   # are its test, and need no PyTorch.
   find_package(Python3 COMPONENTS Interpreter)
   if(Python3_Interpreter_FOUND)
-    add_test(NAME "bench: the speed table scores issue 14's targets (speed_targets.py's examples)"
+    add_test(NAME "bench: the speed table scores its targets (speed_targets.py's examples)"
       COMMAND ${Python3_EXECUTABLE} -m doctest ${CMAKE_CURRENT_SOURCE_DIR}/bench/speed_targets.py)
   endif()
   # The products alone (bench/gemm_vs_torch.py): OpenBLAS's and PyTorch's on the classifier's

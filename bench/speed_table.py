@@ -10,14 +10,14 @@ row saying so (exit status 1 too), so a new mixer cannot silently drop out of th
     python3 bench/speed_table.py [--quick] [--threads 1,2] [--mixers a,b] [--build DIR]
         [--python PATH] [--steps K] [--rounds R] [--markdown]
 
-Full run: the classifier of issue 14 (patch 4 = 49 tokens, d=128, 4 blocks, batch 128,
+Full run: the speed targets' classifier (patch 4 = 49 tokens, d=128, 4 blocks, batch 128,
 dropout 0) for every mixer, the translator at d=128 and d=256 (3+3 layers, batch 128,
 dropout 0.1), threads 1 and 2. --quick: tiny sizes, two mixers, a few steps, plus the
 check that every mixer's classifier is the same function on both sides: equal parameter counts,
 and mixlab's initial weights loaded into the PyTorch model give mixlab's logits (--check-only:
 that check alone, of the --mixers given or all; with --device cuda both sides on the GPU).
 The quick timings check the pipeline end to end; their numbers mean little.
-After the table, one line per target of issue 14 says whether this run's rows met it
+After the table, one line per speed target says whether this run's rows met it
 (bench/speed_targets.py).
 """
 import argparse
@@ -177,7 +177,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         images = os.path.join(tmp, "images.bin")
         written_for = None
-        scored = []  # the timed rows, for issue 14's targets after the table
+        scored = []  # the timed rows, for the speed targets after the table
         for label, flags in configurations(args):
             known = flags["task"] == "translate" or torch_knows(args.python, flags["mixer"])
             for n in threads:
@@ -215,9 +215,9 @@ def main():
           f"tables); kernels % = in whole product kernels only, a fused core counted as none "
           f"(FNet's and the convolutions' classifiers: both with their own kernels, "
           f"{', '.join(sorted(set(k for ks in vs_torch.MIXER_OWN_KERNELS.values() for k in ks)))})")
-    print("# issue 14's targets in this run (one run's rows: on a shared machine single ratios move"
+    print("# the speed targets in this run (one run's rows: on a shared machine single ratios move"
           " by 20% between runs)" if not args.quick else
-          "# issue 14's targets scored on this run's rows (--quick: tiny models, not issue 14's;"
+          "# the speed targets scored on this run's rows (--quick: tiny models, not the targets';"
           " these verdicts only show that the scoring runs)")
     for line in speed_targets.score(scored):
         print(f"#   {line}")

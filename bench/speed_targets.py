@@ -1,4 +1,4 @@
-"""Issue 14's speed targets, scored against one speed table's rows (bench/speed_table.py).
+"""The speed targets (docs/speed.md), scored against one speed table's rows (bench/speed_table.py).
 
 A row is a dict: label ("translator d=128", "classifier attention", ...), threads, ratio
 (mixlab / PyTorch examples per second), share (the share of mixlab's kernel time spent in
@@ -10,10 +10,10 @@ the products inside the fused kernels that run them among other work (the attent
 synthesizers' core, linear attention: MIXLAB_DEBUG's second table, timed by cycle counters
 around those products, backends/kernel_products.h). kernel_share counts whole kernels only, a
 fused core as no products at all; it is printed after the 90% target's line and scores nothing.
-Why share is the one scored: issue 14 asks for a step within 10% of its matrix-product time,
+Why share is the one scored: the targets ask for a step within 10% of its matrix-product time,
 and for the attention core fused. Fusing moves the core's products (7% of the attention
 classifier's kernel time) out of the product kernels, so kernel_share falls with the fusion the
-issue asks for: the same classifier with its cores unfused (`bench_train_step
+targets ask for: the same classifier with its cores unfused (`bench_train_step
 --attention-core math`) reads 94% by kernel_share, with a slower step (docs/speed.md).
 
 Each target gives one line: the numbers it reads, then "met", "not met" or "not in this run" (its
@@ -64,7 +64,7 @@ def count_line(what, items, failing, word, unit=""):
 
 
 def score(rows):
-    """One line per target of issue 14, in the issue's order."""
+    """One line per speed target, in docs/speed.md's order."""
     find = {(r["label"], r["threads"]): r for r in rows}
     classifiers = [r for r in rows if r["label"].startswith("classifier ")]
     lines = []

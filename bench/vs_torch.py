@@ -286,7 +286,7 @@ def is_matrix_product(kernel):
     return "gemm" in kernel or "matmul" in kernel
 
 
-# Issue 14 counts FNet's and the convolutions' own kernels with the products: they are those
+# The speed targets count FNet's and the convolutions' own kernels with the products: they are those
 # mixers' core arithmetic, as the products are everyone else's.
 MIXER_OWN_KERNELS = {"fnet": ("fft", "fft2_real"),
                      "lightconv": ("token_conv", "token_conv_backward"),

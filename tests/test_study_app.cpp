@@ -1,4 +1,4 @@
-// `mixlab study` through the executable: the acceptance run of issue 19 (tiny budget, ListOps,
+// `mixlab study` through the executable: a tiny study (tiny budget, ListOps,
 // attention and fnet, 20 steps) writes the report with both rows, and a study killed after its
 // first cell resumes without retraining it (its files keep their bytes and times) while the
 // unfinished cell is trained.

@@ -1,7 +1,7 @@
 // Checks the GPU makes without stopping its queue (backends/kernels.def's check_indices).
 //
 // Checking an index tensor on the host means copying it back, a wait for the GPU inside every
-// embedding lookup and every cross-entropy (issue 14: none inside a training step). Instead a
+// embedding lookup and every cross-entropy (a training step makes none). Instead a
 // kernel checks the indices where they are and records the first offender in a small record in
 // device memory; the backend reads that record back with its next wait for the GPU (a copy to
 // the host or synchronize(), queued just before the wait, so it costs no wait of its own) and

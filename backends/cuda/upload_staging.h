@@ -1,4 +1,4 @@
-// Uploads that do not wait for the GPU (issue 14: no device-to-host synchronisation inside a
+// Uploads that do not wait for the GPU (no device-to-host synchronisation inside a
 // training step).
 //
 // cudaMemcpyAsync from ordinary (pageable) host memory waits for the stream before it starts, so

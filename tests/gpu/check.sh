@@ -183,7 +183,7 @@ else
   status=1
 fi
 
-# NCCL smoke test (issue 17, train/distributed/distributed_nccl.cpp): one rank on one GPU checks broadcast and
+# NCCL smoke test (train/distributed/distributed_nccl.cpp): one rank on one GPU checks broadcast and
 # the ordered all-reduce on device buffers; skipped where the build found no NCCL or no MPI.
 mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null)
 if grep -qs "mixlab: NCCL found" "$build/configure.log" && [[ -n "$mpiexec" ]]; then

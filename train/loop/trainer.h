@@ -46,7 +46,7 @@ struct TrainerOptions {
   double max_loss_growth = 1e6;
   // Steps between reads of the training loss back to the host (0: every step on the CPU, where
   // a read costs nothing; every log_every steps on a GPU, where each read waits for the GPU to
-  // finish the step: issue 14 wants none inside a step). The divergence checks above run on the
+  // finish the step: a step should make none). The divergence checks above run on the
   // losses as they are read, in step order, and every checkpoint, evaluation and log row reads
   // first: on a GPU a diverged run is stopped up to this many steps late, naming the step whose
   // loss was bad, and no checkpoint holds a step after it. Distributed runs read every step (the
