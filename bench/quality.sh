@@ -6,7 +6,7 @@
 #   bench/quality.sh scan [flags]      SCAN simple split translator (MIXER / DECODER)
 #   bench/quality.sh g2p [flags]       CMUdict g014b2b grapheme-to-phoneme translator
 #
-# Extra flags go to mixlab (e.g. --epochs 3). Results and commands are tabulated in README.md.
+# Extra flags go to mixlab (e.g. --epochs 3). Results and commands are tabulated in docs/results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${MIXLAB_BUILD_DIR:-build}

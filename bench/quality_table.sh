@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tabulates the quality runs that bench/quality.sh left under runs/quality/ (or the folders
 # given as arguments) as Markdown rows: run, parameters, wall time, test metrics, command.
-# The numbers are read from each run's own log.txt, so the README's table can be checked
+# The numbers are read from each run's own log.txt, so docs/results.md's tables can be checked
 # against (or regenerated from) what actually ran.
 #
 #   bench/quality_table.sh                   every finished run under runs/quality/
