@@ -2,8 +2,8 @@
 # UndefinedBehaviorSanitizer) or -DMIXLAB_SANITIZE=thread (ThreadSanitizer; it cannot be combined
 # with address). Works with g++ and clang++. Every target of the project gets the flags; UBSan
 # reports are made fatal so that a test with undefined behaviour fails instead of printing a line
-# nobody reads. scripts/ci-extra.sh runs the suite this way (see "Sanitizers, fuzzing and fault tests" in
-# docs/testing.md for the environment it sets).
+# nobody reads. scripts/ci-extra.sh runs the suite this way (docs/testing.md, "Sanitizers,
+# fuzzing and fault tests", says how).
 set(MIXLAB_SANITIZE "" CACHE STRING
   "Sanitizers to build with: a comma-separated list of address, undefined, thread (empty: none)")
 
