@@ -398,3 +398,19 @@ TEST_CASE("docs: the path scanner finds what it should (it can fail)") {
   CHECK(missing[0].ends_with("nn/mixers/no_such_mixer.cpp"));
   CHECK(missing[1].ends_with("link no-such-page.md"));
 }
+
+TEST_CASE("docs: the front door and the measurement pages stay short") {
+  // A newcomer reads the README in five minutes; the speed and GPU pages hold the current tables,
+  // not their history.
+  const std::vector<std::pair<std::string, long>> limits{
+      {"README.md", 250}, {"docs/speed.md", 400}, {"docs/gpu.md", 250}};
+  for (const auto& [page, most] : limits) {
+    std::ifstream in(kRoot / page);
+    REQUIRE(in.good());
+    long lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    INFO(page << " has " << lines << " lines");
+    CHECK(lines <= most);
+    CHECK(lines > 20);
+  }
+}
