@@ -59,10 +59,10 @@ MaskRows<T> mask_rows(const View& mask, int64_t b, int64_t h) {
 // (locality 2: prefetcht1), not L1: an item's lines come in a burst (the classifier's 49-row
 // heads: 294 lines in the forward, 490 in the backward), and prefetcht0 requests held L1's few
 // miss buffers that the item's own loads then waited on. Per call in the traced step (1 thread,
-// Zen 4): classifier (49 tokens) forward 0.5-0.7 ms saved of 4.4-5.0, backward 0.7-1.6 ms of
-// 8.4-9.7; translator d=128 (12 tokens) backward 0.3-0.6 ms of 1.10-1.60. Two items ahead, or the
+// session 25): classifier (49 tokens) forward 4.4-5.0 -> 3.9-4.3 ms, backward 8.4-9.7 -> 7.7-8.1
+// ms; translator d=128 (12 tokens) backward 1.10-1.60 -> 0.81-0.99 ms. Two items ahead, or the
 // rows about to be written (prefetchw) as well, measured no better. Linear attention, which had
-// no prefetch: forward 0.15-0.3 ms saved of 2.5, backward 0.3-0.6 ms of 6.1-6.2.
+// no prefetch: forward 2.5 -> 2.2-2.35 ms, backward 6.1-6.2 -> 5.6-5.8 ms.
 template <typename T>
 void prefetch_rows(Mat<T> x, int64_t rows, int64_t cols) {
   constexpr int64_t kLine = 64 / sizeof(T);

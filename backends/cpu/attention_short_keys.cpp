@@ -79,8 +79,8 @@ float* scratch(int which, int64_t floats) {
 // An item's rows lie in a [B, N, ·] tensor (the classifier's q, k and v: a head's 128 bytes of
 // every 1,536-byte row of the stacked projection), and the weighted sums read each of them once
 // per group of output rows (9 times at 49 tokens). Packed, one call's 512 items of the classifier
-// ran faster (AVX2, a microbenchmark of the core alone: forward 10% less of 7.8 ms with q and v
-// packed, backward 6% less of 12.7 ms with q, k and dout); the translator's items of about 12 rows,
+// ran faster (AVX2, a microbenchmark of the core alone: forward 7.8 -> 7.0 ms with q and v
+// packed, backward 12.7 -> 11.9 ms with q, k and dout); the translator's items of about 12 rows,
 // read twice, ran slower packed.
 constexpr int64_t kPackRows = 32;
 
@@ -111,8 +111,8 @@ Mat<const float> packed_rows(Mat<const float> x, int64_t rows, int64_t cols, int
 // (a head's 128 bytes of rows 1,536 bytes apart), which took the L1 the item's operands were
 // using and made the store buffer wait on reads of lines about to be overwritten. Asking for
 // those lines ahead (prefetchw) did not help. Per call in the attention classifier's step (AVX2,
-// 49 tokens, `MIXLAB_DEBUG=1` over 8 steps, 1 thread): `attention` 9-10% faster (of 156-160 ms) and
-// `attention_backward` 15% (of 303-304 ms) in all, with the products that read the rows
+// 49 tokens, `MIXLAB_DEBUG=1` over 8 steps, 1 thread): `attention` 156-160 -> 142-145 ms and
+// `attention_backward` 303-304 -> 256-257 ms in all, with the products that read the rows
 // afterwards unchanged (a staged copy with plain stores: 149-151 and 280-282 ms). A short
 // item's rows are formed in place.
 Mat<float> staged_rows(Mat<float> dst, int64_t rows, int64_t cols) {
@@ -332,7 +332,7 @@ void probabilities_again_rows(float* p, int64_t i0, int64_t m, const MaskRows<fl
 // KV = 1 to 4, within the 32 registers with the key columns beside them (the row's element is
 // broadcast from memory inside the FMA): at 49 keys, 7 rows a group (7 groups) formed the scores
 // 1.2-1.3x faster than 4 (10 groups of 4 and 3 of 3), fewer column loads per FMA (Zen 4,
-// AVX-512). AVX2 (16 registers, up to 8 of them a row of 64 keys): at most 12 accumulators,
+// session 24). AVX2 (16 registers, up to 8 of them a row of 64 keys): at most 12 accumulators,
 // the columns read from L1 as operands.
 template <int KV>
 constexpr int kScoreRows = kLanes == 16 ? (KV <= 2 ? 8 : 7) : (KV == 1 ? 8 : 6);

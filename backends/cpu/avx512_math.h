@@ -48,9 +48,9 @@ inline __m512 exp_of(__m512 y) {
 // gradient share: Φ(x) = 1 - h for x ≥ 0 and h below, h = ½·erfc(|x|/√2) ≈ t·P(t)·e
 // (fast_math.h's kNormalTail). The exp is the normal density's own, so GELU and its slope take
 // one exp and a degree-5 polynomial where erf's rational function (7 + 5 coefficients and a
-// division) and the density's exp took both: it saves 0.17-0.24 ns an element for the pair, GELU
-// alone 0.01 (Zen 4, in L1); GELU's epilogue was 2.5-7.5% of the classifiers' steps. In
-// AVX2 registers the same form ran slower than avx2_math.h's (10% for the pair, and 60%
+// division) and the density's exp took both: 0.67-0.74 -> 0.50 ns an element for the pair, GELU
+// alone 0.43 -> 0.42 (Zen 4, in L1); GELU's epilogue was 2.5-7.5% of the classifiers' steps. In
+// AVX2 registers the same form ran slower than avx2_math.h's (0.93 -> 1.02 ns, and 0.48 -> 0.77
 // for GELU alone, which needs no exp there), so that header keeps erf. Taken as a term of its own,
 // h keeps its relative accuracy in the left tail, where 1 + erf(x/√2) lost it all (that form
 // was exactly 0 below x = -5.66; -6 gives gelu -5.9e-9 now, as libm's erfc does).

@@ -163,8 +163,8 @@ void gemm_block(const GemmArgs& g, int64_t i, const Block& blk) {
 // products read their rows out of [B, N, d] tensors (a head's 128 bytes of every 512-byte row),
 // a pattern the hardware prefetcher does not follow, and an item (a few microseconds) is too
 // short to hide its own misses. Traced in the classifier's step (d = 128, 49 tokens, medians per
-// call, interleaved runs): the synthesizers' dR = Σ_b dY Vᵀ 20-32% faster (2.5 ms) on 1 thread and
-// 31-44% (1.3-1.6 ms) on 2; gMLP's W Z 8-17% (3.5-3.6 ms) and its Σ_b dY Zᵀ 12-15% (3.4 ms)
+// call, interleaved runs): the synthesizers' dR = Σ_b dY Vᵀ 2.5 -> 1.7-2.0 ms on 1 thread and
+// 1.3-1.6 -> 0.9 ms on 2; gMLP's W Z 3.5-3.6 -> 3.0-3.3 ms and its Σ_b dY Zᵀ 3.4 -> 2.9-3.0 ms
 // (1 thread). Prefetching the rows of C to be written as well (prefetchw) gained nothing more.
 // An operand of more than kMaxPrefetchBytes (a large item summed over the outer level) is left
 // to the hardware: brought in whole, it would push the current item's operands out of L2.

@@ -4,7 +4,7 @@
 // their 16-lane forms differ from the 8-lane ones in more than width: tails and masks fall in
 // other places, blocks of keys and rows have other sizes (attention_short_keys.cpp's kKeyBlock
 // and kScoreRows, register_sums.h's kSumRows), a product tile holds 4 registers across, not 2.
-// On an AVX2 machine those forms never run, so work on a machine without AVX-512 could break
+// On an AVX2 machine those forms never ran, so a session without AVX-512 hardware could break
 // them unseen. Here they run, and under AddressSanitizer a read past an array's end is reported.
 //
 // Only what Lanes offers is emulated: code written for AVX-512 alone (`#if __AVX512F__`:

@@ -2,8 +2,8 @@
 // tiles of register_tile.h, the attention cores of attention_short_keys.cpp, register_sums.h):
 // AVX-512's 16 lanes (Lanes512) or AVX2's 8 (Lanes256), so that each kernel is written once and
 // compiled for the widest registers the build has. `Lanes` is that one; MIXLAB_HAS_LANES says
-// there is one (AVX2 with FMA at least). An AMD Zen 3 machine has AVX2 only, and every
-// kernel written for AVX-512 alone falls back to OpenBLAS or to scalar-ish loops there.
+// there is one (AVX2 with FMA at least). Session 17's AMD Zen 3 machine had AVX2 only, and every
+// kernel then written for AVX-512 alone fell back to OpenBLAS or to scalar-ish loops there.
 //
 // Each also says what its register file holds: the tile of C a product kernel keeps in
 // accumulators (kTileRows × kTileVectors registers, with the panel's registers and a broadcast

@@ -8,18 +8,18 @@
 // of the epilogue's aux) that the next block will write: a product's output (12.8 MB for the
 // classifier's FFN) is rarely in cache, and a store to a line that is not has to read it from
 // memory first, with the FMAs waiting. In the classifier's training step the FFN's products took
-// 6-17% less time with it (Xeon, AVX-512). GELU's slope (BiasGeluSlope), read only by the backward,
+// 6-17% less time with it (session 14). GELU's slope (BiasGeluSlope), read only by the backward,
 // is streamed out from a block in L1 instead. The first panel's tile also asks for the next
 // block's rows of A: the hardware's prefetch alone left the classifier's products 2-3% slower
-// in the training step (Zen 4, 2 threads: attention's products 1.5-3% faster over
-// 10 steps, the step 3-5% (of 193-198 ms); the d=128 translator at 1 thread 2-5% (of 120-123
-// ms), three alternating runs each).
+// in the training step (Zen 4, 2 threads: attention's products 1625-1648 -> 1588-1617 ms over
+// 10 steps, the step 193-198 -> 185-192 ms; the d=128 translator at 1 thread 120-123 -> 115-120
+// ms, three alternating runs each, session 39).
 //
 // Measured against OpenBLAS 0.3.21 in the same binary (MIXLAB_TALL_GEMM=0), one thread: on 2
-// vCPUs of a Xeon with AVX-512 (SkylakeX kernels), 1.11-1.38x as fast on the
+// vCPUs of a Xeon with AVX-512 (SkylakeX kernels, session 11), 1.11-1.38x as fast on the
 // classifier's and both translators' shapes, 208-227 GFLOP/s (OpenBLAS 162-195, PyTorch's MKL
 // 206-220), 1.02-1.30x on 2 threads; on 2 vCPUs of an AMD EPYC Zen 3 with AVX2 (Zen kernels,
-// bench_matmul), 1.03-1.09x on the classifier's forward shapes (bench_matmul), and 2-5% off the
+// session 19), 1.03-1.09x on the classifier's forward shapes (bench_matmul), and 2-5% off the
 // training step (no pass of OpenBLAS's own to zero C, the epilogue on rows still in L1).
 // docs/speed.md has the tables.
 #include "backends/cpu/tall_gemm.h"
