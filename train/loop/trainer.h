@@ -31,17 +31,18 @@ struct TrainerOptions {
   ScheduleKind schedule = ScheduleKind::Cosine;
   int64_t warmup = 100;
   double min_lr = 0.0;
-  double clip = 1.0;          // global gradient-norm clip (0: off)
-  int64_t accumulate = 1;     // micro-batches per optimizer step
-  std::string out_dir;        // checkpoints, metrics.csv, curves.png ("" writes nothing)
-  bool resume = false;        // continue from out_dir/last.safetensors
-  uint64_t seed = 0;          // data order (dropout masks come from the default generator)
-  int64_t log_every = 50;     // steps between train-loss rows in metrics.csv
-  int64_t eval_every = 0;     // steps between evaluations (0: at the end of each epoch)
-  int64_t keep_epochs = 0;    // also keep the last N end-of-epoch checkpoints (for averaging)
-  int64_t prefetch = 2;       // batches prepared ahead by the loader's thread
-  ImageAugmentation augment;  // training images only (train/data/augment.h); off by default
-  bool quiet = false;         // no progress output
+  double clip = 1.0;        // global gradient-norm clip (0: off)
+  int64_t accumulate = 1;   // micro-batches per optimizer step
+  std::string out_dir;      // checkpoints, metrics.csv, curves.png ("" writes nothing)
+  bool resume = false;      // continue from out_dir/last.safetensors
+  uint64_t seed = 0;        // data order (dropout masks come from the default generator)
+  int64_t log_every = 50;   // steps between train-loss rows in metrics.csv
+  int64_t eval_every = 0;   // steps between evaluations (0: at the end of each epoch)
+  int64_t keep_epochs = 0;  // also keep the last N end-of-epoch checkpoints (for averaging)
+  int64_t prefetch = 2;     // batches prepared ahead by the loader's thread
+  bool quiet = false;       // no progress output
+  // Training images only (train/data/augment.h); off by default.
+  ImageAugmentation augment;
   // Training stops (Error) when a step's loss exceeds this many times the first loss of the
   // run: a loss that explodes while staying finite is divergence too, and the checkpoints
   // already written (best.safetensors above all) are kept as they are.
