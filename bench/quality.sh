@@ -13,7 +13,8 @@
 #   bench/quality.sh scan [flags]           the SCAN simple-split translator (MIXER=, DECODER=)
 #
 # Extra flags go to `mixlab ... train` (they override the recipe's, as the last value of a flag
-# wins). OUT= names the run folder. THREADS= sets the kernel threads (default: every core).
+# wins). OUT= names the recipe's folder: its logs and command.txt, with mixlab's run folder in
+# run/ beside them. THREADS= sets the kernel threads (default: every core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${MIXLAB_BUILD_DIR:-build}
@@ -34,7 +35,7 @@ step() {
   local log=$1
   shift
   commands+=("$*")
-  [ -f "$out/command.txt" ] || echo "command: $*" >"$out/command.txt"
+  [ -f "$rec/command.txt" ] || echo "command: $*" >"$rec/command.txt"
   echo "+ $*"
   local timer=()
   [ -x /usr/bin/time ] && timer=(/usr/bin/time -v)
@@ -56,54 +57,58 @@ summary() {
 case "$task" in
   fashion-mnist)
     mixer=${MIXER:-gmlp}
-    out=${OUT:-runs/quality/fashion-mnist-$mixer}
-    mkdir -p "$out"
-    step "$out/log.txt" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" --patch 4 \
+    rec=${OUT:-runs/quality/fashion-mnist-$mixer}
+    out=$rec/run
+    mkdir -p "$rec"
+    step "$rec/log.txt" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" --patch 4 \
       --dim 96 --heads 4 --layers 6 --batch 128 --epochs "${EPOCHS:-24}" --lr 2e-3 --warmup 500 \
       --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 --augment-crop 2 --augment-flip \
       --augment-erase 0.25 --threads "$threads" --quiet --out "$out" "$@"
-    summary "$out/log.txt" ;;
+    summary "$rec/log.txt" ;;
   g2p)
     base=${OUT:-runs/quality/g2p-$mixer}
     seeds=${SEEDS:-0}
     averages=()
     for seed in $seeds; do
-      out=$base-seed$seed
-      mkdir -p "$out"
-      step "$out/log.txt" "$mixlab" translate train --data g2p --mixer "$mixer" \
+      rec=$base-seed$seed
+      out=$rec/run
+      mkdir -p "$rec"
+      step "$rec/log.txt" "$mixlab" translate train --data g2p --mixer "$mixer" \
         --decoder-mixer "$decoder" --dim 256 --heads 4 --layers 3 --batch 128 \
         --epochs "${EPOCHS:-30}" --lr 1.5e-3 --warmup 1000 --dropout 0.1 --label-smoothing 0.1 \
         --beam 1 --keep-epochs 5 --seed "$seed" --threads "$threads" --quiet --out "$out" "$@"
       last=$(ls "$out"/epoch-*.safetensors | sed 's/.*epoch-\([0-9]*\).*/\1/' | sort -n | tail -5)
       inputs=()
       for e in $last; do inputs+=("$out/epoch-$e.safetensors"); done
-      step "$out/average.txt" "$mixlab" average --out "$out/avg.safetensors" "${inputs[@]}"
-      step "$out/eval.txt" "$mixlab" translate eval --data g2p --beam 5 --threads "$threads" \
+      step "$rec/average.txt" "$mixlab" average --out "$out/avg.safetensors" "${inputs[@]}"
+      step "$rec/eval.txt" "$mixlab" translate eval --data g2p --beam 5 --threads "$threads" \
         --checkpoint "$out/avg.safetensors"
       averages+=("$out/avg.safetensors")
     done
     logs=()
     for seed in $seeds; do logs+=("$base-seed$seed/eval.txt"); done
     if [ ${#averages[@]} -gt 1 ]; then
-      out=$base-seed${seeds%% *}
+      rec=$base-seed${seeds%% *}
       step "$base-ensemble-eval.txt" "$mixlab" translate eval --data g2p --beam 5 \
         --threads "$threads" --checkpoint "${averages[@]}"
       logs+=("$base-ensemble-eval.txt")
     fi
     summary "${logs[@]}" ;;
   fashion)
-    out=${OUT:-runs/quality/$task-$mixer}
-    mkdir -p "$out"
-    step "$out/log.txt" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" --patch 4 \
+    rec=${OUT:-runs/quality/$task-$mixer}
+    out=$rec/run
+    mkdir -p "$rec"
+    step "$rec/log.txt" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" --patch 4 \
       --dim 64 --heads 4 --layers 4 --batch 128 --epochs "${EPOCHS:-7}" --lr 2e-3 --warmup 400 \
       --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 --threads 1 --quiet --out "$out" "$@"
-    summary "$out/log.txt" ;;
+    summary "$rec/log.txt" ;;
   scan)
-    out=${OUT:-runs/quality/$task-$mixer}
-    mkdir -p "$out"
-    step "$out/log.txt" "$mixlab" translate train --data scan --split simple --mixer "$mixer" \
+    rec=${OUT:-runs/quality/$task-$mixer}
+    out=$rec/run
+    mkdir -p "$rec"
+    step "$rec/log.txt" "$mixlab" translate train --data scan --split simple --mixer "$mixer" \
       --decoder-mixer "$decoder" --dim 64 --heads 4 --layers 2 --batch 64 --epochs "${EPOCHS:-30}" \
       --lr 1e-3 --warmup 400 --dropout 0.1 --threads 1 --quiet --out "$out" "$@"
-    summary "$out/log.txt" ;;
+    summary "$rec/log.txt" ;;
   *) echo "unknown task '$task': expected fashion-mnist, g2p, fashion or scan" >&2; exit 2 ;;
 esac
