@@ -207,6 +207,19 @@ TrainingState metadata_for(const ModelConfig& c, const ClassificationData& d) {
   return s;
 }
 
+// The training images' augmentation: the flags' choices with the data's geometry. Token data
+// cannot be augmented (a usage error naming the flag).
+ImageAugmentation image_augmentation(ImageAugmentation flags, const ClassificationData& d) {
+  if (!flags.enabled()) return flags;
+  if (d.input != InputKind::Image)
+    throw UsageError("--augment-crop, --augment-flip and --augment-erase apply to images; " +
+                     d.description + " holds token sequences");
+  flags.channels = 1;
+  flags.height = flags.width = d.side;
+  flags.background = (0.0f - kFashionMnistMean) / kFashionMnistStd;  // a black pixel
+  return flags;
+}
+
 // The class names in id order, as the checkpoint stores them (one per line).
 std::vector<std::string> checkpoint_labels(const CheckpointInfo& info) {
   std::vector<std::string> labels;
@@ -246,6 +259,7 @@ void add_classify_commands(CLI::App& root) {
     ListOpsFlags listops;
     int64_t patch = 4;
     std::string pool = "mean";
+    ImageAugmentation augment;
   };
   auto a = std::make_shared<TrainArgs>();
   a->common.out = "runs/classify";
@@ -274,6 +288,20 @@ void add_classify_commands(CLI::App& root) {
   listops("--listops-depth", a->listops.depth, "ListOps: maximum depth");
   listops("--listops-args", a->listops.args, "ListOps: maximum arguments");
   listops("--listops-train", a->listops.train, "ListOps: training examples");
+  train
+      ->add_option("--augment-crop", a->augment.crop_pad,
+                   "images: pad P pixels on every side, then crop back at a random offset (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 8))
+      ->group(kDataGroup);
+  train->add_flag("--augment-flip", a->augment.flip, "images: random horizontal flip")
+      ->group(kDataGroup);
+  train
+      ->add_option("--augment-erase", a->augment.erase,
+                   "images: probability of random erasing of one rectangle (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(kDataGroup);
   train->callback([a, train] {
     Device device = setup_runtime(a->common);
     check_before_training(*train, a->common, a->train);
@@ -284,6 +312,10 @@ void add_classify_commands(CLI::App& root) {
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.examples().resize(a->train.train_limit);
     ModelConfig config = model_config_for(a->model, a->common, d, a->patch, a->pool);
+    TrainerOptions trainer_opts = trainer_options(a->train, a->common);
+    trainer_opts.augment = image_augmentation(a->augment, d);
+    d.desc.augment = a->augment.enabled() ? trainer_opts.augment.describe() : "";
+    d.description = d.desc.summary();
     Classifier model = build_model<Classifier>(config);
     model.to(device);
     std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
@@ -294,8 +326,7 @@ void add_classify_commands(CLI::App& root) {
     if (is_primary_process())  // [distributed] rank 0 alone owns the run folder
       open_run_folder(*train, a->common, a->train, config, d.desc.to_json().dump());
     ClassificationTask task(model, device, a->train.label_smoothing);
-    Trainer trainer(task, d.train, &d.valid, trainer_options(a->train, a->common),
-                    metadata_for(config, d));
+    Trainer trainer(task, d.train, &d.valid, trainer_opts, metadata_for(config, d));
     TrainResult r = trainer.run();
     const std::string& out = a->common.out;
     const std::string mixlab = shell_quote(program_path());

@@ -30,6 +30,7 @@ struct DataDescription {
   std::map<std::string, int64_t> generator;  // listops: min_len, max_len, depth, args, counts
   std::string held_out;                      // how validation (and test) examples were chosen
   std::vector<std::string> labels;           // classification: class names in id order
+  std::string augment;  // training images: the augmentation (train/data/augment.h), "" = none
 
   Json to_json() const;
   static DataDescription from_json(const Json& json);

@@ -1,36 +1,115 @@
 #!/usr/bin/env bash
-# Quality runs (benchmarks, not tests): train the reference models to their targets and print
-# the final metrics. Each run's log, checkpoints, metrics.csv and curves.png go to runs/quality/.
+# Quality runs (benchmarks, not tests): train a documented recipe end to end and print its test
+# metrics, the wall time, the machine and every command line. Runs go to runs/quality/.
 #
-#   bench/quality.sh fashion [flags]   Fashion-MNIST classifier (MIXER=attention by default)
-#   bench/quality.sh scan [flags]      SCAN simple split translator (MIXER / DECODER)
-#   bench/quality.sh g2p [flags]       CMUdict g014b2b grapheme-to-phoneme translator
+#   bench/quality.sh fashion-mnist [flags]  the Fashion-MNIST recipe: an attention-free gMLP with
+#                                           augmentation (MIXER=attention for the attention row)
+#   bench/quality.sh g2p [flags]            the CMUdict g014b2b recipe: a d=256 translator, the
+#                                           mean of its last 5 epochs' weights, beam 5 on test;
+#                                           SEEDS="0 1 2" also trains those seeds and decodes
+#                                           their averages as one ensemble
+#   bench/quality.sh fashion [flags]        the plain Fashion-MNIST setting of docs/results.md's
+#                                           per-mixer table (MIXER=, EPOCHS=)
+#   bench/quality.sh scan [flags]           the SCAN simple-split translator (MIXER=, DECODER=)
 #
-# Extra flags go to mixlab (e.g. --epochs 3). Results and commands are tabulated in docs/results.md.
+# Extra flags go to `mixlab ... train` (they override the recipe's, as the last value of a flag
+# wins). OUT= names the recipe's folder: its logs and command.txt, with mixlab's run folder in
+# run/ beside them. THREADS= sets the kernel threads (default: every core). docs/results.md
+# tabulates the results with their commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${MIXLAB_BUILD_DIR:-build}
 cmake --build "$build" --target mixlab -j "$(nproc)" >/dev/null
+mixlab=$build/mixlab
 mixer=${MIXER:-attention}
 decoder=${DECODER:-$mixer}
-task=${1:?usage: bench/quality.sh fashion|scan|g2p [flags]}
+threads=${THREADS:-$(nproc)}
+task=${1:?usage: bench/quality.sh fashion-mnist|g2p|fashion|scan [flags]}
 shift
-out=${OUT:-runs/quality/$task-$mixer}
-mkdir -p "$out"
+commands=()
+started=$SECONDS
+
+# Runs one command of the recipe, logging it, and remembers it for the summary.
+# The first command of a run folder is also its command.txt, which bench/quality_table.sh reads
+# with the log's /usr/bin/time lines.
+step() {
+  local log=$1
+  shift
+  commands+=("$*")
+  [ -f "$rec/command.txt" ] || echo "command: $*" >"$rec/command.txt"
+  echo "+ $*"
+  local timer=()
+  [ -x /usr/bin/time ] && timer=(/usr/bin/time -v)
+  "${timer[@]}" "$@" 2>&1 | tee "$log"
+}
+
+summary() {
+  local minutes=$(((SECONDS - started) / 60)) seconds=$(((SECONDS - started) % 60))
+  echo
+  echo "== $task recipe"
+  echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $threads kernel threads"
+  echo "wall time: ${minutes} min ${seconds} s"
+  echo "commands:"
+  printf '  %s\n' "${commands[@]}"
+  echo "test metrics:"
+  grep -hE "^test |WER|PER|accuracy" "$@" | grep -v "Elapsed" | sed 's/^/  /' || true
+}
+
 case "$task" in
-  fashion)
-    cmd=("$build/mixlab" classify train --data fashion-mnist --mixer "$mixer" --patch 4 --dim 64
-         --heads 4 --layers 4 --batch 128 --epochs ${EPOCHS:-7} --lr 2e-3 --warmup 400 --weight-decay 0.05
-         --label-smoothing 0.1 --dropout 0.1 --threads 1 --quiet --out "$out") ;;
-  scan)
-    cmd=("$build/mixlab" translate train --data scan --split simple --mixer "$mixer"
-         --decoder-mixer "$decoder" --dim 64 --heads 4 --layers 2 --batch 64 --epochs ${EPOCHS:-30}
-         --lr 1e-3 --warmup 400 --dropout 0.1 --threads 1 --quiet --out "$out") ;;
+  fashion-mnist)
+    mixer=${MIXER:-gmlp}
+    rec=${OUT:-runs/quality/fashion-mnist-$mixer}
+    out=$rec/run
+    mkdir -p "$rec"
+    step "$rec/log.txt" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" --patch 4 \
+      --dim 96 --heads 4 --layers 6 --batch 128 --epochs "${EPOCHS:-24}" --lr 2e-3 --warmup 500 \
+      --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 --augment-crop 2 --augment-flip \
+      --augment-erase 0.25 --threads "$threads" --quiet --out "$out" "$@"
+    summary "$rec/log.txt" ;;
   g2p)
-    cmd=("$build/mixlab" translate train --data g2p --mixer "$mixer" --decoder-mixer "$decoder"
-         --dim 128 --heads 4 --layers 3 --batch 128 --epochs ${EPOCHS:-8} --lr 1e-3 --warmup 1000
-         --dropout 0.1 --label-smoothing 0.1 --beam 1 --threads 1 --quiet --out "$out") ;;
-  *) echo "unknown task '$task'" >&2; exit 2 ;;
+    base=${OUT:-runs/quality/g2p-$mixer}
+    seeds=${SEEDS:-0}
+    averages=()
+    for seed in $seeds; do
+      rec=$base-seed$seed
+      out=$rec/run
+      mkdir -p "$rec"
+      step "$rec/log.txt" "$mixlab" translate train --data g2p --mixer "$mixer" \
+        --decoder-mixer "$decoder" --dim 256 --heads 4 --layers 3 --batch 128 \
+        --epochs "${EPOCHS:-30}" --lr 1.5e-3 --warmup 1000 --dropout 0.1 --label-smoothing 0.1 \
+        --beam 1 --keep-epochs 5 --seed "$seed" --threads "$threads" --quiet --out "$out" "$@"
+      last=$(ls "$out"/epoch-*.safetensors | sed 's/.*epoch-\([0-9]*\).*/\1/' | sort -n | tail -5)
+      inputs=()
+      for e in $last; do inputs+=("$out/epoch-$e.safetensors"); done
+      step "$rec/average.txt" "$mixlab" average --out "$out/avg.safetensors" "${inputs[@]}"
+      step "$rec/eval.txt" "$mixlab" translate eval --data g2p --beam 5 --threads "$threads" \
+        --checkpoint "$out/avg.safetensors"
+      averages+=("$out/avg.safetensors")
+    done
+    logs=()
+    for seed in $seeds; do logs+=("$base-seed$seed/eval.txt"); done
+    if [ ${#averages[@]} -gt 1 ]; then
+      rec=$base-seed${seeds%% *}
+      step "$base-ensemble-eval.txt" "$mixlab" translate eval --data g2p --beam 5 \
+        --threads "$threads" --checkpoint "${averages[@]}"
+      logs+=("$base-ensemble-eval.txt")
+    fi
+    summary "${logs[@]}" ;;
+  fashion)
+    rec=${OUT:-runs/quality/$task-$mixer}
+    out=$rec/run
+    mkdir -p "$rec"
+    step "$rec/log.txt" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" --patch 4 \
+      --dim 64 --heads 4 --layers 4 --batch 128 --epochs "${EPOCHS:-7}" --lr 2e-3 --warmup 400 \
+      --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 --threads 1 --quiet --out "$out" "$@"
+    summary "$rec/log.txt" ;;
+  scan)
+    rec=${OUT:-runs/quality/$task-$mixer}
+    out=$rec/run
+    mkdir -p "$rec"
+    step "$rec/log.txt" "$mixlab" translate train --data scan --split simple --mixer "$mixer" \
+      --decoder-mixer "$decoder" --dim 64 --heads 4 --layers 2 --batch 64 --epochs "${EPOCHS:-30}" \
+      --lr 1e-3 --warmup 400 --dropout 0.1 --threads 1 --quiet --out "$out" "$@"
+    summary "$rec/log.txt" ;;
+  *) echo "unknown task '$task': expected fashion-mnist, g2p, fashion or scan" >&2; exit 2 ;;
 esac
-echo "command: ${cmd[*]} $*" | tee "$out/command.txt"
-/usr/bin/time -v "${cmd[@]}" "$@" 2>&1 | tee "$out/log.txt"

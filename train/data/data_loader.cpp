@@ -85,6 +85,8 @@ void check_options(const DataLoaderOptions& options) {
         "DataLoader: bucket_size_multiplier must be at least 1, got ",
         options.bucket_size_multiplier);
   check(options.prefetch >= 0, "DataLoader: prefetch must be 0 or more, got ", options.prefetch);
+  check_augmentation(options.augment,
+                     options.augment.channels * options.augment.height * options.augment.width);
 }
 
 }  // namespace
@@ -174,6 +176,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
     for (auto& batch : plan)
       batch = shard_of_batch(batch, options_.shard_index, options_.shard_count);
   plan_ = std::move(plan);
+  planned_epoch_ = epoch;
   position_ = skip_batches;
   if (options_.prefetch > 0) {
     produced_ = skip_batches;
@@ -187,7 +190,7 @@ bool DataLoader::next(Batch& out) {
   if (position_ >= static_cast<int64_t>(plan_.size())) return false;
   if (options_.prefetch == 0) {
     // On an exception the position stays, so a retry fails (or succeeds) on the same batch.
-    collate_into(dataset_, plan_[static_cast<size_t>(position_)], options_.pad_id, out);
+    prepare(static_cast<size_t>(position_), out);
     ++position_;
     return true;
   }
@@ -220,7 +223,7 @@ void DataLoader::worker_loop() {
     }
     Item item;
     try {
-      collate_into(dataset_, plan_[static_cast<size_t>(index)], options_.pad_id, item.batch);
+      prepare(static_cast<size_t>(index), item.batch);
     } catch (...) {
       item.error = std::current_exception();
     }
@@ -234,6 +237,11 @@ void DataLoader::worker_loop() {
     changed_.notify_all();
     if (failed) return;
   }
+}
+
+void DataLoader::prepare(size_t batch_index, Batch& out) const {
+  collate_into(dataset_, plan_[batch_index], options_.pad_id, out);
+  augment_batch(out.features, out.indices, options_.augment, options_.seed, planned_epoch_);
 }
 
 void DataLoader::stop_worker() {

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "train/data/augment.h"
 #include "train/data/dataset.h"
 
 namespace mixlab {
@@ -43,6 +44,9 @@ struct DataLoaderOptions {
   // every batch (contiguous, sizes differing by at most one; empty when a batch is smaller than
   // shard_count). Positions and batches_per_epoch() count global batches.
   int64_t shard_index = 0, shard_count = 1;
+  // Training images only (train/data/augment.h): drawn from (seed, epoch, dataset index), so the
+  // batches stay a pure function of the same inputs as above.
+  ImageAugmentation augment;
 };
 
 // [distributed] Slice `index` of `count` of a batch: elements [index*m/count, (index+1)*m/count).
@@ -86,12 +90,14 @@ class DataLoader {
  private:
   void stop_worker();
   void worker_loop();
+  void prepare(size_t batch_index, Batch& out) const;  // collate, then augment
 
   const Dataset& dataset_;
   DataLoaderOptions options_;
   std::vector<std::pair<int32_t, int32_t>> lengths_;  // only when bucketing
   std::vector<std::vector<size_t>> plan_;
   int64_t epoch_ = -1;
+  int64_t planned_epoch_ = -1;  // the epoch plan_ belongs to, set before the worker starts
   int64_t position_ = 0;
 
   // Prefetch state: the worker fills `queue_` with the batches from `produced_` on.

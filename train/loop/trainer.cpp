@@ -130,6 +130,7 @@ void Trainer::start() {
   lo.seed = o.seed;
   lo.bucket_by_length = o.bucket_by_length;
   lo.prefetch = o.prefetch;
+  lo.augment = o.augment;
   loader_ = std::make_unique<DataLoader>(train_, lo);
   steps_per_epoch_ = (loader_->batches_per_epoch() + o.accumulate - 1) / o.accumulate;
   int64_t total_steps = o.max_steps > 0 ? o.max_steps : steps_per_epoch_ * o.epochs;

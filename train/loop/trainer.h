@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "train/data/augment.h"
 #include "train/run/checkpoint.h"
 #include "train/optim/schedule.h"
 #include "train/loop/tasks.h"
@@ -40,6 +41,8 @@ struct TrainerOptions {
   int64_t keep_epochs = 0;  // also keep the last N end-of-epoch checkpoints (for averaging)
   int64_t prefetch = 2;     // batches prepared ahead by the loader's thread
   bool quiet = false;       // no progress output
+  // Training images only (train/data/augment.h); off by default.
+  ImageAugmentation augment;
   // Training stops (Error) when a step's loss exceeds this many times the first loss of the
   // run: a loss that explodes while staying finite is divergence too, and the checkpoints
   // already written (best.safetensors above all) are kept as they are.

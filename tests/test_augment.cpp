@@ -1,0 +1,282 @@
+// Image augmentation (train/data/augment.h): off by default, a pure function of (seed, epoch,
+// index), each transform's effect on a known image, the loader's batches the same with and
+// without prefetch and across a resume, and the classify app's flags applied and recorded.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/app_runner.h"
+#include "tests/file_helpers.h"
+#include "tests/temp_dir.h"
+#include "train/data/augment.h"
+#include "train/data/data_loader.h"
+
+using namespace mixlab;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr float kAugmentBackground = -1.0f;
+
+ImageAugmentation augment_geometry(int64_t side) {
+  ImageAugmentation a;
+  a.height = a.width = side;
+  a.background = kAugmentBackground;
+  return a;
+}
+
+// A side x side image, background everywhere but one pixel of value 5 at (y, x).
+std::vector<float> marked_pixel_image(int64_t side, int64_t y, int64_t x) {
+  std::vector<float> image(static_cast<size_t>(side * side), kAugmentBackground);
+  image[static_cast<size_t>(y * side + x)] = 5.0f;
+  return image;
+}
+
+// Where the value 5 is, as (y, x); (-1, -1) when it is gone.
+std::pair<int64_t, int64_t> find_marked_pixel(const std::vector<float>& image, int64_t side) {
+  for (int64_t i = 0; i < side * side; ++i)
+    if (image[static_cast<size_t>(i)] == 5.0f) return {i / side, i % side};
+  return {-1, -1};
+}
+
+// Images whose pixel p of example e is e * 1000 + p: every image distinct, every pixel known.
+InMemoryDataset numbered_test_images(size_t count, int64_t side) {
+  std::vector<Example> examples(count);
+  for (size_t e = 0; e < count; ++e) {
+    for (int64_t p = 0; p < side * side; ++p)
+      examples[e].features.push_back(static_cast<float>(e * 1000 + p));
+    examples[e].label = static_cast<int32_t>(e % 3);
+  }
+  return InMemoryDataset(std::move(examples));
+}
+
+std::vector<std::vector<float>> augmented_epoch(const Dataset& data, DataLoaderOptions o,
+                                                int64_t epoch, int64_t skip = 0) {
+  DataLoader loader(data, o);
+  loader.start_epoch(epoch, skip);
+  std::vector<std::vector<float>> out;
+  for (Batch b; loader.next(b);) out.push_back(b.features);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("augment: off by default, and the loader then hands out the images unchanged") {
+  ImageAugmentation none;
+  CHECK_FALSE(none.enabled());
+  CHECK(none.describe() == "none");
+  InMemoryDataset data = numbered_test_images(10, 6);
+  DataLoaderOptions o;
+  o.batch_size = 4;
+  o.seed = 3;
+  for (const auto& features : augmented_epoch(data, o, 0)) {
+    // Every value is an untouched pixel: e * 1000 + p with p < 36.
+    for (float v : features) CHECK(std::fmod(v, 1000.0f) < 36.0f);
+  }
+  DataLoader loader(data, o);
+  loader.start_epoch(0);
+  Batch b;
+  REQUIRE(loader.next(b));
+  for (size_t i = 0; i < b.indices.size(); ++i)
+    CHECK(std::equal(b.features.begin() + static_cast<std::ptrdiff_t>(i * 36),
+                     b.features.begin() + static_cast<std::ptrdiff_t>((i + 1) * 36),
+                     data.at(b.indices[i]).features.begin()));
+}
+
+TEST_CASE("augment: the crop after padding moves a known pixel by at most the padding") {
+  ImageAugmentation a = augment_geometry(9);
+  a.crop_pad = 2;
+  std::vector<int> seen_dy(5, 0);
+  for (uint64_t index = 0; index < 200; ++index) {
+    std::vector<float> image = marked_pixel_image(9, 4, 4);
+    augment_image(image.data(), a, 7, 0, index);
+    auto [y, x] = find_marked_pixel(image, 9);
+    REQUIRE(y >= 0);  // a centre pixel never leaves a 9x9 image under shifts of 2
+    CHECK(std::abs(y - 4) <= 2);
+    CHECK(std::abs(x - 4) <= 2);
+    ++seen_dy[static_cast<size_t>(y - 4 + 2)];
+    // Everything else is background: the image was shifted, not changed.
+    CHECK(std::count(image.begin(), image.end(), kAugmentBackground) == 80);
+  }
+  for (int n : seen_dy) CHECK(n > 10);  // every offset of [-2, 2] is drawn, about 40 times each
+  // Shifted in from outside: background fills the edge.
+  ImageAugmentation big = augment_geometry(3);
+  big.crop_pad = 8;
+  int emptied = 0;
+  for (uint64_t index = 0; index < 50; ++index) {
+    std::vector<float> image = marked_pixel_image(3, 1, 1);
+    augment_image(image.data(), big, 1, 0, index);
+    if (find_marked_pixel(image, 3).first < 0) ++emptied;
+  }
+  CHECK(emptied > 0);
+}
+
+TEST_CASE("augment: the flip mirrors left and right, about half of the time") {
+  ImageAugmentation a = augment_geometry(5);
+  a.flip = true;
+  int flipped = 0;
+  for (uint64_t index = 0; index < 400; ++index) {
+    std::vector<float> image = marked_pixel_image(5, 1, 0);
+    augment_image(image.data(), a, 11, 2, index);
+    auto [y, x] = find_marked_pixel(image, 5);
+    CHECK(y == 1);
+    CHECK((x == 0 || x == 4));
+    flipped += x == 4;
+  }
+  CHECK(flipped > 160);  // binomial(400, 1/2): 200 ± 10, so far inside ±40
+  CHECK(flipped < 240);
+}
+
+TEST_CASE("augment: random erasing zeroes one rectangle of 2% to 33% of the image") {
+  ImageAugmentation a = augment_geometry(20);
+  a.erase = 1.0;
+  for (uint64_t index = 0; index < 50; ++index) {
+    std::vector<float> image(400, 3.0f);
+    augment_image(image.data(), a, 5, 0, index);
+    int64_t top = 20, bottom = -1, left = 20, right = -1, zeros = 0;
+    for (int64_t i = 0; i < 400; ++i) {
+      if (image[static_cast<size_t>(i)] != 0.0f) continue;
+      ++zeros;
+      top = std::min(top, i / 20), bottom = std::max(bottom, i / 20);
+      left = std::min(left, i % 20), right = std::max(right, i % 20);
+    }
+    REQUIRE(zeros > 0);
+    CHECK(zeros == (bottom - top + 1) * (right - left + 1));  // one filled rectangle
+    CHECK(zeros >= 0.02 * 400 * 0.5);                         // rounding of the sides
+    CHECK(zeros <= 400 / 3.0 * 1.5);
+  }
+  a.erase = 0.25;
+  int erased = 0;
+  for (uint64_t index = 0; index < 400; ++index) {
+    std::vector<float> image(400, 3.0f);
+    augment_image(image.data(), a, 5, 0, index);
+    erased += std::count(image.begin(), image.end(), 0.0f) > 0;
+  }
+  CHECK(erased > 60);  // binomial(400, 1/4): 100 ± 8.7
+  CHECK(erased < 140);
+}
+
+TEST_CASE("augment: a pure function of seed, epoch and index; other epochs draw anew") {
+  ImageAugmentation a = augment_geometry(6);
+  a.crop_pad = 3;
+  a.flip = true;
+  a.erase = 0.5;
+  InMemoryDataset data = numbered_test_images(12, 6);
+  std::vector<float> first = data.at(4).features, again = first, other_epoch = first;
+  augment_image(first.data(), a, 9, 1, 4);
+  augment_image(again.data(), a, 9, 1, 4);
+  CHECK(first == again);
+  int differs = 0;
+  for (uint64_t index = 0; index < 12; ++index) {
+    std::vector<float> e1 = data.at(index).features, e2 = e1;
+    augment_image(e1.data(), a, 9, 1, index);
+    augment_image(e2.data(), a, 9, 2, index);
+    differs += e1 != e2;
+  }
+  CHECK(differs >= 6);
+
+  DataLoaderOptions o;
+  o.batch_size = 5;
+  o.seed = 9;
+  o.augment = a;
+  o.augment.channels = 1;
+  const auto plain = augmented_epoch(data, o, 1);
+  o.prefetch = 2;
+  CHECK(augmented_epoch(data, o, 1) == plain);  // the prefetch thread draws the same
+  const auto resumed = augmented_epoch(data, o, 1, 1);
+  REQUIRE(resumed.size() == plain.size() - 1);
+  CHECK(std::equal(resumed.begin(), resumed.end(), plain.begin() + 1));  // a resume too
+  CHECK(augmented_epoch(data, o, 2) != plain);
+}
+
+TEST_CASE("augment: settings out of range and a geometry that does not fit are refused") {
+  ImageAugmentation a = augment_geometry(5);
+  a.crop_pad = 9;
+  CHECK_THROWS_WITH(check_augmentation(a, 25), doctest::Contains("--augment-crop"));
+  a.crop_pad = 1;
+  a.erase = 1.5;
+  CHECK_THROWS_WITH(check_augmentation(a, 25), doctest::Contains("--augment-erase"));
+  a.erase = 0;
+  CHECK_THROWS_WITH(check_augmentation(a, 24), doctest::Contains("1x5x5"));
+  CHECK_NOTHROW(check_augmentation(a, 25));
+}
+
+namespace {
+
+void put_idx_be32(std::string& s, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>(v >> shift));
+}
+
+// A folder of the four Fashion-MNIST files with `n` 28x28 images, a different image per index.
+void write_augment_images(const fs::path& dir, uint32_t n) {
+  fs::create_directories(dir);
+  for (const char* split : {"train", "t10k"}) {
+    std::string images, labels;
+    put_idx_be32(images, 0x803), put_idx_be32(images, n), put_idx_be32(images, 28),
+        put_idx_be32(images, 28);
+    put_idx_be32(labels, 0x801), put_idx_be32(labels, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      for (int p = 0; p < 784; ++p) images.push_back(static_cast<char>((p * 7 + i * 13) % 256));
+      labels.push_back(static_cast<char>(i % 10));
+    }
+    std::ofstream(dir / (std::string(split) + "-images-idx3-ubyte"), std::ios::binary) << images;
+    std::ofstream(dir / (std::string(split) + "-labels-idx1-ubyte"), std::ios::binary) << labels;
+  }
+}
+
+// `mixlab ARGS` (split at spaces), its log in `dir`.
+testing::Exit run_augment_app(const testing::TempDir& dir, const std::string& args) {
+  std::vector<std::string> words;
+  std::istringstream in(args);
+  for (std::string w; in >> w;) words.push_back(w);
+  static int calls = 0;
+  return testing::run_app(words, dir.file("log-" + std::to_string(calls++) + ".txt"));
+}
+
+}  // namespace
+
+TEST_CASE("augment app: the flags change training, are recorded, and token data refuses them") {
+  testing::TempDir dir;
+  write_augment_images(dir.root / "images", 40);
+  const std::string base = "classify train --data " + dir.file("images") +
+                           " --dim 16 --heads 2 --layers 1 --patch 7 --batch 8 --steps 4 "
+                           "--threads 1 --quiet --dropout 0 ";
+  testing::Exit plain = run_augment_app(dir, base + "--out " + dir.file("plain"));
+  INFO(plain.output);
+  REQUIRE(plain.code == 0);
+  testing::Exit augmented = run_augment_app(
+      dir, base + "--augment-crop 2 --augment-flip --augment-erase 0.5 --out " + dir.file("aug"));
+  INFO(augmented.output);
+  REQUIRE(augmented.code == 0);
+  // The data line and the checkpoint's data description name the augmentation.
+  CHECK(testing::contains(augmented.output,
+                          "training images augmented: crop after padding 2, horizontal flip, "
+                          "random erasing p=0.5"));
+  const std::string checkpoint = testing::read_file(dir.file("aug") + "/last.safetensors");
+  CHECK(testing::contains(checkpoint, "crop after padding 2"));
+  CHECK_FALSE(
+      testing::contains(testing::read_file(dir.file("plain") + "/last.safetensors"), "augment"));
+  // Applied: the same seed trains other weights when the images are augmented.
+  CHECK(testing::read_file(dir.file("aug") + "/best.safetensors") !=
+        testing::read_file(dir.file("plain") + "/best.safetensors"));
+  // Deterministic: the same command gives the same checkpoint bytes.
+  testing::Exit again = run_augment_app(
+      dir, base + "--augment-crop 2 --augment-flip --augment-erase 0.5 --out " + dir.file("aug2"));
+  REQUIRE(again.code == 0);
+  CHECK(testing::read_file(dir.file("aug2") + "/last.safetensors") == checkpoint);
+
+  std::ofstream(dir.file("text.tsv")) << "a\tx y\nb\ty z\na\tx x\nb\tz z\na\tx\nb\tz\n"
+                                      << "a\tx y x\nb\tz y z\na\ty x\nb\ty z\nb\tz\n";
+  testing::Exit tokens =
+      run_augment_app(dir, "classify train --data " + dir.file("text.tsv") +
+                               " --augment-flip --steps 1 --out " + dir.file("tok"));
+  CHECK(tokens.code == 2);
+  CHECK(testing::contains(tokens.output, "--augment-flip"));
+  CHECK_FALSE(fs::exists(dir.file("tok")));
+}
