@@ -70,7 +70,7 @@ std::string DataDescription::summary() const {
       s = "SCAN " + split + " split";
       break;
     case DataKind::G2p:
-      s = "CMUdict g014b2b";
+      s = path.empty() ? "CMUdict g014b2b" : "CMUdict word list " + path;
       break;
     case DataKind::Tsv:
       s = "parallel text " + path + " (" + tokens + ")";

@@ -82,6 +82,15 @@ DataDescription describe_data(const std::string& name_in, const std::string& spl
   } else if (name == "g2p") {
     d.kind = DataKind::G2p;
     d.held_out = "2,670 training words, the same for every seed";
+  } else if (name.rfind("g2p:", 0) == 0) {
+    // A word list to score a G2P model on, in g014b2b.ref's format (scripts/g2p_unseen_words.py
+    // makes one of CMUdict words outside the split): evaluation only.
+    const std::string list = name.substr(4);
+    if (!std::filesystem::is_regular_file(list))
+      throw UsageError("--data '" + name + "': " + list + " is not a file");
+    d.kind = DataKind::G2p;
+    d.path = absolute_path(list);
+    d.held_out = "none: every word of the list is scored";
   } else if (std::filesystem::is_regular_file(name)) {
     if (tokens != "words" && tokens != "chars")
       throw UsageError("--tokens " + tokens + ": expected words or chars");
@@ -90,7 +99,8 @@ DataDescription describe_data(const std::string& name_in, const std::string& spl
     d.tokens = tokens;
     d.held_out = "the last 10% of lines (also the test set)";
   } else {
-    throw UsageError("--data '" + name + "': expected scan, g2p or a source<TAB>target file");
+    throw UsageError("--data '" + name +
+                     "': expected scan, g2p, g2p:WORD_LIST or a source<TAB>target file");
   }
   return d;
 }
@@ -107,6 +117,11 @@ TranslationData load_data(const DataDescription& desc) {
     d.train = std::move(s.train);
     d.test = std::move(s.test);
     hold_out(d.train, d.valid, 0.05, desc.seed);
+  } else if (desc.kind == DataKind::G2p && !desc.path.empty()) {
+    g2p_side(read_g2p_ref(desc.path), d.test, d.test_refs);
+    d.valid = d.test;
+    d.valid_refs = d.test_refs;
+    d.src_tokens = "chars";
   } else if (desc.kind == DataKind::G2p) {
     // The dev words do not follow --seed: runs with other seeds are chosen on (and can be
     // ensembled over) the same 2,670 held-out words. Seed 0 gives the split earlier runs used.
@@ -310,8 +325,11 @@ void add_translate_commands(CLI::App& root) {
     reg.check_spec(a->cross, {}, false, /*cross=*/true);
     config.cross = a->cross;
     config.tie_output = a->tie;
-    TranslationData d =
-        load_data(describe_data(a->common.data, a->split, a->tokens, a->common.seed));
+    const DataDescription desc = describe_data(a->common.data, a->split, a->tokens, a->common.seed);
+    if (desc.kind == DataKind::G2p && !desc.path.empty())
+      throw UsageError("--data g2p:" + desc.path +
+                       ": a word list is for `translate eval`; train with --data g2p");
+    TranslationData d = load_data(desc);
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.resize(a->train.train_limit);
     Vocab src = build_src_vocab(d.train), tgt = build_tgt_vocab(d.train);
@@ -386,7 +404,8 @@ void add_translate_commands(CLI::App& root) {
   CLI::App* eval = translate->add_subcommand(
       "eval", "score a checkpoint (or an ensemble) on the test or validation set");
   add_data_flags(eval, e->common,
-                 "scan, g2p or a source<TAB>target file (default: the checkpoint's)");
+                 "scan, g2p, g2p:WORD_LIST (words in g014b2b.ref's format, all scored) or a "
+                 "source<TAB>target file (default: the checkpoint's)");
   add_runtime_flags(eval, e->common);
   add_decode_flags(eval, e->decode);
   eval->add_option("--checkpoint", e->checkpoints,
@@ -418,7 +437,9 @@ void add_translate_commands(CLI::App& root) {
     if (!e->common.data.empty() || !e->split.empty() || !e->tokens.empty() ||
         eval->get_option("--seed")->count()) {
       std::string data = e->common.data.empty()
-                             ? (stored.path.empty() ? to_string(stored.kind) : stored.path)
+                             ? (stored.path.empty()            ? to_string(stored.kind)
+                                : stored.kind == DataKind::G2p ? "g2p:" + stored.path
+                                                               : stored.path)
                              : e->common.data;
       std::string split = !e->split.empty()       ? e->split
                           : !stored.split.empty() ? stored.split
