@@ -24,7 +24,8 @@ std::string dims_str(std::initializer_list<int64_t> d) {
   return s + "]";
 }
 
-// Tolerances against the reference in float64: float32 rounding of the inputs and of the arithmetic.
+// Tolerances against the reference in float64: float32 rounding of the inputs and of the
+// arithmetic.
 const Tol kExact{0, 0};
 const Tol kF32{1e-5, 1e-6};
 const Tol kF32Loose{2e-4, 2e-5};
