@@ -29,6 +29,11 @@ void sgd_elements(const View& param, const View& grad, const View& buf, int64_t 
 
 }  // namespace
 
+// Adam: g += λ p (AdamW instead: p −= lr λ p), m = β₁ m + (1 − β₁) g, v = β₂ v + (1 − β₂) g²,
+//       p −= lr / (1 − β₁ᵗ) · m / (√v / √(1 − β₂ᵗ) + ε)
+// SGD:  d = g + λ p, b = μ b + (1 − τ) d (b = d on the first step), d = b (Nesterov: d + μ b),
+//       p −= lr d
+// (λ: weight decay, on the flat buffer's first `decayed` elements only.)
 void ReferenceBackend::adam_update(const View& param, const View& grad, const View& m,
                                    const View& v, const AdamArgs& a) {
   adam_elements(param, grad, m, v, param.numel(), a);
