@@ -14,9 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops.h"
 #include "io/run_log.h"
+#include "nn/mixer_registry.h"
+#include "nn/models.h"
 #include "tests/app_runner.h"
 #include "tests/file_helpers.h"
+#include "tests/model_configs.h"
 #include "tests/temp_dir.h"
 #include "train/data/scan.h"
 
@@ -84,7 +88,75 @@ std::string train_on_both(const mixlab::testing::TempDir& dir, const std::string
   return dir.file(name + "-ref");
 }
 
+// The loss of `model` (already on `device`) and then every parameter's gradient, on the host.
+template <typename Model, typename Loss>
+std::vector<std::vector<double>> loss_and_gradients(Model& model, mixlab::Device device,
+                                                    Loss loss_of) {
+  model.to(device);
+  mixlab::Tensor loss = loss_of(device);
+  std::vector<std::vector<double>> out{loss.to_double_vector()};
+  loss.backward();
+  for (const mixlab::Tensor& p : model.parameters()) out.push_back(p.grad().to_double_vector());
+  return out;
+}
+
+// Every value of `got` within 1e-4 of `want` relative to the largest magnitude of its tensor, or
+// within 1e-5 (float32 noise where a gradient is 0 in exact arithmetic: a bias before a norm).
+void check_same_values(const std::vector<std::vector<double>>& want,
+                       const std::vector<std::vector<double>>& got) {
+  REQUIRE(want.size() == got.size());
+  for (size_t t = 0; t < want.size(); ++t) {
+    REQUIRE(want[t].size() == got[t].size());
+    double scale = 0, worst = 0;
+    size_t at = 0;
+    for (double v : want[t]) scale = std::max(scale, std::abs(v));
+    for (size_t i = 0; i < want[t].size(); ++i)
+      if (std::abs(want[t][i] - got[t][i]) > worst)
+        worst = std::abs(want[t][i] - got[t][i]), at = i;
+    INFO((t == 0 ? "the loss" : "gradient of parameter " + std::to_string(t - 1))
+         << ": worst element " << at << ", cpu " << want[t][at] << ", ref " << got[t][at]);
+    CHECK(worst <= 1e-5 + 1e-4 * scale);
+  }
+}
+
 }  // namespace
+
+TEST_CASE(
+    "reference backend: every mixer's classifier and translator, loss and gradients as on the "
+    "CPU") {
+  using namespace mixlab;
+  const std::vector<int32_t> ids{1, 2, 3, 4, 0, 0, 5, 6, 7, 8, 9, 1,
+                                 2, 2, 3, 0, 0, 0, 9, 8, 7, 6, 5, 0};
+  const std::vector<int32_t> lengths{4, 6, 3, 5}, labels{0, 1, 2, 1}, tgt_len{4, 3, 3, 2};
+  const std::vector<int32_t> tgt_in{1, 3, 4, 5, 1, 6, 5, 0, 1, 3, 3, 0, 1, 4, 0, 0};
+  const std::vector<int32_t> tgt_out{3, 4, 5, 2, 6, 5, 2, 0, 3, 3, 2, 0, 4, 2, 0, 0};
+  for (const auto& info : MixerRegistry::instance().all()) {
+    for (const std::string& name : info.test_names) {
+      INFO(name);
+      std::vector<std::vector<double>> results[2];
+      int slot = 0;
+      for (Device device : {Device::cpu(), Device::ref()}) {
+        Classifier model(testing::tiny_classifier(name));
+        results[slot++] = loss_and_gradients(model, device, [&](Device d) {
+          return cross_entropy(model.forward(Tensor::from_data(ids, {4, 6}).to(d), lengths),
+                               Tensor::from_data(labels, {4}).to(d));
+        });
+      }
+      check_same_values(results[0], results[1]);
+      const std::string decoder = info.capabilities.causal ? name : "attention";
+      slot = 0;
+      for (Device device : {Device::cpu(), Device::ref()}) {
+        Translator model(testing::tiny_translator(name, decoder));
+        results[slot++] = loss_and_gradients(model, device, [&](Device d) {
+          return cross_entropy(model.forward(Tensor::from_data(ids, {4, 6}).to(d), lengths,
+                                             Tensor::from_data(tgt_in, {4, 4}).to(d), tgt_len),
+                               Tensor::from_data(tgt_out, {4, 4}).to(d), 0);
+        });
+      }
+      check_same_values(results[0], results[1]);
+    }
+  }
+}
 
 TEST_CASE("reference backend: within its line budget, plain C++ with no #if, threads or SIMD") {
   int64_t lines = 0;
