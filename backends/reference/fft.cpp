@@ -77,9 +77,9 @@ void ReferenceBackend::fft2_real(const View& x, const View& lengths, const View&
       for (int64_t k = 0; k < n; ++k) {
         for (int64_t l = 0; l < d; ++l) {
           double re = 0;  // Re((a + ib)(cos θ − i sin θ)) = a cos θ + b sin θ
-          for (int64_t t = 0; t < len && k < len; ++t)
+          for (int64_t t = 0; k < len && t < len; ++t)
             re += fre[t * d + l] * wn.cos[(k * t) % len] + fim[t * d + l] * wn.sin[(k * t) % len];
-          out[k * d + l] = static_cast<T>(re);
+          out[k * d + l] = static_cast<T>(re);  // 0 for the rows k ≥ len
         }
       }
     }
