@@ -124,6 +124,8 @@ void softmax_core_backward(const View& v, const View& mask, const View& out, con
 
 }  // namespace
 
+// S = scale · q kᵀ + bias, lse_i = log Σ_allowed j exp(S_ij), P = exp(S − lse) on the allowed keys,
+// out = P v
 void ReferenceBackend::attention(const View& q, const View& k, const View& v, const View& mask,
                                  const View& bias, double scale, const View& out, const View& lse) {
   dispatch_floating(q.dtype, "attention", [&](auto tag) {
@@ -161,6 +163,8 @@ void ReferenceBackend::attention_backward(const View& q, const View& k, const Vi
   });
 }
 
+// S = the logits, lse_i = log Σ_allowed j exp(S_ij), P = exp(S − lse) on the allowed keys,
+// out = P v
 void ReferenceBackend::synthesized_attention(const View& logits, const View& v, const View& mask,
                                              const View& out, const View& lse) {
   dispatch_floating(v.dtype, "synthesized_attention", [&](auto tag) {
