@@ -7,6 +7,7 @@
 
 namespace mixlab {
 
+// Host memory from new and delete; copies to and from the host are memcpy.
 void* ReferenceBackend::allocate(size_t bytes) { return ::operator new(bytes); }
 void ReferenceBackend::deallocate(void* ptr, size_t) { ::operator delete(ptr); }
 void ReferenceBackend::copy_from_host(void* dst, const void* src, size_t bytes) {

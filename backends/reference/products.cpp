@@ -37,6 +37,7 @@ void gemm_loops(const GemmArgs& g) {
 
 }  // namespace
 
+// C = alpha · op(A) op(B) + beta · C, item by item (gemm_loops)
 void ReferenceBackend::gemm(const GemmArgs& g) {
   dispatch_floating(g.dtype, "gemm", [&](auto tag) { gemm_loops<decltype(tag)>(g); });
 }
