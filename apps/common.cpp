@@ -41,7 +41,7 @@ CLI::Validator device_name() {
           return std::string(e.what());
         }
       },
-      "cpu|cuda|cuda:N");
+      "cpu|ref|cuda|cuda:N");
 }
 
 // CLI11's NonNegativeNumber prints DBL_MAX in its message; this one says what is wrong.
@@ -65,7 +65,8 @@ void add_runtime_flags(CLI::App* cmd, CommonFlags& f) {
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads))
       ->group(kRunGroup);
-  cmd->add_option("--device", f.device, "cpu, cuda or cuda:N")
+  cmd->add_option("--device", f.device,
+                  "cpu, cuda or cuda:N; ref: the reference kernels (plain loops, slow and exact)")
       ->capture_default_str()
       ->check(device_name())
       ->group(kRunGroup);
@@ -187,6 +188,7 @@ Device setup_runtime(const CommonFlags& f) {
 
 std::string describe_device(Device d) {
   if (d.is_cuda()) return d.str();
+  if (d.is_ref()) return "ref, the reference kernels on 1 thread";
   int n = num_threads();
   return d.str() + ", " + std::to_string(n) + (n == 1 ? " thread" : " threads");
 }

@@ -171,12 +171,14 @@ InspectResult run_inspect(const InspectOptions& o) {
   if (c.task == ModelTask::Classify) {
     Classifier model(c);
     load_weights(o.checkpoint, model);
+    model.to(o.device);
     model.eval();
     Tensor inputs;
     if (c.input == InputKind::Image) {
       if (o.image < 0) throw UsageError("this checkpoint classifies images: pass --image N");
       image = load_image(o);
-      inputs = Tensor::from_data(image.features, {1, static_cast<int64_t>(image.features.size())});
+      inputs = Tensor::from_data(image.features, {1, static_cast<int64_t>(image.features.size())})
+                   .to(o.device);
       seq.source = numbered("p", (image.side / c.patch) * (image.side / c.patch));
       input_text = "test image " + std::to_string(o.image) + " of " +
                    (o.data.empty() ? "fashion-mnist" : o.data) + " (label " +
@@ -189,7 +191,7 @@ InspectResult run_inspect(const InspectOptions& o) {
       if (static_cast<int64_t>(ids.size()) > c.max_len)
         throw UsageError("--input has " + std::to_string(ids.size()) +
                          " tokens; the model takes at most max_len = " + std::to_string(c.max_len));
-      inputs = Tensor::from_data(ids, {1, static_cast<int64_t>(ids.size())});
+      inputs = Tensor::from_data(ids, {1, static_cast<int64_t>(ids.size())}).to(o.device);
     }
     if (c.pool == PoolKind::Cls) seq.source.insert(seq.source.begin(), "[CLS]");
     MixingRecorder recorder(model);
@@ -200,6 +202,7 @@ InspectResult run_inspect(const InspectOptions& o) {
     if (o.input.empty()) throw UsageError("a translator needs --input TEXT (the source)");
     Translator model(c);
     load_weights(o.checkpoint, model);
+    model.to(o.device);
     model.eval();
     Vocab src = Vocab::from_string(info.vocab_src), tgt = Vocab::from_string(info.vocab_tgt);
     std::string kind = info.extra.count("src_tokens") ? info.extra["src_tokens"] : "words";
@@ -210,7 +213,8 @@ InspectResult run_inspect(const InspectOptions& o) {
       throw UsageError(
           "--input has " + std::to_string(src_ids.size()) +
           " tokens with <eos>; the model takes at most max_len = " + std::to_string(c.max_len));
-    Tensor source = Tensor::from_data(src_ids, {1, static_cast<int64_t>(src_ids.size())});
+    Tensor source =
+        Tensor::from_data(src_ids, {1, static_cast<int64_t>(src_ids.size())}).to(o.device);
     std::vector<int32_t> out_ids;
     if (!o.target.empty()) {
       out_ids = tgt.encode(tokenize_words(o.target));
@@ -229,7 +233,8 @@ InspectResult run_inspect(const InspectOptions& o) {
     answer = join(std::vector<std::string>(seq.target.begin() + 1, seq.target.end()), " ");
     if (!o.target.empty()) answer = "teacher-forced target: " + answer;
     MixingRecorder recorder(model);
-    model.forward(source, {}, Tensor::from_data(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}),
+    model.forward(source, {},
+                  Tensor::from_data(tgt_in, {1, static_cast<int64_t>(tgt_in.size())}).to(o.device),
                   {});
     matrices = recorder.matrices();
   }
@@ -317,7 +322,7 @@ InspectResult run_inspect(const InspectOptions& o) {
 
 void add_inspect_command(CLI::App& root) {
   auto o = std::make_shared<InspectOptions>();
-  auto threads = std::make_shared<int>(0);
+  auto common = std::make_shared<CommonFlags>();
   CLI::App* cmd = root.add_subcommand(
       "inspect",
       "the mixing matrices a trained model applies to one input: heatmaps, index.html and "
@@ -330,11 +335,9 @@ void add_inspect_command(CLI::App& root) {
   cmd->add_option("--data", o->data, "image classifiers: fashion-mnist or a directory of IDX files")
       ->capture_default_str();
   cmd->add_option("--out", o->out, "output directory")->required();
-  cmd->add_option("--threads", *threads, "CPU threads (0: all cores)")->capture_default_str();
-  cmd->callback([o, threads] {
-    CommonFlags common;
-    common.threads = *threads;
-    setup_runtime(common);
+  add_runtime_flags(cmd, *common);  // --threads, --device, --padding
+  cmd->callback([o, common] {
+    o->device = setup_runtime(*common);
     InspectResult r = run_inspect(*o);
     std::cout << "answer: " << r.answer << "\n"
               << "wrote " << r.heatmaps.size() << " heatmaps, index.html and mixing.safetensors to "

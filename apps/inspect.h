@@ -12,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/device.h"
+
 namespace mixlab::app {
 
 struct InspectOptions {
@@ -21,6 +23,7 @@ struct InspectOptions {
   int64_t image = -1;  // image classifiers: index into the test images of `data`
   std::string data;    // image classifiers: fashion-mnist (default) or a directory of IDX files
   std::string out;
+  Device device = Device::cpu();  // where the model runs (the matrices come back to the host)
 };
 
 struct InspectResult {

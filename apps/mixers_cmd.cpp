@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "apps/commands.h"
+#include "backends/backend.h"
 #include "nn/mixer_registry.h"
 #include "train/run/summary.h"
 
@@ -41,6 +42,8 @@ void add_mixers_command(CLI::App& root) {
     }
     std::cout << format_table(
         {"mixer", "length", "padding", "exact length", "causal", "cross", "options"}, rows);
+    std::cout << "Every mixer runs on each device of this build (--device): " << built_devices()
+              << " (ref: the reference kernels, plain loops).\n";
     if (*verbose)
       for (const auto& info : MixerRegistry::instance().all()) {
         std::cout << "\n" << info.name << ": " << info.summary << "\n";

@@ -1,5 +1,6 @@
 // `mixlab --version`. The definitions come from cmake/version.cmake, for this file alone.
 #include "apps/cli_style.h"
+#include "backends/backend.h"
 #include "backends/cpu/kernel_registers.h"
 #include "mixlab_revision.h"  // generated at every build: MIXLAB_GIT_REVISION
 
@@ -14,7 +15,7 @@ std::string version_string() {
   std::string type = MIXLAB_BUILD_TYPE;
   return std::string("mixlab ") + MIXLAB_VERSION + " (git " + MIXLAB_GIT_REVISION + ", " +
          (type.empty() ? "default" : type) + " build, CPU kernels " + cpu::kernel_registers() +
-         ", " + cuda + ")";
+         ", " + cuda + ", devices " + built_devices() + ")";
 }
 
 }  // namespace mixlab::app

@@ -91,7 +91,7 @@ class Tensor {
   // ---- raw data (CPU tensors only) ----
   template <typename T>
   T* data() const {
-    check(device().is_cpu(), "data(): tensor is on ", device().str(), "; call .to(cpu) first");
+    check(device().is_host(), "data(): tensor is on ", device().str(), "; call .to(cpu) first");
     check(dtype() == dtype_of<T>::value, "data(): tensor is ", dtype_name(dtype()));
     return static_cast<T*>(impl().storage->data) + impl().offset;
   }

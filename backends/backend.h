@@ -3,12 +3,13 @@
 // Everything above this file (ops, autograd, nn, train) is device-independent and calls only
 // these kernels. The kernels themselves, with their signatures and contracts, are listed once in
 // backends/kernels.def; this class declares them from there. To add a device, implement this
-// class (see backends/cpu/ for the reference and docs/kernels.md for the recipe) and register it
-// in backends/registry.cpp; the op harness (tests/test_ops_backends.cpp) then compares every
-// kernel with the CPU in float64 on the same inputs.
+// class (backends/reference/ writes each kernel as its formula; docs/kernels.md has the recipe)
+// and register it in backends/registry.cpp; the op harness (tests/test_ops_backends.cpp) then
+// compares every kernel with the reference backend in float64 on the same inputs.
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "backends/elementwise_ops.h"
 #include "backends/optim_updates.h"
@@ -124,6 +125,9 @@ class Backend {
 Backend& backend_for(Device device);
 // Whether a device of this type exists in this build and on this machine.
 bool device_available(DeviceType type);
+// The kinds of device this build has, for --version and `mixlab mixers`: "cpu, ref" and, with
+// the CUDA backend compiled in, "cuda".
+std::string built_devices();
 // Float64 where the device computes in it, else float32: for sums and counts that must not round.
 DType widest_float(Device device);
 

@@ -1,6 +1,8 @@
-// Which backend serves which device. The CPU is always there; the CUDA backend is compiled in
-// when the build found nvcc (MIXLAB_HAVE_CUDA) and is usable when a GPU is present at run time.
+// Which backend serves which device. The CPU and the reference backend (plain loops, the other
+// backends' oracle) are always there; the CUDA backend is compiled in when the build found nvcc
+// (MIXLAB_HAVE_CUDA) and is usable when a GPU is present at run time.
 #include "backends/cpu/cpu_backend.h"
+#include "backends/reference/reference_backend.h"
 #include "backends/tracing_backend.h"
 #include "core/error.h"
 
@@ -15,11 +17,19 @@
 namespace mixlab {
 
 bool device_available(DeviceType type) {
-  if (type == DeviceType::CPU) return true;
+  if (type == DeviceType::CPU || type == DeviceType::Ref) return true;
 #ifdef MIXLAB_HAVE_CUDA
   return cuda_device_count() > 0;
 #else
   return false;
+#endif
+}
+
+std::string built_devices() {
+#ifdef MIXLAB_HAVE_CUDA
+  return "cpu, ref, cuda";
+#else
+  return "cpu, ref";
 #endif
 }
 
@@ -46,7 +56,9 @@ Backend& maybe_traced(Backend& inner) {
 
 Backend& backend_for(Device device) {
   static CpuBackend cpu;
+  static ReferenceBackend reference;
   if (device.is_cpu()) return maybe_traced(cpu);
+  if (device.is_ref()) return maybe_traced(reference);
 #ifdef MIXLAB_HAVE_CUDA
   int count = cuda_device_count();
   check(count > 0, "device ", device.str(),

@@ -6,6 +6,7 @@ namespace mixlab {
 
 Device parse_device(const std::string& name) {
   if (name == "cpu") return Device::cpu();
+  if (name == "ref") return Device::ref();
   if (name == "cuda") return Device::cuda(0);
   if (name.rfind("cuda:", 0) == 0) {
     try {
@@ -13,7 +14,7 @@ Device parse_device(const std::string& name) {
     } catch (...) {
     }
   }
-  fail("unknown device '", name, "': expected cpu, cuda or cuda:N");
+  fail("unknown device '", name, "': expected cpu, ref, cuda or cuda:N");
 }
 
 }  // namespace mixlab

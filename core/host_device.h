@@ -1,6 +1,6 @@
-// MIXLAB_HOST_DEVICE marks a function that both the CPU code and the CUDA kernels compile (the
-// elementwise formulas, the optimiser updates, the counter-based RNG), so the CPU reference and
-// the GPU run the same source. Outside nvcc it is plain `inline`.
+// MIXLAB_HOST_DEVICE marks a function that the host code and the CUDA kernels both compile (the
+// elementwise formulas, the optimiser updates, the counter-based RNG), so the reference backend,
+// the CPU and the GPU run the same source. Outside nvcc it is plain `inline`.
 #pragma once
 
 #if defined(__CUDACC__)

@@ -76,7 +76,7 @@ PaddingRows g_default_padding_rows = PaddingRows::Auto;
 
 bool use_rows(PaddingRows mode, bool allowed, Device device) {
   if (mode == PaddingRows::Auto) mode = g_default_padding_rows;
-  return allowed && (mode == PaddingRows::Skip || (mode == PaddingRows::Auto && device.is_cpu()));
+  return allowed && (mode == PaddingRows::Skip || (mode == PaddingRows::Auto && device.is_host()));
 }
 }  // namespace
 

@@ -24,7 +24,8 @@ std::string dims_str(std::initializer_list<int64_t> d) {
   return s + "]";
 }
 
-// Tolerances against the CPU in float64: float32 rounding of the inputs and of the arithmetic.
+// Tolerances against the reference in float64: float32 rounding of the inputs and of the
+// arithmetic.
 const Tol kExact{0, 0};
 const Tol kF32{1e-5, 1e-6};
 const Tol kF32Loose{2e-4, 2e-5};
@@ -665,7 +666,7 @@ void add_gemm_epilogue_cases(std::vector<OpCase>& t) {
 
   // The layers that call it, through autograd: gradients by finite differences on small shapes
   // (float64 takes the separate pass), and the float32 tall kernel's forward and gradients
-  // against the CPU in float64. The input is a transposed view (the token-mixing MLPs' case).
+  // against the reference in float64. The input is a transposed view (the token-mixing MLPs' case).
   struct Dims {
     int64_t rows, in, hidden, out;
     bool grad;

@@ -37,7 +37,7 @@ Input Input::given(Shape s, std::vector<double> values) {
 }
 
 std::vector<Device> available_devices() {
-  std::vector<Device> devices{Device::cpu()};
+  std::vector<Device> devices{Device::cpu(), Device::ref()};
   if (device_available(DeviceType::CUDA)) devices.push_back(Device::cuda(0));
   return devices;
 }
@@ -120,26 +120,27 @@ void expect_close(const std::vector<double>& ref, const std::vector<double>& got
   CHECK(bad == 0);
 }
 
-void compare_with_cpu_float64(const OpCase& c, Device device) {
-  const Ctx ref_ctx{Device::cpu(), DType::F64};
+void compare_with_reference(const OpCase& c, Device device) {
+  const Ctx ref_ctx{Device::ref(), DType::F64};
   std::vector<Tensor> ref = run_case(c, ref_ctx);
-  if (c.expected && device.is_cpu()) {
+  if (c.expected && device.is_ref()) {
     std::vector<std::vector<double>> values;
     for (const Input& in : c.inputs) values.push_back(host_values(in));
     expect_close(c.expected(values), ref.at(0).to_double_vector(), c.f64,
                  where_(c, device, DType::F64) + " against its formula");
   }
   for (DType dt : c.dtypes) {
-    if (device.is_cpu() && dt == DType::F64) continue;  // that is the reference itself
+    if (device.is_ref() && dt == DType::F64) continue;  // that is the reference itself
     std::vector<Tensor> got = run_case(c, Ctx{device, dt});
     REQUIRE(got.size() == ref.size());
     Tol tol = dt == DType::F32 ? c.f32 : c.f64;
     for (size_t i = 0; i < ref.size(); ++i) {
-      std::string what = where_(c, device, dt) + " | output " + std::to_string(i);
       REQUIRE(ref[i].defined() == got[i].defined());
       if (!ref[i].defined()) continue;
-      CHECK(got[i].device() == device);
-      CHECK(shape_str(got[i].shape()) == shape_str(ref[i].shape()));
+      std::string what = where_(c, device, dt) + " | output " + std::to_string(i) + " " +
+                         shape_str(ref[i].shape()) + " against ref float64";
+      CHECK_MESSAGE(got[i].device() == device, what);
+      CHECK_MESSAGE(shape_str(got[i].shape()) == shape_str(ref[i].shape()), what);
       expect_close(ref[i].to_double_vector(), got[i].to_double_vector(), tol, what);
     }
   }

@@ -1,11 +1,13 @@
 // The op harness: one table of cases (tests/op_cases.cpp) run on every backend of the build
-// against the CPU in float64, in the spirit of ggml's test-backend-ops. A case names the kernel
-// of backends/kernels.def it exercises, how to make its inputs (on the host, float64, fixed
-// seeds) and what to run on them; the modes (tests/test_ops_backends.cpp) are
+// against the reference backend (backends/reference/, every kernel in plain loops) in float64, in
+// the spirit of ggml's test-backend-ops. A case names the kernel of backends/kernels.def it
+// exercises, how to make its inputs (on the host, float64, fixed seeds) and what to run on them;
+// the modes (tests/test_ops_backends.cpp) are
 //
-//   compare  every backend, in float32 and float64, against the CPU in float64 (forward, and
-//            the inputs' gradients when the case has differentiable inputs); with `expected`
-//            the CPU's float64 values are also checked against a formula in plain C++;
+//   compare  every backend (the reference itself in float32), in float32 and float64, against
+//            the reference in float64 (forward, and the inputs' gradients when the case has
+//            differentiable inputs); with `expected` the reference's float64 values are also
+//            checked against a formula in plain C++;
 //   gradient finite differences through the case's first output (autograd/gradcheck.h), on
 //            every backend, for the cases marked `grad`;
 //   timing   each case's time per backend and dtype (mixlab_tests -tc='ops timing*' --no-skip).
@@ -76,7 +78,7 @@ struct OpCase {
   std::string name;    // unique: what and which shapes
   std::vector<Input> inputs;
   Run run;
-  Tol f32, f64;  // against the CPU in float64
+  Tol f32, f64;  // against the reference in float64
   bool grad;     // gradient mode applies (small inputs: every element is perturbed)
   std::vector<DType> dtypes;
   Expected expected;  // optional
@@ -85,11 +87,13 @@ struct OpCase {
 // The table (tests/op_cases.cpp).
 const std::vector<OpCase>& op_cases();
 
-// Every device of the build and machine: the CPU first, then each available accelerator.
+// Every device of the build and machine: the CPU, the reference, then each available accelerator.
 std::vector<Device> available_devices();
 
-// The modes. Each reports through doctest CHECKs, naming the case, device and dtype.
-void compare_with_cpu_float64(const OpCase& c, Device device);
+// The modes. Each reports through doctest CHECKs, naming the kernel, the case (its shapes), the
+// backend, the dtype and the output's shape, and for a value out of tolerance the worst element
+// (its index and both values).
+void compare_with_reference(const OpCase& c, Device device);
 void gradient_by_finite_differences(const OpCase& c, Device device);
 // |got - ref| <= atol + rtol |ref| elementwise (NaN matches NaN, inf matches inf); a failure
 // names `what`, how many elements are off and the worst one.

@@ -107,6 +107,7 @@ TEST_CASE("apps: mixlab mixers prints the registry's table") {
   for (const char* name : {"attention", "synth-mix", "fnet", "linformer", "gmlp", "dynconv"})
     CHECK(r.output.find(name) != std::string::npos);
   CHECK(r.output.find("refuse") != std::string::npos);
+  CHECK(r.output.find("(--device): cpu, ref") != std::string::npos);  // the devices it runs on
 }
 
 TEST_CASE("apps: usage errors exit with code 2 and a message") {
@@ -644,6 +645,7 @@ TEST_CASE("apps: --version, option groups, and inference commands without traini
   CHECK(version.output.rfind("mixlab ", 0) == 0);
   CHECK(version.output.find("git ") != std::string::npos);
   CHECK(version.output.find(" build, CPU kernels ") != std::string::npos);
+  CHECK(version.output.find("devices cpu, ref") != std::string::npos);
   CHECK(version.output.find(std::string("CPU kernels ") + mixlab::cpu::kernel_registers() +
                             ", CUDA o") != std::string::npos);
   Run help = run_mixlab("translate train --help");

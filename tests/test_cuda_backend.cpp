@@ -1,7 +1,7 @@
 // The CUDA backend's own promises, beyond what each kernel computes (that is the op harness's:
-// tests/op_cases.cpp runs every kernel on every backend against the CPU in float64): host-device
-// copies, ordering on the stream, the caching allocator, errors, gradients across devices, and a
-// small model trained a few steps on both devices.
+// tests/op_cases.cpp runs every kernel on every backend against the reference backend in
+// float64): host-device copies, ordering on the stream, the caching allocator, errors, gradients
+// across devices, and a small model trained a few steps on both devices.
 //
 // Every GPU test case carries doctest::skip(no GPU): on a machine without one they are reported
 // as skipped. A few host-side checks (the allocator's size classes, the error for a missing

@@ -1,8 +1,9 @@
 // The op harness's modes as test cases (tests/op_harness.h). Every case of tests/op_cases.cpp
-// runs on every backend of the build; a backend the machine lacks is reported as skipped.
+// runs on every backend of the build against the reference backend in float64; a backend the
+// machine lacks is reported as skipped.
 //
-//   mixlab_tests -tc='ops:*'                      the CPU: float32 against float64, gradients
-//   mixlab_tests -tc='cuda: ops*'                 the same on the GPU (skipped without one)
+//   mixlab_tests -tc='ops:*'                      the reference and the CPU, and gradients
+//   mixlab_tests -tc='cuda: ops*'                 the GPU (skipped without one)
 //   mixlab_tests -tc='ops timing*' --no-skip      each case's time per backend and dtype
 #include <doctest/doctest.h>
 
@@ -31,8 +32,18 @@ TEST_CASE("ops: the case table covers every kernel of backends/kernels.def") {
 #undef MIXLAB_KERNEL
 }
 
-TEST_CASE("ops: every case on the CPU in float32 against the CPU in float64") {
-  for (const OpCase& c : op_cases()) compare_with_cpu_float64(c, Device::cpu());
+TEST_CASE("ops: every case on the reference in float32 against the reference in float64") {
+  for (const OpCase& c : op_cases()) compare_with_reference(c, Device::ref());
+}
+
+TEST_CASE("ops: every case on the CPU in float32 and float64 against the reference in float64") {
+  for (const OpCase& c : op_cases()) compare_with_reference(c, Device::cpu());
+}
+
+TEST_CASE(
+    "ops: gradients by finite differences through every differentiable case on the reference") {
+  for (const OpCase& c : op_cases())
+    if (c.grad) gradient_by_finite_differences(c, Device::ref());
 }
 
 TEST_CASE("ops: gradients by finite differences through every differentiable case on the CPU") {
@@ -40,8 +51,9 @@ TEST_CASE("ops: gradients by finite differences through every differentiable cas
     if (c.grad) gradient_by_finite_differences(c, Device::cpu());
 }
 
-TEST_CASE("cuda: ops harness every case against the CPU in float64" * doctest::skip(kGpuMissing)) {
-  for (const OpCase& c : op_cases()) compare_with_cpu_float64(c, Device::cuda(0));
+TEST_CASE("cuda: ops harness every case against the reference in float64" *
+          doctest::skip(kGpuMissing)) {
+  for (const OpCase& c : op_cases()) compare_with_reference(c, Device::cuda(0));
 }
 
 TEST_CASE("cuda: ops harness gradients by finite differences" * doctest::skip(kGpuMissing)) {

@@ -4,8 +4,8 @@
 #
 #   1. configure with -DMIXLAB_CUDA=ON and build the tests, the benchmark and the app;
 #   2. run every test that needs a GPU (mixlab_tests -tc='cuda:*'): the op harness on the GPU
-#      (every case of tests/op_cases.cpp against the CPU in float64, and gradients by finite
-#      differences), the CUDA backend's own tests (tests/test_cuda_backend.cpp: copies, stream
+#      (every case of tests/op_cases.cpp against the reference backend in float64, and gradients
+#      by finite differences), the CUDA backend's own tests (tests/test_cuda_backend.cpp: copies, stream
 #      order, allocator, errors, a small model on both devices), checkpoints and optimiser steps
 #      across devices; fails if any of them was skipped (GPU not seen);
 #   3. run the benchmark (bench_cuda): GEMM vs raw cuBLAS, row kernels as fraction of peak

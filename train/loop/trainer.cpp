@@ -181,7 +181,7 @@ void Trainer::start() {
   // Each read of the loss waits for a GPU; on the CPU it costs nothing. Distributed runs agree
   // on every micro-batch's loss, so they read at once.
   const std::vector<Tensor> params = model.parameters();
-  const bool on_cpu = params.empty() || params.front().device().is_cpu();
+  const bool on_cpu = params.empty() || params.front().device().is_host();
   read_every_ = dp_->active()           ? 1
                 : o.loss_read_every > 0 ? o.loss_read_every
                 : on_cpu                ? 1
