@@ -4,6 +4,7 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -470,13 +471,23 @@ void extend_schedule_history(CLI::App& cmd, TrainFlags& train, const CheckpointI
   const TrainerOptions now = trainer_options(train, CommonFlags());
   const ScheduleLength length = schedule_length(now.max_steps, now.epochs, per_epoch, now.warmup);
   if (length.total_steps == total) return;
+  // A cosine that ran to its end stands at its minimum rate: the rule continues from there.
+  if (now.schedule == ScheduleKind::Cosine && stored.step >= total)
+    std::cerr << "warning: the run's cosine schedule ended at step " << stored.step
+              << " at its minimum rate " << now.min_lr
+              << "; a longer run continues from that rate (docs/runs.md), so these steps barely "
+                 "train. To train longer at a higher rate, train a new run with the longer "
+                 "--steps or --epochs\n";
   ScheduleSegment segment;
   segment.until_step = stored.step;
   segment.total_steps = total;
   segment.warmup_steps = warmup;
+  // Lengths recorded after this checkpoint belong to a continuation that was discarded (the run
+  // resumes from an earlier checkpoint again): the schedule up to here did not see them.
   std::vector<std::string> history;
   for (const auto& item : train.schedule_history)
-    if (!item.empty()) history.push_back(item);
+    if (!item.empty() && parse_schedule_segment(item).until_step < stored.step)
+      history.push_back(item);
   history.push_back(to_string(segment));
   train.schedule_history = history;
   CLI::Option* option = cmd.get_option("--schedule-history");
