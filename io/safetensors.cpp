@@ -357,7 +357,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   const std::string where = "safetensors '" + path + "': ";
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
-  check(status.type() != std::filesystem::file_type::not_found, where, "no such file");
+  check(status.type() != std::filesystem::file_type::not_found, where,
+        "cannot open the file: it does not exist");
   check(status.type() != std::filesystem::file_type::directory, where,
         "is a folder, not a checkpoint file (a run folder holds best.safetensors and "
         "last.safetensors: give one of them)");
