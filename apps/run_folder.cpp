@@ -437,6 +437,19 @@ void check_before_training(const CLI::App& cmd, const CommonFlags& common,
                            const TrainFlags& train) {
   // [distributed] rank 0 owns the folder: other ranks would see the run it has just begun.
   if (is_primary_process()) check_run_folder(common.out, train.trainer.resume, train.overwrite);
+  // Outputs never alias inputs: data that is one of the files the folder's run writes would be
+  // removed by --overwrite or replaced by the run.
+  std::error_code ec;
+  if (!common.out.empty() && !common.data.empty() && fs::is_directory(common.out, ec) &&
+      fs::exists(common.data, ec)) {
+    for (const auto& name : read_run_manifest(common.out).files) {
+      const fs::path written = fs::path(common.out) / name;
+      if (fs::exists(written, ec) && fs::equivalent(written, common.data, ec))
+        throw UsageError("--data " + common.data + " is " + written.string() +
+                         ", a file the run in --out writes; the run would remove or replace it. "
+                         "Move the data out of the run folder");
+    }
+  }
   if (!train.trainer.resume) return;
   check_resume_options(cmd, common.out);
   const std::string last = Trainer::last_checkpoint(common.out);

@@ -160,7 +160,7 @@ TEST_CASE("run folder: an atomic write sweeps only mixlab's own dead temporaries
   CHECK(fs::exists(dir.file("d/e.safetensors")));
 }
 
-TEST_CASE("run folder: average and export never write over a file they read") {
+TEST_CASE("run folder: average, export and train never write over a file they read") {
   TempDir dir;
   const std::string run = train_run(dir, "r");
   const auto before = snapshot(run);
@@ -178,6 +178,11 @@ TEST_CASE("run folder: average and export never write over a file they read") {
   const Ran exp =
       mixlab_in(dir, "export --checkpoint r/last.safetensors --out ./r/last.safetensors");
   CHECK(exp.code == 2);
+  // Training on a file its own run folder's run wrote (which --overwrite would remove).
+  const Ran train =
+      mixlab_in(dir, "classify train --data r/metrics.csv --epochs 1 --out r --overwrite" + kTiny);
+  CHECK(train.code == 2);
+  CHECK(contains(train.output, "a file the run in --out writes"));
   CHECK(snapshot(run) == before);
   // The training checkpoint is intact: the run still resumes.
   const Ran resumed = mixlab_in(dir, "classify train --resume --epochs 2 --out r");
