@@ -311,6 +311,17 @@ TEST_CASE("run folder: messages name the actual problem") {
     CHECK(contains(r.output, "metrics.jsonl: write failed: No space left on device"));
     CHECK(contains(r.output, "disk is full"));
   }
+  SUBCASE("a failed --overwrite run says what became of best.safetensors") {
+    const Ran r = mixlab_in(dir,
+                            "classify train --data cls.tsv --epochs 3 --lr 1e6 --warmup 1 "
+                            "--overwrite --out r" +
+                                kTiny);
+    CHECK(r.code == 1);
+    CHECK(contains(r.output, "training diverged"));
+    CHECK(!fs::exists(run + "/best.safetensors"));
+    CHECK(!contains(r.output, "is kept as it was"));
+    CHECK(contains(r.output, "no best checkpoint was written"));
+  }
   SUBCASE("a run killed before its first checkpoint: one consistent advice") {
     fs::remove(run + "/last.safetensors");
     fs::remove(run + "/best.safetensors");
