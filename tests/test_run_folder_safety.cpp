@@ -287,6 +287,37 @@ TEST_CASE("run folder: eval refuses data whose tokens do not fit the checkpoint,
   CHECK(contains(r.output, "not in the checkpoint's vocabulary"));
 }
 
+TEST_CASE("run folder: translate eval refuses data that does not fit, at the start") {
+  TempDir dir;
+  auto pairs = [&](const std::string& name, const std::string& words, int length) {
+    std::ofstream out(dir.file(name));
+    for (int i = 0; i < 40; ++i) {
+      std::string src, tgt;
+      for (int k = 0; k < length; ++k) {
+        const char w = words[(i + k * 3) % words.size()];
+        src += std::string(src.empty() ? "" : " ") + w;
+        tgt += std::string(tgt.empty() ? "" : " ") + static_cast<char>(w - 'a' + 'A');
+      }
+      out << src << "\t" << tgt << "\n";
+    }
+  };
+  pairs("pairs.tsv", "abcdefgh", 3);
+  pairs("other.tsv", "pqrstuvw", 3);
+  pairs("long.tsv", "abcdefgh", 12);
+  REQUIRE(mixlab_in(dir, "translate train --data pairs.tsv --steps 2 --out t" + kTiny).code == 0);
+  const Ran other =
+      mixlab_in(dir, "translate eval --checkpoint t/last.safetensors --data other.tsv");
+  CHECK(other.code == 2);
+  CHECK(contains(other.output, "other.tsv"));
+  CHECK(contains(other.output, "pairs.tsv"));
+  CHECK(contains(other.output, "not in the checkpoint's vocabulary"));
+  const Ran longer =
+      mixlab_in(dir, "translate eval --checkpoint t/last.safetensors --data long.tsv");
+  CHECK(longer.code == 2);
+  CHECK(contains(longer.output, "long.tsv"));
+  CHECK(contains(longer.output, "the model takes at most"));
+}
+
 TEST_CASE("run folder: messages name the actual problem") {
   TempDir dir;
   const std::string run = train_run(dir, "r");
