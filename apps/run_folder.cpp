@@ -152,9 +152,9 @@ std::string list_names(const std::vector<std::string>& names) {
   return out;
 }
 
-// The manifest of the run now writing into a folder: every file written there (observed
-// through io/atomic_file.h) is added and the manifest rewritten, so it is complete whenever the
-// process stops.
+// The manifest of the run now writing into a folder: every file about to be written there
+// (announced through io/atomic_file.h) is added and the manifest rewritten before the file is
+// made, so it names every file of the run whenever the process stops.
 struct ActiveManifest {
   std::mutex mutex;
   std::string dir, canonical_dir;
@@ -193,6 +193,16 @@ ActiveManifest& active_manifest() {
 
 }  // namespace
 
+namespace {
+
+// The files every training run writes, listed at its start: one manifest write then, none while
+// the run starts training (a file named here is removed by --overwrite only if it exists).
+const char* const kEveryRunWrites[] = {"config.ini",    "model.json",       "metrics.csv",
+                                       "metrics.jsonl", "last.safetensors", "best.safetensors",
+                                       "curves.png"};
+
+}  // namespace
+
 void start_run_manifest(const std::string& dir, const std::string& command, bool keep_listed) {
   ActiveManifest& a = active_manifest();
   if (a.observer != 0) remove_write_observer(a.observer);
@@ -204,6 +214,10 @@ void start_run_manifest(const std::string& dir, const std::string& command, bool
     a.manifest = keep_listed ? read_run_manifest(dir) : RunManifest();
     a.manifest.command = command;
     a.manifest.exists = true;
+    for (const char* name : kEveryRunWrites)
+      if (std::find(a.manifest.files.begin(), a.manifest.files.end(), name) ==
+          a.manifest.files.end())
+        a.manifest.files.push_back(name);
     a.write();
   }
   a.observer = add_write_observer([](const std::string& path) { active_manifest().written(path); });

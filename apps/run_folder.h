@@ -14,8 +14,12 @@
 //   - --resume: DIR must hold last.safetensors. main() reads DIR/config.ini as the defaults of
 //     the command (resume_config_args), so the run continues with every stored setting; a flag
 //     given on the command line may change only what can change on resume (kResumableOptions),
-//     any other flag that contradicts config.ini is refused naming both values.
-//   - config.ini is sectioned ([translate.train] / [classify.train]) so that
+//     any other flag that contradicts config.ini is refused naming both values. A run that is
+//     complete, or of another command, is refused saying so. Another --steps or --epochs
+//     extends the schedule by the rule in train/optim/schedule.h, recorded in config.ini's
+//     schedule-history so that --config replays the run (docs/runs.md).
+//   - config.ini is read strictly (check_config_file), stores data paths absolute, and is
+//     sectioned ([translate.train] / [classify.train]) so that
 //     `mixlab --config DIR/config.ini translate train` reads it back; it is written atomically,
 //     and only after the model and data were built and checked.
 #pragma once

@@ -177,7 +177,7 @@ void remove_write_observer(int id) {
   std::erase_if(o.list, [id](const auto& entry) { return entry.first == id; });
 }
 
-void note_file_written(const std::string& path) {
+void announce_file_write(const std::string& path) {
   // A copy, so that an observer may itself write a file (a manifest) without deadlocking.
   std::vector<std::function<void(const std::string&)>> list;
   {
@@ -205,6 +205,7 @@ void write_file_atomically(const std::string& path,
   check(!path.empty(), "write_file_atomically: empty path");
   const std::string where = "write_file_atomically('" + path + "'): ";
   remove_stale_temporary_files(parent_directory(path));
+  announce_file_write(path);
   TempFile temp(temporary_path(path, ::getpid()));
 
   const int fd = ::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -247,7 +248,6 @@ void write_file_atomically(const std::string& path,
   if (sync_result != 0 && sync_error != EINVAL) {
     fail(where, "fsync of directory '", directory, "' failed: ", errno_text(sync_error));
   }
-  note_file_written(path);
 }
 
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {

@@ -13,8 +13,9 @@
 // Files of live processes (a concurrent writer) and of this process are kept, and so is every
 // file of another form: a user's `notes.tmp.999999` is never touched.
 //
-// Observers (add_write_observer) are told of every file written, atomically or by appending
-// (note_file_written): a run folder keeps its manifest of the files its run wrote with them.
+// Observers (add_write_observer) are told of every file before it is written, atomically or by
+// appending (announce_file_write): a run folder lists each file its run writes in its manifest
+// first, so that no kill leaves a run's file the manifest does not name.
 //
 // Test hooks in the environment can make a write fail as on a full disk or pause before the
 // rename (train/fault_hooks.h).
@@ -41,12 +42,13 @@ bool is_temporary_name(const std::string& file_name);
 // process nor a live one; returns how many. Unreadable directories are skipped silently.
 int remove_stale_temporary_files(const std::string& directory);
 
-// Called with the path of every file written (after its rename), and of every file a writer
-// opened for appending (note_file_written). Returns an id for remove_write_observer.
+// Called with the path of every file about to be written (before its temporary file is made),
+// and of every file a writer is about to open for appending (announce_file_write). An exception
+// from an observer stops the write. Returns an id for remove_write_observer.
 int add_write_observer(std::function<void(const std::string& path)> observer);
 void remove_write_observer(int id);
 // For writers that append rather than replace (metrics logs): tells the observers.
-void note_file_written(const std::string& path);
+void announce_file_write(const std::string& path);
 
 // `writer` streams the content; an exception from it aborts the write (rethrown as Error).
 void write_file_atomically(const std::string& path,

@@ -90,9 +90,9 @@ std::string strip_cr(std::string line) {
 MetricsLog::MetricsLog(std::string path, std::vector<std::string> columns, std::string jsonl_path)
     : path_(std::move(path)), columns_(std::move(columns)), jsonl_path_(std::move(jsonl_path)) {
   if (!jsonl_path_.empty()) {
+    announce_file_write(jsonl_path_);
     jsonl_.open(jsonl_path_, std::ios::binary | std::ios::app);
     check(jsonl_.is_open(), jsonl_path_, ": cannot open for appending: ", std::strerror(errno));
-    note_file_written(jsonl_path_);
   }
   for (const auto& c : columns_) check_name(c, "column name", path_);
   std::error_code ec;
@@ -117,9 +117,9 @@ MetricsLog::MetricsLog(std::string path, std::vector<std::string> columns, std::
       header_written_ = true;
     }
   }
+  announce_file_write(path_);
   out_.open(path_, std::ios::binary | std::ios::app);
   check(out_.is_open(), path_, ": cannot open for appending: ", std::strerror(errno));
-  note_file_written(path_);
   if (!header_written_ && !columns_.empty()) write_header();
 }
 

@@ -8,12 +8,14 @@
 #include <fstream>
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "tests/app_runner.h"
@@ -368,4 +370,23 @@ TEST_CASE("run folder: messages name the actual problem") {
         mixlab_in(dir, "classify train --data cls.tsv --epochs 1 --overwrite --out r" + kTiny);
     CHECK(replaced.code == 0);
   }
+}
+
+TEST_CASE("run folder: observers hear of a file before it is written, so a kill leaves it listed") {
+  TempDir dir;
+  std::vector<std::string> heard;
+  std::vector<bool> existed;
+  const int id = mixlab::add_write_observer([&](const std::string& path) {
+    heard.push_back(fs::path(path).filename().string());
+    existed.push_back(fs::exists(path));
+  });
+  mixlab::write_file_atomically(dir.file("a.json"), std::string_view("{}"));
+  CHECK_THROWS_AS(
+      mixlab::write_file_atomically(dir.file("b.json"),
+                                    [](std::ostream&) { throw std::runtime_error("writer"); }),
+      mixlab::Error);
+  mixlab::remove_write_observer(id);
+  mixlab::write_file_atomically(dir.file("c.json"), std::string_view("{}"));
+  CHECK(heard == std::vector<std::string>{"a.json", "b.json"});
+  CHECK(existed == std::vector<bool>{false, false});
 }
