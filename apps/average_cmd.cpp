@@ -1,7 +1,9 @@
 // `mixlab average --out AVG.safetensors C1 C2 ...`: checkpoint averaging. The mean of the last
 // few end-of-epoch checkpoints (train with --keep-epochs N) is usually a better model than any
 // one of them; the result is a weights file that `eval`, `run` and `predict` take like any
-// checkpoint. All inputs are checked before anything is written (train/run/checkpoint.h).
+// checkpoint. All inputs are checked before anything is written (train/run/checkpoint.h): one
+// model configuration, vocabularies and label names, the same tensors with the same shapes; the
+// output is never one of the inputs.
 #include <iostream>
 
 #include "apps/commands.h"
@@ -25,6 +27,10 @@ void add_average_command(CLI::App& root) {
     if (inputs->size() < 2)
       throw UsageError("average: give at least two checkpoints (got " +
                        std::to_string(inputs->size()) + ")");
+    // The output must not be one of the inputs (compared as files, so a second name of one
+    // file, a hard or symbolic link, counts): writing it would destroy a training checkpoint.
+    for (const auto& input : *inputs)
+      refuse_output_over_input(*output, input, "average", "--out", "an input checkpoint");
     {
       // Shown once reading the inputs takes more than a second (a plain line when not a TTY).
       ProgressBar bar("average", static_cast<int64_t>(inputs->size()));

@@ -399,6 +399,17 @@ void add_classify_commands(CLI::App& root) {
     Vocab vocab = l.info.vocab_src.empty() ? Vocab() : Vocab::from_string(l.info.vocab_src);
     UnknownTokens unknown;
     ClassificationData d = load_classify_data(desc, &vocab, &unknown);
+    if (!images) {
+      int64_t tokens = 0, longest = 0;
+      for (const auto& ex : d.test.examples()) {
+        tokens += static_cast<int64_t>(ex.src.size());
+        longest = std::max<int64_t>(longest, static_cast<int64_t>(ex.src.size()));
+      }
+      // +1 for the [CLS] position of --pool cls, as in training.
+      const int64_t extra = l.info.config.pool == PoolKind::Cls ? 1 : 0;
+      check_data_fits_checkpoint(e->checkpoint, stored.summary(), desc.summary(), unknown.total(),
+                                 tokens, longest + extra, l.info.config.max_len);
+    }
     unknown.report(std::cerr);
     ClassificationTask task(*l.model, device);
     task.set_progress(&std::cerr);
@@ -464,7 +475,11 @@ void add_classify_commands(CLI::App& root) {
       for (const auto& line : predict_all(std::move(examples))) std::cout << line << "\n";
       return;
     }
-    check(!l.info.vocab_src.empty(), "this checkpoint classifies images: pass --images FILE");
+    check(l.info.config.input != InputKind::Image,
+          "this checkpoint classifies images: pass --images FILE");
+    check(!l.info.vocab_src.empty(), "checkpoint '", p->checkpoint,
+          "' classifies tokens but holds an empty vocabulary (metadata vocab_src); it is damaged "
+          "or was not written by mixlab");
     Vocab vocab = Vocab::from_string(l.info.vocab_src);
     // On a terminal each line is answered as it is typed; otherwise all lines go through in
     // batches. A line that cannot be classified is reported and answered with an empty line,

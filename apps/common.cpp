@@ -139,6 +139,11 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f) {
       ->capture_default_str()
       ->check(non_negative())
       ->group(kDataGroup);
+  cmd->add_option("--schedule-history", f.schedule_history,
+                  "the earlier lengths of a resumed run whose --steps or --epochs changed, as "
+                  "STEP:TOTAL:WARMUP (written to config.ini so that --config replays the run; "
+                  "see docs/runs.md)")
+      ->group(kOptimisationGroup);
   out(cmd->add_option("--eval-every", t.eval_every, "evaluate every N steps (0: every epoch)"))
       ->check(non_negative());
   out(cmd->add_option("--keep-epochs", t.keep_epochs,
@@ -168,6 +173,16 @@ void check_stdout() {
     std::cout.clear();  // report once
     fail("cannot write to standard output: ", err ? std::strerror(err) : "write error");
   }
+}
+
+void refuse_output_over_input(const std::string& output, const std::string& input,
+                              const std::string& command, const std::string& flag,
+                              const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::exists(output, ec) || !std::filesystem::equivalent(output, input, ec))
+    return;
+  throw UsageError(command + ": " + flag + " " + output + " is " + what + " (" + input +
+                   "), which it reads; writing there would destroy it. Write elsewhere");
 }
 
 Device setup_runtime(const CommonFlags& f) {
@@ -236,6 +251,15 @@ TrainerOptions trainer_options(const TrainFlags& f, const CommonFlags& c) {
   t.out_dir = c.out;
   t.seed = c.seed;
   if (f.steps > 0 && f.steps < t.warmup) t.warmup = std::max<int64_t>(1, f.steps / 10);
+  t.schedule_history.clear();
+  for (const auto& item : f.schedule_history) {
+    if (item.empty()) continue;  // config.ini writes an empty list as schedule-history=""
+    try {
+      t.schedule_history.push_back(parse_schedule_segment(item));
+    } catch (const Error& e) {
+      throw UsageError(std::string("--schedule-history: ") + e.what());
+    }
+  }
   return t;
 }
 
@@ -257,6 +281,20 @@ void UnknownTokens::report(std::ostream& out) const {
       << ") mapped to <unk>\n";
 }
 
+void check_data_fits_checkpoint(const std::string& checkpoint, const std::string& trained_on,
+                                const std::string& given, int64_t unknown, int64_t tokens,
+                                int64_t longest, int64_t max_len) {
+  const std::string both = "--data " + given + " does not fit " + checkpoint +
+                           ", which was trained on " + trained_on + ": ";
+  if (longest > max_len)
+    throw UsageError(both + "it holds a sequence of " + std::to_string(longest) +
+                     " positions, the model takes at most " + std::to_string(max_len));
+  if (tokens > 0 && 2 * unknown > tokens)
+    throw UsageError(both + std::to_string(unknown) + " of its " + std::to_string(tokens) +
+                     " tokens are not in the checkpoint's vocabulary (another tokenisation or "
+                     "another data set)");
+}
+
 CheckpointInfo read_checkpoint_info(const std::string& path) {
   check(std::filesystem::exists(path), "checkpoint '", path, "' does not exist");
   SafetensorsFile file = load_safetensors(path);
@@ -268,6 +306,12 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   std::string config = get("config");
   check(!config.empty(), "checkpoint '", path, "' holds no model configuration");
   info.config = ModelConfig::from_json(Json::parse(config));
+  for (auto [key, field] : {std::pair{"step", &info.step}, std::pair{"epoch", &info.epoch}}) {
+    const std::string text = get(key);
+    int64_t v = 0;
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (!text.empty() && error == std::errc() && end == text.data() + text.size()) *field = v;
+  }
   info.vocab_src = get("vocab_src");
   info.vocab_tgt = get("vocab_tgt");
   std::string extra = get("extra");

@@ -51,6 +51,9 @@ struct TrainFlags {
   double label_smoothing = 0.0;
   int64_t train_limit = 0;  // use only the first N training examples (0 = all)
   bool overwrite = false;   // empty a --out that holds a run (apps/run_folder.h)
+  // STEP:TOTAL:WARMUP of each earlier length of a resumed run (train/optim/schedule.h); written
+  // by open_run_folder, read back from config.ini.
+  std::vector<std::string> schedule_history;
 };
 
 // --help groups: Data, Model, Optimisation, Decoding, Output, Run.
@@ -73,6 +76,12 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f);
 // Throws Error when a write to stdout failed (a full disk, a closed pipe): output that cannot be
 // written must not end in exit code 0.
 void check_stdout();
+
+// Outputs never alias inputs: a UsageError when `output` is the file `input` (the same file by
+// device and inode, so links and other spellings count), naming the command and the flag.
+void refuse_output_over_input(const std::string& output, const std::string& input,
+                              const std::string& command, const std::string& flag,
+                              const std::string& what);
 
 // Applies --threads and --device; returns the device (a clear error when CUDA is absent).
 Device setup_runtime(const CommonFlags& f);
@@ -109,9 +118,18 @@ class UnknownTokens {
   std::vector<std::string> names_;  // distinct, in order of appearance
 };
 
+// eval on data other than the checkpoint's: refused at the start (UsageError naming both data
+// descriptions) when its tokenisation does not fit the checkpoint: a sequence longer than the
+// model takes (`longest` > `max_len`), or most of its tokens (`unknown` of `tokens`) outside
+// the checkpoint's vocabulary, which would be scored as <unk> and mean nothing.
+void check_data_fits_checkpoint(const std::string& checkpoint, const std::string& trained_on,
+                                const std::string& given, int64_t unknown, int64_t tokens,
+                                int64_t longest, int64_t max_len);
+
 // The configuration a checkpoint was trained with.
 struct CheckpointInfo {
   ModelConfig config;
+  int64_t step = -1, epoch = -1;  // a training checkpoint's position (-1: a weights file)
   std::string vocab_src, vocab_tgt;
   std::map<std::string, std::string> extra;
 };

@@ -8,9 +8,33 @@
 
 #include "apps/commands.h"
 #include "apps/common.h"
+#include "nn/models.h"
 #include "train/run/checkpoint.h"
 
 namespace mixlab::app {
+
+namespace {
+
+// Before anything is written: the checkpoint must load into the model its configuration
+// describes (the configuration parses, every tensor is there with the model's shape and dtype,
+// nothing extra), so an export is never a file that fails only when used.
+void check_usable_checkpoint(const std::string& path) {
+  try {
+    const CheckpointInfo info = read_checkpoint_info(path);
+    if (info.config.task == ModelTask::Translate) {
+      Translator model(info.config);
+      load_weights(path, model);
+    } else {
+      Classifier model(info.config);
+      load_weights(path, model);
+    }
+  } catch (const std::exception& e) {
+    fail("export: ", path,
+         " is not a checkpoint a model can use, so nothing was written: ", e.what());
+  }
+}
+
+}  // namespace
 
 void add_export_command(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
@@ -29,8 +53,8 @@ void add_export_command(CLI::App& root) {
       ->capture_default_str();
   cmd->callback([f] {
     namespace fs = std::filesystem;
-    if (fs::exists(f->out) && fs::equivalent(f->out, f->checkpoint))
-      throw UsageError("export: --out is the --checkpoint itself; write the export elsewhere");
+    refuse_output_over_input(f->out, f->checkpoint, "export", "--out", "the --checkpoint");
+    check_usable_checkpoint(f->checkpoint);
     export_weights(f->checkpoint, f->out, f->dtype == "f16" ? ExportDType::F16 : ExportDType::F32);
     const auto in = fs::file_size(f->checkpoint), out = fs::file_size(f->out);
     std::cout << "exported " << f->checkpoint << " (" << in << " bytes) to " << f->out << " ("

@@ -4,11 +4,15 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
+#include <mutex>
 #include <sstream>
 
 #include "apps/common.h"
+#include "apps/data_description.h"
 #include "io/atomic_file.h"
+#include "io/json.h"
 #include "train/distributed/distributed.h"
 
 namespace fs = std::filesystem;
@@ -23,15 +27,7 @@ const std::vector<std::string> kResumableOptions = {"steps",       "epochs",    
 
 namespace {
 
-// What a training run writes (and nothing else): the only files --overwrite removes.
-bool is_run_file(const fs::directory_entry& e) {
-  if (!e.is_regular_file()) return false;
-  const std::string name = e.path().filename().string();
-  if (name.find(".tmp.") != std::string::npos) return true;  // a killed run's temporary
-  for (const char* ext : {".safetensors", ".ini", ".json", ".jsonl", ".csv", ".png", ".log"})
-    if (e.path().extension() == ext) return true;
-  return false;
-}
+constexpr const char* kManifestName = ".mixlab-run.json";
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
@@ -87,7 +83,145 @@ bool same_value(const std::string& a_in, const std::string& b_in) {
          pb == b.data() + b.size() && x == y;
 }
 
+// config.ini's `data=` as an absolute path when it names a file or folder, so that the run
+// folder describes the run from any working directory (`--resume` from elsewhere); a data set
+// name (scan, fashion-mnist) stays as it is.
+std::string with_absolute_data_path(const std::string& ini) {
+  std::istringstream in(ini);
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    const std::string t = trim(line);
+    if (t.rfind("data=", 0) == 0 || t.rfind("data =", 0) == 0) {
+      const std::string value = unquote(trim(t.substr(t.find('=') + 1)));
+      if (!value.empty() && fs::path(value).is_relative() && fs::exists(value))
+        line = "data=\"" + absolute_path(value) + "\"";
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string manifest_path(const std::string& dir) {
+  return (fs::path(dir) / kManifestName).string();
+}
+
+RunManifest read_run_manifest(const std::string& dir) {
+  RunManifest m;
+  const std::string path = manifest_path(dir);
+  if (!fs::is_regular_file(path)) return m;
+  try {
+    const Json json = Json::parse(read_text(path));
+    m.command = json.at("command").as_string();
+    for (const Json& f : json.at("files").as_array()) m.files.push_back(f.as_string());
+  } catch (const Error& e) {
+    throw UsageError(path + " is damaged (" + e.what() +
+                     "); the folder's run cannot be told from other files, so nothing in it is "
+                     "touched: move what you want to keep and remove the folder by hand");
+  }
+  for (const auto& name : m.files)
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      throw UsageError(path + " lists '" + name + "', which is not a file name in the folder");
+  m.exists = true;
+  return m;
+}
+
+namespace {
+
+// The names in DIR that its run did not write: neither the manifest, nor a file it lists, nor
+// a temporary file of an atomic write (io/atomic_file.h).
+std::vector<std::string> foreign_entries(const std::string& dir, const RunManifest& m) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name == kManifestName || is_temporary_name(name)) continue;
+    const bool listed = std::find(m.files.begin(), m.files.end(), name) != m.files.end();
+    if (!listed || !e.is_regular_file() || e.is_symlink())
+      out.push_back(name + (e.is_directory() ? "/" : ""));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string list_names(const std::vector<std::string>& names) {
+  std::string out;
+  const size_t shown = std::min<size_t>(names.size(), 10);
+  for (size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + names[i];
+  if (shown < names.size()) out += ", ... " + std::to_string(names.size() - shown) + " more";
+  return out;
+}
+
+// The manifest of the run now writing into a folder: every file about to be written there
+// (announced through io/atomic_file.h) is added and the manifest rewritten before the file is
+// made, so it names every file of the run whenever the process stops.
+struct ActiveManifest {
+  std::mutex mutex;
+  std::string dir, canonical_dir;
+  RunManifest manifest;
+  int observer = 0;
+
+  void write() {
+    Json files = Json::array();
+    for (const auto& f : manifest.files) files.push_back(f);
+    Json json = Json::object();
+    json.set("command", manifest.command);
+    json.set("files", std::move(files));
+    write_file_atomically(manifest_path(dir), std::string_view(json.dump() + "\n"));
+  }
+
+  void written(const std::string& path) {
+    const fs::path p(path);
+    const std::string name = p.filename().string();
+    if (name == kManifestName || is_temporary_name(name)) return;
+    std::error_code ec;
+    const fs::path parent =
+        fs::weakly_canonical(p.parent_path().empty() ? "." : p.parent_path(), ec);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (ec || parent.string() != canonical_dir) return;
+    if (std::find(manifest.files.begin(), manifest.files.end(), name) != manifest.files.end())
+      return;
+    manifest.files.push_back(name);
+    write();
+  }
+};
+
+ActiveManifest& active_manifest() {
+  static ActiveManifest m;
+  return m;
+}
+
+}  // namespace
+
+namespace {
+
+// The files every training run writes, listed at its start: one manifest write then, none while
+// the run starts training (a file named here is removed by --overwrite only if it exists).
+const char* const kEveryRunWrites[] = {"config.ini",    "model.json",       "metrics.csv",
+                                       "metrics.jsonl", "last.safetensors", "best.safetensors",
+                                       "curves.png"};
+
+}  // namespace
+
+void start_run_manifest(const std::string& dir, const std::string& command, bool keep_listed) {
+  ActiveManifest& a = active_manifest();
+  if (a.observer != 0) remove_write_observer(a.observer);
+  fs::create_directories(dir);
+  {
+    std::lock_guard<std::mutex> lock(a.mutex);
+    a.dir = dir;
+    a.canonical_dir = fs::weakly_canonical(dir).string();
+    a.manifest = keep_listed ? read_run_manifest(dir) : RunManifest();
+    a.manifest.command = command;
+    a.manifest.exists = true;
+    for (const char* name : kEveryRunWrites)
+      if (std::find(a.manifest.files.begin(), a.manifest.files.end(), name) ==
+          a.manifest.files.end())
+        a.manifest.files.push_back(name);
+    a.write();
+  }
+  a.observer = add_write_observer([](const std::string& path) { active_manifest().written(path); });
+}
 
 void check_run_folder(const std::string& dir, bool resume, bool overwrite) {
   if (resume && overwrite)
@@ -98,29 +232,45 @@ void check_run_folder(const std::string& dir, bool resume, bool overwrite) {
   }
   if (fs::exists(dir) && !fs::is_directory(dir))
     throw UsageError("--out " + dir + " is a file, not a folder");
+  const bool has_last = fs::exists(fs::path(dir) / "last.safetensors");
   if (resume) {
-    if (!fs::exists(fs::path(dir) / "last.safetensors"))
+    if (!fs::exists(dir))
       throw UsageError("--resume: " + dir +
-                       " holds no last.safetensors to continue; start the run without --resume");
+                       " holds no last.safetensors (the folder does not exist); start the run "
+                       "without --resume");
+    if (!has_last)
+      throw UsageError("--resume: " + dir +
+                       " holds no last.safetensors: its run stopped before its first checkpoint "
+                       "and there is nothing to continue; start it again with --overwrite");
     return;
   }
   if (!fs::exists(dir) || fs::is_empty(dir)) return;
+  const RunManifest m = read_run_manifest(dir);
+  const std::vector<std::string> foreign = foreign_entries(dir, m);
+  if (!m.exists)
+    throw UsageError("--out " + dir + " is not empty and holds no mixlab run (no " + kManifestName +
+                     "): " + list_names(foreign) +
+                     "; nothing there is touched. Choose an empty or new folder");
   if (!overwrite)
-    throw UsageError("--out " + dir +
-                     " already holds a run; continue it with --resume, replace it with "
-                     "--overwrite, or choose another --out");
-  for (const auto& e : fs::directory_iterator(dir))
-    if (!is_run_file(e))
-      throw UsageError("--overwrite: " + dir + " holds " + e.path().filename().string() +
-                       ", which a run does not write; refusing to empty the folder");
+    throw UsageError("--out " + dir + " already holds a run; " +
+                     (has_last ? std::string("continue it with --resume, ")
+                               : std::string("it stopped before its first checkpoint; ")) +
+                     "replace it with --overwrite, or choose another --out");
+  if (!foreign.empty())
+    throw UsageError("--overwrite: " + dir +
+                     " holds what its run did not write: " + list_names(foreign) +
+                     "; refusing to replace the run there (move them out, or choose another "
+                     "--out)");
 }
 
 void empty_run_folder(const std::string& dir) {
   if (dir.empty() || !fs::exists(dir)) return;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (is_run_file(e)) files.push_back(e.path());
-  for (const auto& f : files) fs::remove(f);
+  const RunManifest m = read_run_manifest(dir);
+  for (const auto& name : m.files) {
+    const fs::path f = fs::path(dir) / name;
+    if (fs::is_regular_file(fs::symlink_status(f))) fs::remove(f);
+  }
+  remove_stale_temporary_files(dir);
 }
 
 std::string config_section(const CLI::App& cmd) {
@@ -128,6 +278,70 @@ std::string config_section(const CLI::App& cmd) {
   if (parent && !parent->get_name().empty() && parent->get_parent())
     return parent->get_name() + "." + cmd.get_name();
   return cmd.get_name();
+}
+
+namespace {
+
+// At most 60 characters of a line, bytes other than printable ASCII shown as '?'.
+std::string printable(const std::string& line) {
+  std::string out;
+  for (char c : line.substr(0, 60)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return line.size() > 60 ? out + "..." : out;
+}
+
+const CLI::App* find_subcommand(const CLI::App& app, const std::string& name) {
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (sub->get_name() == name) return sub;
+  return nullptr;
+}
+
+}  // namespace
+
+void check_config_file(const CLI::App& root, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;  // CLI11 reports a missing file
+  const CLI::App* section = nullptr;
+  std::string section_name;
+  std::vector<std::string> seen;
+  int line_number = 0;
+  auto where = [&](const std::string& what) {
+    return UsageError(path + ":" + std::to_string(line_number) + ": " + what);
+  };
+  for (std::string raw; std::getline(in, raw);) {
+    ++line_number;
+    const std::string line = trim(raw);
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[') {
+      if (line.size() < 3 || line.back() != ']')
+        throw where("unparsable section line '" + line + "'; expected [command.subcommand]");
+      section_name = line.substr(1, line.size() - 2);
+      const size_t dot = section_name.find('.');
+      const CLI::App* command = find_subcommand(root, section_name.substr(0, dot));
+      section = command && dot != std::string::npos
+                    ? find_subcommand(*command, section_name.substr(dot + 1))
+                    : command;
+      if (section == nullptr)
+        throw where("[" + section_name + "] names no mixlab command (e.g. [classify.train])");
+      seen.clear();
+      continue;
+    }
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw where("unparsable line '" + printable(line) + "'; expected key=value");
+    const std::string key = trim(line.substr(0, eq));
+    if (section == nullptr)
+      throw where("key '" + key + "' before any [section]; settings go under [command.subcommand]");
+    const CLI::Option* option = section->get_option_no_throw("--" + key);
+    if (option == nullptr || !option->get_configurable())
+      throw where(
+          "unknown key '" + key + "' in [" + section_name + "]" +
+          (option ? " (it cannot be set in a config file; give --" + key + " on the command line)"
+                  : std::string(" (see `mixlab ") + section->get_parent()->get_name() + " " +
+                        section->get_name() + " --help`)"));
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      throw where("duplicate key '" + key + "' in [" + section_name + "]");
+    seen.push_back(key);
+  }
 }
 
 std::vector<std::string> resume_config_args(const CLI::App& root, std::vector<std::string> args) {
@@ -148,6 +362,7 @@ std::vector<std::string> resume_config_args(const CLI::App& root, std::vector<st
   const std::string command = args[i], sub = args[i + 1];
   if ((command != "translate" && command != "classify") || sub != "train") return args;
   const std::string section = command + "." + sub;
+  if (has_config && fs::is_regular_file(config)) check_config_file(root, config);
   if (has_config) {
     if (!fs::is_regular_file(config)) return args;  // CLI11 reports the missing file
     std::vector<std::string> sections = ini_sections(read_text(config));
@@ -172,8 +387,25 @@ std::vector<std::string> resume_config_args(const CLI::App& root, std::vector<st
     const CLI::Option* o = root.get_subcommand(command)->get_subcommand(sub)->get_option("--out");
     out = o->get_default_str();
   }
+  // A run of the other command: say so, rather than report its settings as contradictions.
+  const RunManifest manifest = fs::is_directory(out) ? read_run_manifest(out) : RunManifest();
   const std::string stored = (fs::path(out) / "config.ini").string();
-  if (fs::is_regular_file(stored)) args.insert(args.begin(), {"--config", stored});
+  std::string stored_section = manifest.command;
+  if (fs::is_regular_file(stored)) {
+    const std::vector<std::string> sections = ini_sections(read_text(stored));
+    if (!sections.empty()) stored_section = sections.front();
+  }
+  if (!stored_section.empty() && stored_section != section) {
+    std::string other = stored_section;
+    std::replace(other.begin(), other.end(), '.', ' ');
+    throw UsageError("--resume: " + out + " holds a `" + other + "` run, not a `" + command + " " +
+                     sub + "` one; continue it with `mixlab " + other + " --resume --out " + out +
+                     "`");
+  }
+  if (fs::is_regular_file(stored)) {
+    check_config_file(root, stored);
+    args.insert(args.begin(), {"--config", stored});
+  }
   return args;
 }
 
@@ -219,21 +451,95 @@ void check_before_training(const CLI::App& cmd, const CommonFlags& common,
                            const TrainFlags& train) {
   // [distributed] rank 0 owns the folder: other ranks would see the run it has just begun.
   if (is_primary_process()) check_run_folder(common.out, train.trainer.resume, train.overwrite);
-  if (train.trainer.resume) check_resume_options(cmd, common.out);
+  // Outputs never alias inputs: data that is one of the files the folder's run writes would be
+  // removed by --overwrite or replaced by the run.
+  std::error_code ec;
+  if (!common.out.empty() && !common.data.empty() && fs::is_directory(common.out, ec) &&
+      fs::exists(common.data, ec)) {
+    for (const auto& name : read_run_manifest(common.out).files) {
+      const fs::path written = fs::path(common.out) / name;
+      if (fs::exists(written, ec) && fs::equivalent(written, common.data, ec))
+        throw UsageError("--data " + common.data + " is " + written.string() +
+                         ", a file the run in --out writes; the run would remove or replace it. "
+                         "Move the data out of the run folder");
+    }
+  }
+  if (!train.trainer.resume) return;
+  check_resume_options(cmd, common.out);
+  const std::string last = Trainer::last_checkpoint(common.out);
+  const CheckpointInfo info = read_checkpoint_info(last);
+  const bool steps_done = train.steps > 0 && info.step >= train.steps;
+  const bool epochs_done = info.epoch >= train.trainer.epochs;
+  if (info.step >= 0 && (steps_done || epochs_done))
+    throw UsageError("--resume: the run in " + common.out + " is complete at step " +
+                     std::to_string(info.step) + " (" +
+                     (steps_done ? "--steps " + std::to_string(train.steps)
+                                 : "--epochs " + std::to_string(train.trainer.epochs)) +
+                     "); raise --steps or --epochs to train it further");
 }
 
-void open_run_folder(const CLI::App& cmd, const CommonFlags& common, const TrainFlags& train,
+namespace {
+
+// A resumed run whose schedule length changed: the length it had, up to the step it stopped at,
+// joins the history (train/optim/schedule.h's rule), in train and in cmd's option.
+void extend_schedule_history(CLI::App& cmd, TrainFlags& train, const CheckpointInfo& stored) {
+  auto count = [&](const char* key) -> int64_t {
+    auto it = stored.extra.find(key);
+    if (it == stored.extra.end()) return -1;
+    try {
+      return std::stoll(it->second);
+    } catch (const std::exception&) {
+      return -1;
+    }
+  };
+  const int64_t per_epoch = count("steps_per_epoch"), total = count("schedule_total"),
+                warmup = count("schedule_warmup");
+  if (per_epoch < 0 || total < 0 || warmup < 0 || stored.step < 0) return;  // an older run
+  const TrainerOptions now = trainer_options(train, CommonFlags());
+  const ScheduleLength length = schedule_length(now.max_steps, now.epochs, per_epoch, now.warmup);
+  if (length.total_steps == total) return;
+  // A cosine that ran to its end stands at its minimum rate: the rule continues from there.
+  if (now.schedule == ScheduleKind::Cosine && stored.step >= total)
+    std::cerr << "warning: the run's cosine schedule ended at step " << stored.step
+              << " at its minimum rate " << now.min_lr
+              << "; a longer run continues from that rate (docs/runs.md), so these steps barely "
+                 "train. To train longer at a higher rate, train a new run with the longer "
+                 "--steps or --epochs\n";
+  ScheduleSegment segment;
+  segment.until_step = stored.step;
+  segment.total_steps = total;
+  segment.warmup_steps = warmup;
+  // Lengths recorded after this checkpoint belong to a continuation that was discarded (the run
+  // resumes from an earlier checkpoint again): the schedule up to here did not see them.
+  std::vector<std::string> history;
+  for (const auto& item : train.schedule_history)
+    if (!item.empty() && parse_schedule_segment(item).until_step < stored.step)
+      history.push_back(item);
+  history.push_back(to_string(segment));
+  train.schedule_history = history;
+  CLI::Option* option = cmd.get_option("--schedule-history");
+  option->clear();
+  for (const auto& item : history) option->add_result(item);
+}
+
+}  // namespace
+
+void open_run_folder(CLI::App& cmd, const CommonFlags& common, TrainFlags& train,
                      const ModelConfig& built, const std::string& data_json) {
   if (train.trainer.resume) {
     const std::string last = Trainer::last_checkpoint(common.out);
     CheckpointInfo stored = read_checkpoint_info(last);
+    extend_schedule_history(cmd, train, stored);
     check_resume_model(built, stored.config, last);
     const std::string& data = stored.extra["data"];
     if (!data.empty() && data[0] == '{' && data != data_json)
       throw UsageError("--resume: the data these flags name, " + data_json +
                        ", is not the run's, " + data + " (" + last + ")");
   }
-  if (train.overwrite) empty_run_folder(common.out);
+  if (!common.out.empty()) {
+    if (train.overwrite) empty_run_folder(common.out);
+    start_run_manifest(common.out, config_section(cmd), train.trainer.resume);
+  }
   save_run_config(cmd, built, common.out);
 }
 
@@ -246,7 +552,8 @@ void save_run_config(const CLI::App& cmd, const ModelConfig& config, const std::
   std::string text =
       "# The settings of this run, every option with its value.\n# Replay it:   mixlab --config " +
       dir + "/config.ini " + command + " --out NEW_DIR\n# Continue it: mixlab " + command +
-      " --resume --out " + dir + "\n[" + section + "]\n" + cmd.config_to_str(true, true);
+      " --resume --out " + dir + "\n[" + section + "]\n" +
+      with_absolute_data_path(cmd.config_to_str(true, true));
   write_file_atomically(dir + "/config.ini", std::string_view(text));
   write_file_atomically(dir + "/model.json", std::string_view(config.to_json().dump() + "\n"));
 }

@@ -456,10 +456,20 @@ void add_translate_commands(CLI::App& root) {
       d.test_refs = std::move(d.valid_refs);
     }
     UnknownTokens unknown;
+    int64_t tokens = 0, longest_src = 0, longest_tgt = 0;
     for (const auto& p : d.test) {
       unknown.add(p.src, l.src);
       unknown.add(p.tgt, l.tgt);
+      tokens += static_cast<int64_t>(p.src.size() + p.tgt.size());
+      longest_src = std::max<int64_t>(longest_src, static_cast<int64_t>(p.src.size()) + 1);
+      longest_tgt = std::max<int64_t>(longest_tgt, static_cast<int64_t>(p.tgt.size()) + 2);
     }
+    // +1 for <eos> on the source, +2 for <bos>/<eos> on the target, as in training.
+    const std::string ck = e->checkpoints.front();
+    check_data_fits_checkpoint(ck, stored.summary(), desc.summary(), unknown.total(), tokens,
+                               longest_src, l.info.config.max_len);
+    check_data_fits_checkpoint(ck, stored.summary(), desc.summary(), 0, 0, longest_tgt,
+                               l.info.config.tgt_max_len);
     unknown.report(std::cerr);
     TranslationTask task(*l.model, device, 0.0, decode_options(e->decode, l.info.config));
     task.set_ensemble(others(models));

@@ -5,6 +5,8 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <string_view>
 #include <streambuf>
 #include <vector>
 
@@ -124,20 +126,67 @@ std::string parent_directory(const std::string& path) {
   return parent.empty() ? std::string(".") : parent.string();
 }
 
-// The pid in a name "<file>.tmp.<pid>", or 0 when the name does not have that form.
+constexpr std::string_view kTemporaryPrefix = ".mixlab-tmp.";
+
+// The pid in a name ".mixlab-tmp.<pid>.<file>", or 0 when the name does not have that form.
 pid_t temporary_file_pid(const std::string& name) {
-  const size_t marker = name.rfind(".tmp.");
-  if (marker == std::string::npos || marker == 0) return 0;
-  const std::string digits = name.substr(marker + 5);
+  if (!name.starts_with(kTemporaryPrefix)) return 0;
+  const size_t begin = kTemporaryPrefix.size(), dot = name.find('.', begin);
+  if (dot == std::string::npos || dot + 1 >= name.size()) return 0;
+  const std::string digits = name.substr(begin, dot - begin);
   if (digits.empty() || digits.size() > 9 ||
       digits.find_first_not_of("0123456789") != std::string::npos)
     return 0;
   return static_cast<pid_t>(std::stol(digits));
 }
 
+struct Observers {
+  std::mutex mutex;
+  int next_id = 0;
+  std::vector<std::pair<int, std::function<void(const std::string&)>>> list;
+};
+
+Observers& observers() {
+  static Observers o;
+  return o;
+}
+
 bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 }  // namespace
+
+std::string temporary_path(const std::string& path, long pid) {
+  const std::filesystem::path p(path);
+  const std::string name =
+      std::string(kTemporaryPrefix) + std::to_string(pid) + "." + p.filename().string();
+  return (p.parent_path() / name).string();
+}
+
+bool is_temporary_name(const std::string& file_name) { return temporary_file_pid(file_name) > 0; }
+
+int add_write_observer(std::function<void(const std::string& path)> observer) {
+  Observers& o = observers();
+  std::lock_guard<std::mutex> lock(o.mutex);
+  o.list.emplace_back(++o.next_id, std::move(observer));
+  return o.next_id;
+}
+
+void remove_write_observer(int id) {
+  Observers& o = observers();
+  std::lock_guard<std::mutex> lock(o.mutex);
+  std::erase_if(o.list, [id](const auto& entry) { return entry.first == id; });
+}
+
+void announce_file_write(const std::string& path) {
+  // A copy, so that an observer may itself write a file (a manifest) without deadlocking.
+  std::vector<std::function<void(const std::string&)>> list;
+  {
+    Observers& o = observers();
+    std::lock_guard<std::mutex> lock(o.mutex);
+    for (const auto& entry : o.list) list.push_back(entry.second);
+  }
+  for (const auto& observer : list) observer(path);
+}
 
 int remove_stale_temporary_files(const std::string& directory) {
   int removed = 0;
@@ -156,7 +205,8 @@ void write_file_atomically(const std::string& path,
   check(!path.empty(), "write_file_atomically: empty path");
   const std::string where = "write_file_atomically('" + path + "'): ";
   remove_stale_temporary_files(parent_directory(path));
-  TempFile temp(path + ".tmp." + std::to_string(::getpid()));
+  announce_file_write(path);
+  TempFile temp(temporary_path(path, ::getpid()));
 
   const int fd = ::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(where, "cannot create '", temp.path(), "': ", errno_text(errno));
@@ -173,6 +223,8 @@ void write_file_atomically(const std::string& path,
       fail(where, "the writer failed with an unknown exception");
     }
     stream.flush();
+    if (buffer.error() == ENOSPC)
+      fail(where, "write failed: ", errno_text(ENOSPC), ": the disk is full; free space and rerun");
     if (buffer.error() != 0) fail(where, "write failed: ", errno_text(buffer.error()));
     if (!stream) fail(where, "the output stream failed");
   }

@@ -1,10 +1,12 @@
 // Fault injection for the fault tests (tests/test_faults.cpp), read from the environment by the
-// atomic file writer (train/atomic_file.cpp). Unset, they cost one getenv per file written.
+// atomic file writer (io/atomic_file.cpp) and the metrics log (io/run_log.cpp). Unset, they
+// cost one getenv per file (or metrics row) written.
 //
 //   MIXLAB_FAULT_ENOSPC=NAME                 writing a file named NAME (its last path component;
 //                                            "*" for every file) fails like a full disk: the
 //                                            first 4 KiB reach the temporary file, then write(2)
-//                                            reports ENOSPC.
+//                                            reports ENOSPC. A file appended to (a metrics
+//                                            log) fails at every row.
 //   MIXLAB_FAULT_PAUSE_BEFORE_RENAME=NAME:MS writing NAME sleeps MS milliseconds after the
 //                                            temporary file is complete and fsync'ed and before
 //                                            it is renamed, so a test can kill the process

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/fault_hooks.h"
 #include "io/json.h"
 
 namespace mixlab {
@@ -64,6 +65,21 @@ std::string read_whole_file(const std::string& path) {
   return buffer.str();
 }
 
+// After writing a row: a failed stream names the file and the system's reason (a full disk says
+// so). The fault hook MIXLAB_FAULT_ENOSPC makes every append to the named file fail that way.
+void check_appended(std::ostream& out, const std::string& path) {
+  int error = errno;
+  if (fault_hooks::enospc_limit(path) >= 0) {
+    out.setstate(std::ios::badbit);
+    error = ENOSPC;
+  }
+  if (out.good()) return;
+  if (error == ENOSPC)
+    fail(path, ": write failed: ", std::strerror(ENOSPC),
+         ": the disk is full; free space and rerun");
+  fail(path, ": write failed", error != 0 ? std::string(": ") + std::strerror(error) : "");
+}
+
 std::string strip_cr(std::string line) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
   return line;
@@ -74,6 +90,7 @@ std::string strip_cr(std::string line) {
 MetricsLog::MetricsLog(std::string path, std::vector<std::string> columns, std::string jsonl_path)
     : path_(std::move(path)), columns_(std::move(columns)), jsonl_path_(std::move(jsonl_path)) {
   if (!jsonl_path_.empty()) {
+    announce_file_write(jsonl_path_);
     jsonl_.open(jsonl_path_, std::ios::binary | std::ios::app);
     check(jsonl_.is_open(), jsonl_path_, ": cannot open for appending: ", std::strerror(errno));
   }
@@ -100,6 +117,7 @@ MetricsLog::MetricsLog(std::string path, std::vector<std::string> columns, std::
       header_written_ = true;
     }
   }
+  announce_file_write(path_);
   out_.open(path_, std::ios::binary | std::ios::app);
   check(out_.is_open(), path_, ": cannot open for appending: ", std::strerror(errno));
   if (!header_written_ && !columns_.empty()) write_header();
@@ -109,9 +127,10 @@ void MetricsLog::write_header() {
   std::string line;
   for (const auto& c : kFixedColumns) line += (line.empty() ? "" : ",") + c;
   for (const auto& c : columns_) line += "," + c;
+  errno = 0;
   out_ << line << '\n';
   out_.flush();
-  check(out_.good(), path_, ": write failed");
+  check_appended(out_, path_);
   header_written_ = true;
 }
 
@@ -139,9 +158,10 @@ void MetricsLog::log(const std::string& phase, int64_t step, int64_t epoch,
   }
   // One write per row, flushed at once: a crash can tear at most the row being written.
   line += '\n';
+  errno = 0;
   out_ << line;
   out_.flush();
-  check(out_.good(), path_, ": write failed");
+  check_appended(out_, path_);
   if (jsonl_path_.empty()) return;
   Json record = Json::object();
   record.set("phase", phase);
@@ -152,9 +172,10 @@ void MetricsLog::log(const std::string& phase, int64_t step, int64_t epoch,
     if (it == values.end()) continue;
     record.set(c, std::isfinite(it->second) ? Json(it->second) : Json());
   }
+  errno = 0;
   jsonl_ << record.dump() << '\n';
   jsonl_.flush();
-  check(jsonl_.good(), jsonl_path_, ": write failed");
+  check_appended(jsonl_, jsonl_path_);
 }
 
 void drop_metrics_after(const std::string& path, int64_t step) {

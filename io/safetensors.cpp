@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
+#include <cstring>
+#include <cerrno>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -352,8 +355,17 @@ SafetensorsFile parse_safetensors(const std::vector<uint8_t>& content, const std
 
 SafetensorsFile load_safetensors(const std::string& path) {
   const std::string where = "safetensors '" + path + "': ";
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  check(status.type() != std::filesystem::file_type::not_found, where,
+        "cannot open the file: it does not exist");
+  check(status.type() != std::filesystem::file_type::directory, where,
+        "is a folder, not a checkpoint file (a run folder holds best.safetensors and "
+        "last.safetensors: give one of them)");
+  check(status.type() == std::filesystem::file_type::regular, where,
+        "is not a regular file (a device, pipe or socket); give a .safetensors file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  check(in.good(), where, "cannot open the file");
+  check(in.good(), where, "cannot open the file: ", std::strerror(errno));
   const std::streamoff size = in.tellg();
   check(size >= 0, where, "cannot determine the file size");
   ByteSource source;

@@ -58,7 +58,7 @@ TEST_CASE("atomic file: a full disk fails the write, keeps the old file and leav
   }
   CHECK(read_file(path) == "the previous checkpoint");
   CHECK(read_file(dir.file("other")) == big);
-  for (const std::string& name : dir.names()) CHECK(name.find(".tmp.") == std::string::npos);
+  for (const std::string& name : dir.names()) CHECK(!is_temporary_name(name));
   {
     ScopedEnv full("MIXLAB_FAULT_ENOSPC", "*");
     CHECK_THROWS_AS(write_file_atomically(dir.file("other"), std::string_view(big + "y")), Error);
@@ -71,22 +71,27 @@ TEST_CASE("atomic file: temporaries of dead writers are removed, live and foreig
   const std::string dead = std::to_string(dead_pid());
   const std::string own = std::to_string(::getpid());
   const std::string parent = std::to_string(::getppid());  // alive: it runs this test
-  const std::vector<std::string> kept = {"best.safetensors.tmp." + own,
-                                         "last.safetensors.tmp." + parent,
+  // A user's files that merely look temporary (`*.tmp.<digits>` of a dead pid included) are
+  // never mixlab's to remove: only `.mixlab-tmp.<pid>.<name>` is.
+  const std::vector<std::string> kept = {".mixlab-tmp." + own + ".best.safetensors",
+                                         ".mixlab-tmp." + parent + ".last.safetensors",
+                                         "last.safetensors.tmp." + dead,
+                                         "notes.tmp.999999",
+                                         "thesis.tmp.docx",
                                          "notes.tmp.txt",
-                                         "x.tmp.12a",
-                                         ".tmp." + dead,
+                                         ".mixlab-tmp.12a.x",
+                                         ".mixlab-tmp." + dead,
                                          "plain"};
-  const std::vector<std::string> removed = {"last.safetensors.tmp." + dead,
-                                            "config.ini.tmp." + dead};
+  const std::vector<std::string> removed = {".mixlab-tmp." + dead + ".last.safetensors",
+                                            ".mixlab-tmp." + dead + ".config.ini"};
   for (const auto& name : kept) std::ofstream(dir.file(name)) << "keep";
   for (const auto& name : removed) std::ofstream(dir.file(name)) << "stale";
-  std::filesystem::create_directory(dir.file("sub.tmp." + dead));  // not a regular file: kept
+  std::filesystem::create_directory(dir.file(".mixlab-tmp." + dead + ".sub"));  // a folder: kept
 
   write_file_atomically(dir.file("model.json"), std::string_view("{}"));
   for (const auto& name : kept) CHECK_MESSAGE(std::filesystem::exists(dir.file(name)), name);
   for (const auto& name : removed) CHECK_MESSAGE(!std::filesystem::exists(dir.file(name)), name);
-  CHECK(std::filesystem::is_directory(dir.file("sub.tmp." + dead)));
+  CHECK(std::filesystem::is_directory(dir.file(".mixlab-tmp." + dead + ".sub")));
   CHECK(remove_stale_temporary_files(dir.path()) == 0);  // nothing left to remove
   CHECK(read_file(dir.file("model.json")) == "{}");
 }

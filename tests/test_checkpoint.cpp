@@ -25,6 +25,7 @@
 #include "train/run/checkpoint.h"
 #include "train/data/data_loader.h"
 #include "train/optim/grad_utils.h"
+#include "io/atomic_file.h"
 #include "io/json.h"
 #include "train/optim/schedule.h"
 #include "tests/file_helpers.h"
@@ -420,8 +421,8 @@ TEST_CASE("checkpoint: a failed write leaves the previous checkpoint intact") {
   const std::vector<uint8_t> original = read_file_bytes(path);
 
   // A directory where the writer's temporary file must go (io/atomic_file.h names it
-  // "<path>.tmp.<pid>"): the write cannot even start.
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
+  // temporary_path): the write cannot even start.
+  const std::string temp = temporary_path(path, ::getpid());
   fs::create_directories(temp);
   CHECK_THROWS_AS(save_checkpoint(path, b, opt, TrainingState{}), Error);
   CHECK_THROWS_AS(save_weights(path, b), Error);

@@ -19,6 +19,7 @@
 
 #include "tests/app_runner.h"
 #include "tests/temp_dir.h"
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "tests/file_helpers.h"
 
@@ -95,7 +96,7 @@ bool same_outcome(const Outcome& a, const Outcome& b) {
 std::vector<std::string> temporaries(const std::string& dir) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().find(".tmp.") != std::string::npos)
+    if (is_temporary_name(e.path().filename().string()))
       out.push_back(e.path().filename().string());
   return out;
 }
@@ -161,7 +162,7 @@ TEST_CASE("faults: kill -9 at random points, then --resume, ends bit-identical")
     if (kill) {
       if (attempt % 2 == 1) {
         // Inside a checkpoint write: as soon as the temporary file of this process appears.
-        const std::string temp = last + ".tmp." + std::to_string(p.pid());
+        const std::string temp = temporary_path(last, p.pid());
         while (p.running() && !fs::exists(temp)) sleep_ms(5);
         sleep_ms(static_cast<int>(rng() % 200));
         if (p.running() && fs::exists(temp)) ++kills_in_write;

@@ -133,21 +133,26 @@ void Trainer::start() {
   lo.augment = o.augment;
   loader_ = std::make_unique<DataLoader>(train_, lo);
   steps_per_epoch_ = (loader_->batches_per_epoch() + o.accumulate - 1) / o.accumulate;
-  int64_t total_steps = o.max_steps > 0 ? o.max_steps : steps_per_epoch_ * o.epochs;
+  const ScheduleLength length = schedule_length(o.max_steps, o.epochs, steps_per_epoch_, o.warmup);
 
   optimizer_ = make_optimizer(o, model);
   ScheduleOptions so;
   so.kind = o.schedule;
   so.lr = o.lr;
-  so.warmup_steps = std::max<int64_t>(1, std::min(o.warmup, total_steps));
-  so.total_steps = std::max<int64_t>(total_steps, so.warmup_steps + 1);
+  so.warmup_steps = length.warmup_steps;
+  so.total_steps = length.total_steps;
   so.min_lr = o.min_lr;
   so.step_size = std::max<int64_t>(1, steps_per_epoch_);
+  so.earlier = o.schedule_history;
   schedule_ = make_schedule(so);
 
   files_ = !o.out_dir.empty() && dp_->is_root();  // [distributed] rank 0 alone writes
   quiet_ = o.quiet || !dp_->is_root();            // [distributed] and prints
   state_ = metadata_;
+  // What a resume with another length needs to extend the schedule (schedule.h's rule).
+  state_.extra["steps_per_epoch"] = std::to_string(steps_per_epoch_);
+  state_.extra["schedule_total"] = std::to_string(length.total_steps);
+  state_.extra["schedule_warmup"] = std::to_string(length.warmup_steps);
   result_ = TrainResult();
   start_epoch_ = 0;
   skip_ = 0;
@@ -282,6 +287,19 @@ bool Trainer::step(int64_t epoch) {
   return true;
 }
 
+namespace {
+
+// What a diverged run leaves of its best checkpoint, as it is: kept from an earlier step, or
+// none written (a run that --overwrite began removed the previous one).
+std::string best_note(const std::string& out_dir) {
+  if (out_dir.empty()) return "";
+  const std::string best = Trainer::best_checkpoint(out_dir);
+  return std::filesystem::exists(best) ? " (" + best + " is kept as it was)"
+                                       : " (no best checkpoint was written)";
+}
+
+}  // namespace
+
 void Trainer::check_loss(double v, int64_t step, int64_t read_at) {
   const TrainerOptions& o = options_;
   // Read back after the step's update (a GPU run; read_at > 0): the updates up to read_at were
@@ -299,7 +317,7 @@ void Trainer::check_loss(double v, int64_t step, int64_t read_at) {
          late ? "; stopped when it was read back at step " + std::to_string(read_at) + ", with " +
                     since
               : std::string("; stopped before the update"),
-         " (", best_checkpoint(o.out_dir), " is kept as it was); lower --lr or raise --warmup");
+         best_note(o.out_dir), "; lower --lr or raise --warmup");
 }
 
 void Trainer::record_step_loss(double value) {
@@ -389,7 +407,9 @@ void Trainer::end_epoch(int64_t epoch) {
         check(in.good(), "trainer: cannot read back ", last);
         out << in.rdbuf();
       });
-      std::filesystem::remove(epoch_checkpoint(o.out_dir, epoch + 1 - o.keep_epochs));
+      // Exactly the last keep_epochs remain, also after a resume that lowered the number.
+      for (int64_t e = epoch + 1 - o.keep_epochs; e >= 1; --e)
+        std::filesystem::remove(epoch_checkpoint(o.out_dir, e));
     }
   } else {
     // Stopped mid-epoch by the step budget: resume from this batch.

@@ -31,6 +31,9 @@ struct TrainerOptions {
   ScheduleKind schedule = ScheduleKind::Cosine;
   int64_t warmup = 100;
   double min_lr = 0.0;
+  // The run's earlier schedule lengths when it was resumed with another --steps or --epochs
+  // (ScheduleOptions::earlier, the rule in train/optim/schedule.h).
+  std::vector<ScheduleSegment> schedule_history;
   double clip = 1.0;        // global gradient-norm clip (0: off)
   int64_t accumulate = 1;   // micro-batches per optimizer step
   std::string out_dir;      // checkpoints, metrics.csv, curves.png ("" writes nothing)

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mixlab {
 
@@ -78,6 +79,43 @@ class StepDecaySchedule : public LrSchedule {
   int64_t step_size_;
 };
 
+// A run whose length changed when it was resumed (a larger or smaller --steps or --epochs):
+// `earlier` up to step S, then from its rate at S a half cosine down to min_lr at the new total T,
+//   t <= S:      earlier(t)
+//   S < t < T:   min_lr + (earlier(S) - min_lr) · (1 + cos(π (t - S) / (T - S))) / 2
+//   t >= T:      min_lr
+// so the rate never jumps (up or down) at S and still reaches min_lr at the new end.
+class ExtendedCosineSchedule : public LrSchedule {
+ public:
+  ExtendedCosineSchedule(std::unique_ptr<LrSchedule> earlier, int64_t from, int64_t total,
+                         double min_lr);
+  double lr_at(int64_t step) const override;
+  std::string describe() const override;
+
+ private:
+  std::unique_ptr<LrSchedule> earlier_;
+  int64_t from_, total_;
+  double min_lr_, start_lr_;
+};
+
+// One length a run had before it was resumed with another: the schedule of `total_steps` with
+// `warmup_steps` was followed up to update `until_step`. Written as "STEP:TOTAL:WARMUP" (in
+// config.ini's schedule-history, so that --config replays a resumed and extended run).
+struct ScheduleSegment {
+  int64_t until_step = 0, total_steps = 0, warmup_steps = 0;
+  bool operator==(const ScheduleSegment&) const = default;
+};
+std::string to_string(const ScheduleSegment& segment);
+ScheduleSegment parse_schedule_segment(std::string_view text);  // Error naming the text
+
+// The length and warm-up a run's schedule gets: total = max_steps, or steps_per_epoch · epochs
+// without a step budget; the warm-up at least 1 and at most the total; the total beyond it.
+struct ScheduleLength {
+  int64_t total_steps = 0, warmup_steps = 0;
+};
+ScheduleLength schedule_length(int64_t max_steps, int64_t epochs, int64_t steps_per_epoch,
+                               int64_t warmup);
+
 // The schedules by kind; on command lines and in config.ini by the names to_string gives.
 enum class ScheduleKind { Constant, Cosine, InverseSqrt, Step };
 std::string to_string(ScheduleKind kind);  // constant | cosine | inverse_sqrt | step
@@ -91,6 +129,12 @@ struct ScheduleOptions {
   double min_lr = 0.0;       // cosine
   int64_t step_size = 1;     // step
   double gamma = 0.1;        // step
+  // The run's earlier lengths, oldest first (empty: a run never resumed with another length).
+  // The rule for a changed length: the warm-up stays the first segment's (inverse_sqrt and a
+  // cosine resumed inside its warm-up); a cosine resumed after its warm-up continues as
+  // ExtendedCosineSchedule from its rate at the resumed step to min_lr at the new total;
+  // constant and step do not depend on the length.
+  std::vector<ScheduleSegment> earlier;
 };
 std::unique_ptr<LrSchedule> make_schedule(const ScheduleOptions& options);
 

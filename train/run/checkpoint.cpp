@@ -136,9 +136,17 @@ void write_file(const std::string& path, const std::vector<TensorRecord>& record
 
 // What every loader sees, whatever wrote the file: current key names (checkpoint_names.h), also
 // in the optimizer's per-parameter steps, and F16 tensors (exports) widened to F32.
-void upgrade_in_memory(SafetensorsFile& file) {
+// Two names of one tensor (an old and a current one, e.g. decoder.0.ffn.fc2.bias and
+// decoder.layers.0.ffn.fc2.bias) are refused naming both: which one to load is not the loader's
+// guess to make.
+void upgrade_in_memory(SafetensorsFile& file, const std::string& path) {
+  std::map<std::string, std::string> original;  // current name -> the name in the file
   for (TensorRecord& r : file.tensors) {
-    r.name = current_checkpoint_key(r.name);
+    const std::string current = current_checkpoint_key(r.name);
+    auto [it, inserted] = original.emplace(current, r.name);
+    check(inserted, "checkpoint '", path, "' is ambiguous: it holds '", it->second, "' and '",
+          r.name, "', two names of the tensor '", current, "'; nothing was loaded");
+    r.name = current;
     if (r.dtype != "F16") continue;
     std::vector<uint8_t> wide(r.bytes.size() * 2);
     for (size_t i = 0; i < r.bytes.size() / 2; ++i) {
@@ -222,7 +230,7 @@ SafetensorsFile read_file(const std::string& path) {
     check(actual == it->second, "checkpoint '", path, "' is corrupt: its checksum is ", it->second,
           " but its content gives ", actual);
   }
-  upgrade_in_memory(file);
+  upgrade_in_memory(file, path);
   check_finite(file, path);  // after widening, so an f16 export is checked too
   return file;
 }
@@ -389,6 +397,63 @@ void narrow_to_half(TensorRecord& record) {
   record.dtype = "F16";
 }
 
+// What must agree between checkpoints for their mean to be a model: the configuration (all but
+// the seed and the dropout rate, which shape no weight), both vocabularies (a token's row means
+// another token otherwise) and the label names (a class's row). Returns what differs, or "".
+std::string model_difference(const SafetensorsFile& a, const SafetensorsFile& b) {
+  auto get = [](const SafetensorsFile& f, const char* key) {
+    auto it = f.metadata.find(key);
+    return it == f.metadata.end() ? std::string() : it->second;
+  };
+  auto config = [&](const SafetensorsFile& f) {
+    const std::string text = get(f, "config");
+    // A file without one (weights from another tool) is compared by its tensors alone.
+    if (text.empty() || get(a, "config").empty() || get(b, "config").empty()) return Json();
+    Json j = Json::parse(text);
+    if (j.type() == Json::Type::Object) {
+      j.set("seed", Json());
+      j.set("dropout", Json());
+    }
+    return j;
+  };
+  // The label names of a classifier: extra["labels"] and the data description's "labels".
+  auto labels = [&](const SafetensorsFile& f) {
+    const std::string text = get(f, "extra");
+    if (text.empty()) return std::string();
+    const Json extra = Json::parse(text);
+    std::string out;
+    if (const Json* l = extra.find("labels")) out += l->dump();
+    if (const Json* d = extra.find("data"); d && d->type() == Json::Type::String) {
+      try {
+        const Json data = Json::parse(d->as_string());
+        if (const Json* l = data.find("labels")) out += l->dump();
+      } catch (const Error&) {  // an older sentence, not JSON: it holds no labels
+      }
+    }
+    return out;
+  };
+  try {
+    const Json ca = config(a), cb = config(b);
+    if (!(ca == cb)) {
+      if (ca.type() == Json::Type::Object && cb.type() == Json::Type::Object) {
+        for (const auto& [key, value] : ca.as_object()) {
+          const Json* other = cb.find(key);
+          if (!other || !(*other == value))
+            return "model configuration: " + key + " " + value.dump() + " against " +
+                   (other ? other->dump() : std::string("nothing"));
+        }
+      }
+      return "model configuration";
+    }
+    if (get(a, "vocab_src") != get(b, "vocab_src")) return "source vocabulary";
+    if (get(a, "vocab_tgt") != get(b, "vocab_tgt")) return "target vocabulary";
+    if (labels(a) != labels(b)) return "label names";
+  } catch (const Error& e) {
+    return std::string("metadata (") + e.what() + ")";
+  }
+  return "";
+}
+
 }  // namespace
 
 void export_weights(const std::string& input, const std::string& output, ExportDType dtype) {
@@ -437,6 +502,11 @@ void average_checkpoints(const std::vector<std::string>& inputs, const std::stri
       check(a.dtype != "I32" || a.bytes == b.bytes, "average_checkpoints: integer tensor '", name,
             "' differs between '", inputs[0], "' and '", inputs[f], "'");
     }
+    // Same tensors and shapes can still be other models: other vocabularies or labels.
+    const std::string difference = model_difference(first, files[f]);
+    check(difference.empty(), "average_checkpoints: '", inputs[f], "' and '", inputs[0],
+          "' are not checkpoints of one model: they differ in their ", difference,
+          "; averaging them would give garbage");
   }
   std::vector<TensorRecord> records;
   for (const auto& name : names) {

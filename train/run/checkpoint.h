@@ -63,7 +63,10 @@ std::map<std::string, std::string> load_weights(const std::string& path, Module&
 // once to the file's dtype) and written to `output` as a weights file. The first input's config,
 // vocab_src, vocab_tgt and extra metadata are carried over, so `eval` and `run` take the result
 // like any checkpoint. Every input is read and checked (checksum, same tensor names, shapes and
-// dtypes; I32 buffers must be equal) before anything is written; errors name the file and tensor.
+// dtypes; I32 buffers must be equal; one model configuration apart from seed and dropout, the same
+// vocabularies and label names) before anything is written; errors name the file and tensor.
+// A tensor held under two names (an old and a current one, checkpoint_names.h) is refused by
+// every loader, naming both.
 // Optimizer state is not averaged: the result is for evaluation, not for resuming.
 // `progress`, if given, is told how many inputs have been read and verified so far.
 void average_checkpoints(const std::vector<std::string>& inputs, const std::string& output,
