@@ -353,10 +353,12 @@ void add_classify_commands(CLI::App& root) {
                 shell_quote(d.desc.kind == DataKind::ListOps ? "[MAX 3 [MIN 4 7 ] 2 ]"
                                                              : "A LINE OF TOKENS") +
                 " | " + predict;
-    print_where_and_next(std::cout, out,
-                         {predict, mixlab + " classify eval --checkpoint " + best,
-                          resume + " --epochs " + std::to_string(a->train.trainer.epochs * 2) +
-                              "   # continue, to twice the epochs"});
+    print_where_and_next(
+        std::cout, out,
+        {predict, mixlab + " classify eval --checkpoint " + best,
+         mixlab + " --config " + shell_quote(out + "/config.ini") + " classify train --epochs " +
+             std::to_string(a->train.trainer.epochs * 2) + " --out " +
+             shell_quote(out + "-longer") + "   # the same run with twice the epochs, anew"});
   });
 
   // ---- eval ----

@@ -390,8 +390,9 @@ void add_translate_commands(CLI::App& root) {
         std::cout, out,
         {"echo " + shell_quote(sample) + " | " + mixlab + " translate run --checkpoint " + best,
          mixlab + " translate eval --checkpoint " + best + " --beam 4",
-         resume + " --epochs " + std::to_string(a->train.trainer.epochs * 2) +
-             "   # continue, to twice the epochs"});
+         mixlab + " --config " + shell_quote(out + "/config.ini") + " translate train --epochs " +
+             std::to_string(a->train.trainer.epochs * 2) + " --out " +
+             shell_quote(out + "-longer") + "   # the same run with twice the epochs, anew"});
   });
 
   struct EvalArgs {

@@ -196,7 +196,10 @@ TEST_CASE("apps: translate train then run translates stdin") {
   CHECK(train.output.find("best.safetensors  config.ini") != std::string::npos);
   CHECK(train.output.find("translate run --checkpoint " + out + "/best.safetensors") !=
         std::string::npos);
-  CHECK(train.output.find("translate train --resume --out " + out) != std::string::npos);
+  // A finished cosine run extended by --resume would go on at the learning rate it ended at
+  // (docs/runs.md): the suggestion is the same settings, longer, in a new folder.
+  CHECK(train.output.find("--config " + out + "/config.ini translate train --epochs ") !=
+        std::string::npos);
   auto [first, last] = loss_trend(fs::path(out) / "metrics.csv");
   CHECK(last < first);
   Run run = run_mixlab("translate run --checkpoint " + out + "/last.safetensors", "a b c\nd\n");
