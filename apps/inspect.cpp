@@ -330,7 +330,7 @@ void add_inspect_command(CLI::App& root) {
   cmd->add_option("--data", o->data, "image classifiers: fashion-mnist or a directory of IDX files")
       ->capture_default_str();
   cmd->add_option("--out", o->out, "output directory")->required();
-  cmd->add_option("--threads", *threads, "CPU threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--threads", *threads, threads_flag_help())->check(threads_validator());
   cmd->callback([o, threads] {
     CommonFlags common;
     common.threads = *threads;

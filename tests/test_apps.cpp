@@ -92,9 +92,9 @@ std::pair<double, double> loss_trend(const fs::path& csv) {
   mixlab::MetricsTable t = mixlab::read_metrics_csv(csv.string());
   double first = -1, last = -1;
   for (const auto& row : t.rows) {
-    if (row.phase != "train" || !row.values.count("loss")) continue;
-    if (first < 0) first = row.values.at("loss");
-    last = row.values.at("loss");
+    if (row.phase != "train" || !row.values.count("train_loss_window")) continue;
+    if (first < 0) first = row.values.at("train_loss_window");
+    last = row.values.at("train_loss_window");
   }
   return {first, last};
 }
@@ -615,8 +615,8 @@ TEST_CASE("apps: each usage error exits 2 with its message before anything is wr
       {"--device tpu", "--device"},
       {"--layers -1", "--layers: Value -1 not in range"},
       {"--steps -5", "--steps: -5 is negative"},
-      {"--threads -3", "--threads: Value -3 not in range"},
-      {"--threads 1000", "--threads: Value 1000 not in range"},
+      {"--threads -3", "--threads: '-3' is not a whole number of threads from 1 to 256"},
+      {"--threads 1000", "--threads: '1000' is not a whole number of threads from 1 to 256"},
       {"--epochs 0", "--epochs: Value 0 not in range"},
       {"--mixr gmlp", "did you mean '--mixer'?"},
   };
