@@ -57,9 +57,11 @@ CLI::Validator non_negative() {
 }  // namespace
 
 void add_runtime_flags(CLI::App* cmd, CommonFlags& f) {
-  // No default written to config.ini: a run that did not choose keeps MIXLAB_NUM_THREADS or
-  // the cores of whichever machine replays it.
+  // Not given, it is not written to config.ini (no default string, no callback for a default):
+  // a run that did not choose keeps MIXLAB_NUM_THREADS or the cores of whichever machine
+  // replays or resumes it.
   cmd->add_option("--threads", f.threads, threads_flag_help())
+      ->run_callback_for_default(false)
       ->check(threads_validator())
       ->group(kRunGroup);
   cmd->add_option("--device", f.device, "cpu, cuda or cuda:N")
