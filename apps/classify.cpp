@@ -21,6 +21,7 @@
 #include "apps/data_description.h"
 #include "apps/run_folder.h"
 #include "autograd/grad_mode.h"
+#include "nn/model_size.h"
 #include "train/data/idx.h"
 #include "train/data/listops.h"
 #include "train/data/seq2seq_text.h"
@@ -287,13 +288,23 @@ void add_classify_commands(CLI::App& root) {
     check_before_training(*train, a->common, a->train);
     // The mixer's name and options before any data is generated (ListOps takes a while).
     parse_mixer_options(a->model.mixer, a->model.mixer_options);
-    ClassificationData d =
-        load_classify_data(describe_classify_data(a->common.data, a->listops, a->common.seed),
-                           nullptr, nullptr, std::max(kDataLengthCap, a->model.max_len));
+    const DataDescription desc = describe_classify_data(a->common.data, a->listops, a->common.seed);
+    const int64_t length_limit = std::max(kDataLengthCap, a->model.max_len);
+    if (desc.kind == DataKind::ListOps && a->listops.max_len > length_limit)
+      throw UsageError("--listops-len " + std::to_string(a->listops.max_len) + " is more than " +
+                       std::to_string(length_limit) +
+                       ", the longest a model takes its length from; pass --max-len " +
+                       std::to_string(a->listops.max_len) + " as well to train on it");
+    ClassificationData d = load_classify_data(desc, nullptr, nullptr, length_limit);
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.examples().resize(a->train.train_limit);
     ModelConfig config = model_config_for(a->model, a->common, d, a->patch, a->pool);
     Classifier model = build_model<Classifier>(config);
+    try {
+      check_batch_size(config, a->train.trainer.batch_size);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
     model.to(device);
     std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
               << " valid, " << d.test.size() << " test\n"

@@ -25,6 +25,7 @@
 #include "core/random.h"
 #include "core/strings.h"
 #include "nn/mixer_registry.h"
+#include "nn/model_size.h"
 #include "train/data/cmudict.h"
 #include "train/data/scan.h"
 #include "train/data/seq2seq_text.h"
@@ -336,6 +337,11 @@ void add_translate_commands(CLI::App& root) {
     config.vocab = static_cast<int64_t>(src.size());
     config.tgt_vocab = static_cast<int64_t>(tgt.size());
     Translator model = build_model<Translator>(config);
+    try {
+      check_batch_size(config, a->train.trainer.batch_size);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
     model.to(device);
     std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
               << " valid, " << d.test.size() << " test; vocab " << src.size() << " -> "

@@ -129,4 +129,20 @@ void check_model_size(const ModelConfig& c, double memory_bytes) {
        format_count(largest.parameters), " parameters), sized by ", largest.setting);
 }
 
+void check_batch_size(const ModelConfig& c, int64_t batch, double memory_bytes) {
+  if (memory_bytes <= 0) memory_bytes = physical_memory_bytes();
+  if (memory_bytes <= 0) return;
+  const double d = static_cast<double>(c.dim);
+  const double f = c.ffn_dim > 0 ? static_cast<double>(c.ffn_dim) : 4 * d;
+  const bool translator = c.task == ModelTask::Translate;
+  const double tokens_per_block =
+      static_cast<double>(c.max_len) * c.layers +
+      (translator ? static_cast<double>(c.tgt_max_len) * c.decoder_layers : 0);
+  const double bytes = static_cast<double>(batch) * tokens_per_block * (f + 4 * d) * 4;
+  if (bytes <= memory_bytes) return;
+  fail("--batch ", batch, " is too big: one batch at max_len ", c.max_len, " keeps at least ",
+       format_bytes(bytes), " of activations for the backward pass, more than this machine's ",
+       format_bytes(memory_bytes), " of memory");
+}
+
 }  // namespace mixlab

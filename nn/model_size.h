@@ -21,6 +21,12 @@ double planned_parameters(const ModelConfig& c);
 // this machine's physical memory), naming the largest part and the setting behind it.
 void check_model_size(const ModelConfig& c, double memory_bytes = 0);
 
+// Throws Error when one training batch of `batch` examples at the full max_len would keep more
+// activations than `memory_bytes` (default: physical memory), naming --batch. The count is a
+// lower bound: per block, the FFN's hidden layer and four model-width tensors of every token,
+// which every mixer keeps for the backward pass, so only a batch that cannot fit is refused.
+void check_batch_size(const ModelConfig& c, int64_t batch, double memory_bytes = 0);
+
 // This machine's physical memory in bytes (0 when unknown).
 double physical_memory_bytes();
 

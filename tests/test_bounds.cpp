@@ -173,6 +173,34 @@ TEST_CASE("bounds: a model too big for memory is refused before it is allocated"
   CHECK_FALSE(fs::exists(fs::path(out) / "best.safetensors"));
 }
 
+TEST_CASE("bounds: a batch too big for memory, and a ListOps length above the cap, are refused") {
+  ModelConfig c;
+  c.task = ModelTask::Classify;
+  c.vocab = 10;
+  c.classes = 2;
+  c.max_len = 100;  // d = 64, f = 256: 512 activations of 4 bytes per token and block
+  check_batch_size(c, 64, 1e9);
+  CHECK_THROWS_WITH_AS(check_batch_size(c, 1 << 20, 1e9),
+                       doctest::Contains("--batch 1048576 is too big"), Error);
+  testing::TempDir tmp;
+  const std::string data = bounds_tsv(tmp, 20), out = tmp.file("run");
+  std::vector<std::string> args = tiny_train(data, out);
+  args.insert(args.end(), {"--batch", "1048576", "--dim", "512", "--max-len", "65536"});
+  testing::Exit e = testing::run_app(args, tmp.file("batch.log"));
+  INFO(e.output);
+  CHECK(e.code == 2);
+  CHECK(e.output.find("--batch 1048576 is too big") != std::string::npos);
+  CHECK_FALSE(fs::exists(fs::path(out) / "best.safetensors"));
+  // Generated data: refused from the flags, before a single expression is generated.
+  testing::Exit listops = testing::run_app(
+      {"classify", "train", "--data", "listops", "--listops-len", "5000", "--out", out},
+      tmp.file("listops.log"));
+  INFO(listops.output);
+  CHECK(listops.code == 2);
+  CHECK(listops.output.find("--listops-len 5000 is more than 4096") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+}
+
 TEST_CASE("bounds: a run whose validation loss explodes writes no best checkpoint") {
   testing::TempDir tmp;
   const std::string data = bounds_tsv(tmp, 40), out = tmp.file("run");
