@@ -422,7 +422,10 @@ void Trainer::evaluate_and_save(int64_t epoch, int64_t position) {
   const std::string metric = has_primary ? task_.primary_metric() : "loss";
   const double primary = has_primary ? metrics[metric] : -loss;
   if (primary > best_ || (primary == best_ && loss <= best_loss_)) {
-    const bool tie = primary == best_;
+    const std::string why = primary != best_ ? ""
+                            : loss < best_loss_
+                                ? " (a tie, broken by the lower valid loss " + fmt(loss) + ")"
+                                : " (a tie in metric and loss: the later step)";
     best_ = primary;
     best_loss_ = loss;
     best_step_ = state_.step;
@@ -432,10 +435,7 @@ void Trainer::evaluate_and_save(int64_t epoch, int64_t position) {
     save(best_checkpoint(options_.out_dir), epoch, position);
     if (!quiet_)
       std::cerr << "  best: step " << state_.step << ", chosen by valid " << metric << " "
-                << fmt(metrics[metric])
-                << (tie && has_primary
-                        ? " (a tie, broken by the lower valid loss " + fmt(loss) + ")"
-                        : std::string())
+                << fmt(metrics[metric]) << why
                 << (files_ ? " -> " + best_checkpoint(options_.out_dir) : std::string()) << "\n";
   }
 }
