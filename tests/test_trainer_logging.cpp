@@ -177,3 +177,32 @@ TEST_CASE("trainer logging: an equal metric and loss go to the later step") {
   Trainer trainer(task, train, &valid, o, TrainingState{});
   CHECK(trainer.run().best_step == 4);
 }
+
+TEST_CASE("trainer logging: a resumed run keeps the best's step and breaks ties as before") {
+  testing::TempDir tmp;
+  const InMemoryDataset train = logging_data(40, 2), valid = logging_data(8, 3);
+  // Steps 2 and 4 in a first run (best: step 2, its loss 1/3 stored exactly), steps 6 and 8 in
+  // the resumed one, scored as `resumed` says: the best step at the end.
+  auto best_after_resume = [&](const std::string& dir, std::vector<double> resumed) {
+    manual_seed(4);
+    {
+      Classifier model(logging_config());
+      ScriptedTask task(model, {1.0 / 3.0, 0.5});
+      TrainerOptions o = logging_options(dir, 4, 2);
+      o.eval_every = 2;
+      Trainer trainer(task, train, &valid, o, TrainingState{});
+      REQUIRE(trainer.run().best_step == 2);
+    }
+    Classifier model(logging_config());
+    ScriptedTask task(model, std::move(resumed));
+    TrainerOptions o = logging_options(dir, 8, 2);
+    o.eval_every = 2;
+    o.resume = true;
+    Trainer trainer(task, train, &valid, o, TrainingState{});
+    return trainer.run().best_step;
+  };
+  // Higher losses at an equal accuracy: step 2 stays the best, across the resume.
+  CHECK(best_after_resume(tmp.file("higher"), {0.4, 0.5}) == 2);
+  // The same loss as step 2's, to the last bit: the later step.
+  CHECK(best_after_resume(tmp.file("equal"), {0.4, 1.0 / 3.0}) == 8);
+}
