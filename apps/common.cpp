@@ -148,8 +148,8 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f) {
       ->check(non_negative());
   out(cmd->add_option(
           "--log-every", t.log_every,
-          "steps between train-loss rows in metrics.csv (on a GPU, also between reads of "
-          "the loss back to the host)"))
+          "steps between train rows in metrics.csv, each the mean loss over its steps "
+          "(train_loss_window); on a GPU, also between reads of the loss back to the host"))
       ->check(CLI::PositiveNumber);
   // Neither is written to config.ini: replaying a run's settings must not resume or empty it.
   cmd->add_flag("--resume", t.resume,
