@@ -390,7 +390,9 @@ void add_classify_commands(CLI::App& root) {
     std::cerr << "data: " << desc.summary() << (desc == stored ? ", the checkpoint's" : "") << "\n";
     Vocab vocab = l.info.vocab_src.empty() ? Vocab() : Vocab::from_string(l.info.vocab_src);
     UnknownTokens unknown;
-    ClassificationData d = load_classify_data(desc, &vocab, &unknown);
+    // Lines as long as the model takes are read; longer ones are refused by the model later.
+    ClassificationData d =
+        load_classify_data(desc, &vocab, &unknown, std::max(kDataLengthCap, l.info.config.max_len));
     unknown.report(std::cerr);
     ClassificationTask task(*l.model, device);
     task.set_progress(&std::cerr);

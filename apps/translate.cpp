@@ -447,7 +447,9 @@ void add_translate_commands(CLI::App& root) {
       desc = describe_data(data, split, tokens, seed);
     }
     std::cerr << "data: " << desc.summary() << (desc == stored ? ", the checkpoint's" : "") << "\n";
-    TranslationData d = load_data(desc);
+    // Lines as long as the model takes are read; longer ones are refused by the model later.
+    TranslationData d = load_data(
+        desc, std::max({kDataLengthCap, l.info.config.max_len, l.info.config.tgt_max_len}));
     if (e->on == "valid") {  // score the held-out set through the same path as the test set
       d.test = std::move(d.valid);
       d.test_refs = std::move(d.valid_refs);
