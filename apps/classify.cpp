@@ -21,6 +21,7 @@
 #include "apps/data_description.h"
 #include "apps/run_folder.h"
 #include "autograd/grad_mode.h"
+#include "nn/model_size.h"
 #include "train/data/idx.h"
 #include "train/data/listops.h"
 #include "train/data/seq2seq_text.h"
@@ -107,7 +108,8 @@ DataDescription describe_classify_data(const std::string& name_in, const ListOps
 // encoded with instead of one built from the file (unknown tokens counted into `unknown`); the
 // labels are then desc.labels.
 ClassificationData load_classify_data(const DataDescription& desc, const Vocab* model = nullptr,
-                                      UnknownTokens* unknown = nullptr) {
+                                      UnknownTokens* unknown = nullptr,
+                                      int64_t max_tokens = kDataLengthCap) {
   ClassificationData d;
   if (desc.kind == DataKind::FashionMnist || desc.kind == DataKind::Idx) {
     InMemoryDataset train = load_fashion_mnist(desc.path, "train");
@@ -139,7 +141,7 @@ ClassificationData load_classify_data(const DataDescription& desc, const Vocab* 
     d.vocab = listops_vocab();
     for (int i = 0; i < 10; ++i) d.labels.push_back(std::to_string(i));
   } else if (desc.kind == DataKind::LabelledText) {
-    auto texts = read_labelled_text(desc.path);
+    auto texts = read_labelled_text(desc.path, Tokenization::kWords, max_tokens);
     size_t hold = std::max<size_t>(1, texts.size() / 10);
     check(texts.size() > hold, desc.path, ": too few examples to hold out a validation set");
     if (model) {
@@ -190,6 +192,13 @@ ModelConfig model_config_for(const ModelFlags& mf, const CommonFlags& cf,
     c.max_len = (d.side / patch) * (d.side / patch) + extra;
   } else {
     c.vocab = static_cast<int64_t>(d.vocab.size());
+    // A file's lines were measured as it was read (naming the line); generated data here.
+    const int64_t limit = std::max(kDataLengthCap, mf.max_len);
+    if (d.longest > limit)
+      throw UsageError(d.description + ": the longest example has " + std::to_string(d.longest) +
+                       " tokens, more than " + std::to_string(limit) +
+                       ", the longest a model takes its length from; pass --max-len " +
+                       std::to_string(d.longest) + " to train on it");
     c.max_len = d.longest + extra;
   }
   if (mf.max_len > 0) c.max_len = std::max(c.max_len, mf.max_len);
@@ -307,8 +316,14 @@ void add_classify_commands(CLI::App& root) {
     check_before_training(*train, a->common, a->train);
     // The mixer's name and options before any data is generated (ListOps takes a while).
     parse_mixer_options(a->model.mixer, a->model.mixer_options);
-    ClassificationData d =
-        load_classify_data(describe_classify_data(a->common.data, a->listops, a->common.seed));
+    const DataDescription desc = describe_classify_data(a->common.data, a->listops, a->common.seed);
+    const int64_t length_limit = std::max(kDataLengthCap, a->model.max_len);
+    if (desc.kind == DataKind::ListOps && a->listops.max_len > length_limit)
+      throw UsageError("--listops-len " + std::to_string(a->listops.max_len) + " is more than " +
+                       std::to_string(length_limit) +
+                       ", the longest a model takes its length from; pass --max-len " +
+                       std::to_string(a->listops.max_len) + " as well to train on it");
+    ClassificationData d = load_classify_data(desc, nullptr, nullptr, length_limit);
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.examples().resize(a->train.train_limit);
     ModelConfig config = model_config_for(a->model, a->common, d, a->patch, a->pool);
@@ -317,6 +332,11 @@ void add_classify_commands(CLI::App& root) {
     d.desc.augment = a->augment.enabled() ? trainer_opts.augment.describe() : "";
     d.description = d.desc.summary();
     Classifier model = build_model<Classifier>(config);
+    try {
+      check_batch_size(config, a->train.trainer.batch_size);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
     model.to(device);
     std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
               << " valid, " << d.test.size() << " test\n"
@@ -337,10 +357,13 @@ void add_classify_commands(CLI::App& root) {
     }
     if (!is_primary_process()) return;  // [distributed] ranks > 0 stop after training
     std::map<std::string, double> test;
-    if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out)))
+    int64_t scored_step = r.steps;  // the test row names the step of the model it scored
+    if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out))) {
       load_weights(Trainer::best_checkpoint(out), model);
+      if (r.best_step >= 0) scored_step = r.best_step;
+    }
     test = task.evaluate(d.test);
-    trainer.log_test(test);
+    trainer.log_test(test, scored_step);
     print_summary("classify: " + config.mixer + " on " + d.description, model.parameter_count(), r,
                   test);
     if (out.empty()) return;
@@ -400,7 +423,9 @@ void add_classify_commands(CLI::App& root) {
     std::cerr << "data: " << desc.summary() << (desc == stored ? ", the checkpoint's" : "") << "\n";
     Vocab vocab = l.info.vocab_src.empty() ? Vocab() : Vocab::from_string(l.info.vocab_src);
     UnknownTokens unknown;
-    ClassificationData d = load_classify_data(desc, &vocab, &unknown);
+    // Lines as long as the model takes are read; the check below refuses longer ones.
+    ClassificationData d =
+        load_classify_data(desc, &vocab, &unknown, std::max(kDataLengthCap, l.info.config.max_len));
     if (!images) {
       int64_t tokens = 0, longest = 0;
       for (const auto& ex : d.test.examples()) {

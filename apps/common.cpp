@@ -13,6 +13,7 @@
 #include "nn/models.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "train/data/text_files.h"
 #include "train/run/summary.h"
 
 namespace mixlab::app {
@@ -26,10 +27,6 @@ const char* const kOutputGroup = "Output";
 const char* const kRunGroup = "Run";
 
 namespace {
-
-// A sane ceiling for --threads: more workers than this only add scheduling overhead on any
-// machine the project targets, and a typo (1000 for 100) should not start a thousand threads.
-constexpr int kMaxThreads = 256;
 
 CLI::Validator device_name() {
   return CLI::Validator(
@@ -60,10 +57,12 @@ CLI::Validator non_negative() {
 }  // namespace
 
 void add_runtime_flags(CLI::App* cmd, CommonFlags& f) {
-  cmd->add_option("--threads", f.threads,
-                  "CPU threads for kernels and matrix products (0: all cores)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, kMaxThreads))
+  // Not given, it is not written to config.ini (no default string, no callback for a default):
+  // a run that did not choose keeps MIXLAB_NUM_THREADS or the cores of whichever machine
+  // replays or resumes it.
+  cmd->add_option("--threads", f.threads, threads_flag_help())
+      ->run_callback_for_default(false)
+      ->check(threads_validator())
       ->group(kRunGroup);
   cmd->add_option("--device", f.device,
                   "cpu, cuda or cuda:N; ref: the reference kernels (plain loops, slow and exact)")
@@ -105,8 +104,11 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
       ->check(CLI::Range(1, 256));
   model(cmd->add_option("--ffn-dim", f.ffn_dim, "FFN hidden width f (0: 4d)"))
       ->check(CLI::Range(0, 1 << 20));
-  model(
-      cmd->add_option("--max-len", f.max_len, "max length ℓ (0: the longest sequence in the data)"))
+  model(cmd->add_option("--max-len", f.max_len,
+                        "max length ℓ: at least the longest sequence in the data, which may have "
+                        "at most max(" +
+                            std::to_string(kDataLengthCap) +
+                            ", --max-len) tokens (0: the data's longest)"))
       ->check(CLI::Range(0, 1 << 20));
   model(cmd->add_option("--dropout", f.dropout, "residual dropout rate"))
       ->check(CLI::Range(0.0, 0.99));
@@ -152,8 +154,8 @@ void add_train_flags(CLI::App* cmd, TrainFlags& f) {
       ->check(non_negative());
   out(cmd->add_option(
           "--log-every", t.log_every,
-          "steps between train-loss rows in metrics.csv (on a GPU, also between reads of "
-          "the loss back to the host)"))
+          "steps between train rows in metrics.csv, each the mean loss over its steps "
+          "(train_loss_window); on a GPU, also between reads of the loss back to the host"))
       ->check(CLI::PositiveNumber);
   // Neither is written to config.ini: replaying a run's settings must not resume or empty it.
   cmd->add_flag("--resume", t.resume,
@@ -185,8 +187,20 @@ void refuse_output_over_input(const std::string& output, const std::string& inpu
                    "), which it reads; writing there would destroy it. Write elsewhere");
 }
 
+CLI::Validator threads_validator() {
+  return CLI::Validator([](std::string& text) { return thread_count_problem(text); },
+                        "1.." + std::to_string(kMaxThreads));
+}
+
+std::string threads_flag_help() {
+  return "CPU threads for kernels and matrix products, 1 to " + std::to_string(kMaxThreads) +
+         " (default: MIXLAB_NUM_THREADS, else the cores)";
+}
+
 Device setup_runtime(const CommonFlags& f) {
-  if (f.threads > 0) set_num_threads(f.threads);
+  // The pool starts here, before anything is written: threads the system refuses are an error
+  // now rather than a stall later.
+  set_num_threads(f.threads > 0 ? f.threads : num_threads());
   set_default_padding_rows(f.padding == "skip"   ? PaddingRows::Skip
                            : f.padding == "keep" ? PaddingRows::Keep
                                                  : PaddingRows::Auto);

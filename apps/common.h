@@ -29,7 +29,7 @@ struct CommonFlags {
   std::string data;  // NAME or PATH; empty = the command's built-in default
   std::string out = "";
   uint64_t seed = 0;
-  int threads = 0;  // 0 = MIXLAB_NUM_THREADS or all cores
+  int threads = 0;  // not given: MIXLAB_NUM_THREADS or all cores (--threads takes 1 or more)
   std::string device = "cpu";
   std::string padding = "auto";  // the models' PaddingRows: auto, skip or keep
 };
@@ -83,6 +83,10 @@ void refuse_output_over_input(const std::string& output, const std::string& inpu
                               const std::string& command, const std::string& flag,
                               const std::string& what);
 
+// --threads' help (its range and default) and its check: 1 to kMaxThreads (core/parallel.h says
+// why that ceiling), anything else a usage error naming the flag and the range.
+std::string threads_flag_help();
+CLI::Validator threads_validator();
 // Applies --threads and --device; returns the device (a clear error when CUDA is absent).
 Device setup_runtime(const CommonFlags& f);
 // Where a run computes, for its first lines: "cuda:0", or "cpu, 2 threads" (the kernels' pool).

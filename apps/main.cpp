@@ -19,6 +19,7 @@
 #include "apps/common.h"
 #include "apps/run_folder.h"
 #include "backends/cpu/openblas_kernels.h"
+#include "core/parallel.h"
 #include "nn/attention_core.h"
 #include "nn/mixer_registry.h"
 #include "train/run/interrupt.h"
@@ -44,9 +45,11 @@ int main(int argc, char** argv) {
   const std::vector<std::string> given(argv + 1, argv + argc);
   mixlab::app::set_program_path(argv[0]);
   try {
-    // A bad MIXLAB_ATTENTION_CORE is refused before any command writes anything.
+    // A bad MIXLAB_ATTENTION_CORE or MIXLAB_NUM_THREADS is refused before any command writes
+    // anything.
     try {
       mixlab::attention_core();
+      mixlab::num_threads();
     } catch (const mixlab::Error& e) {
       throw mixlab::app::UsageError(e.what());
     }

@@ -14,6 +14,7 @@
 #include "nn/mixer_registry.h"
 #include "io/atomic_file.h"
 #include "io/run_log.h"
+#include "train/loop/trainer.h"
 
 namespace mixlab::app {
 
@@ -382,9 +383,9 @@ std::vector<ChartSeries> learning_curves(const StudyTask& t, const std::vector<C
     try {
       MetricsTable table = read_metrics_csv(c.dir + "/metrics.csv");
       for (const auto& row : table.rows)
-        if (row.phase == "train" && row.values.count("loss")) {
+        if (row.phase == "train" && row.values.count(kTrainLossColumn)) {
           s.x.push_back(static_cast<double>(row.step));
-          s.y.push_back(row.values.at("loss"));
+          s.y.push_back(row.values.at(kTrainLossColumn));
         }
     } catch (const std::exception&) {
       continue;  // no curve for this cell; the table still has its row

@@ -25,6 +25,7 @@
 #include "core/random.h"
 #include "core/strings.h"
 #include "nn/mixer_registry.h"
+#include "nn/model_size.h"
 #include "train/data/cmudict.h"
 #include "train/data/scan.h"
 #include "train/data/seq2seq_text.h"
@@ -105,7 +106,7 @@ DataDescription describe_data(const std::string& name_in, const std::string& spl
   return d;
 }
 
-TranslationData load_data(const DataDescription& desc) {
+TranslationData load_data(const DataDescription& desc, int64_t max_tokens = kDataLengthCap) {
   TranslationData d;
   if (desc.kind == DataKind::Scan) {
     ScanSplit s;
@@ -132,7 +133,8 @@ TranslationData load_data(const DataDescription& desc) {
     d.src_tokens = "chars";
   } else if (desc.kind == DataKind::Tsv) {
     bool chars = desc.tokens == "chars";
-    d.train = read_parallel_tsv(desc.path, chars ? Tokenization::kChars : Tokenization::kWords);
+    d.train = read_parallel_tsv(desc.path, chars ? Tokenization::kChars : Tokenization::kWords,
+                                max_tokens);
     size_t hold = std::max<size_t>(1, d.train.size() / 10);
     check(d.train.size() > hold, desc.path, ": too few pairs to hold out a validation set");
     d.valid.assign(d.train.end() - hold, d.train.end());
@@ -329,7 +331,7 @@ void add_translate_commands(CLI::App& root) {
     if (desc.kind == DataKind::G2p && !desc.path.empty())
       throw UsageError("--data g2p:" + desc.path +
                        ": a word list is for `translate eval`; train with --data g2p");
-    TranslationData d = load_data(desc);
+    TranslationData d = load_data(desc, std::max(kDataLengthCap, a->model.max_len));
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.resize(a->train.train_limit);
     Vocab src = build_src_vocab(d.train), tgt = build_tgt_vocab(d.train);
@@ -338,6 +340,13 @@ void add_translate_commands(CLI::App& root) {
         std::max({longest(d.train, true), longest(d.valid, true), longest(d.test, true)}) + 1;
     config.tgt_max_len =
         std::max({longest(d.train, false), longest(d.valid, false), longest(d.test, false)}) + 2;
+    // A file's lines were measured as it was read (naming the line); the other sources here.
+    const int64_t limit = std::max(kDataLengthCap, a->model.max_len);
+    if (const int64_t n = std::max(config.max_len - 1, config.tgt_max_len - 2); n > limit)
+      throw UsageError(d.description + ": the longest example has " + std::to_string(n) +
+                       " tokens, more than " + std::to_string(limit) +
+                       ", the longest a model takes its length from; pass --max-len " +
+                       std::to_string(n) + " to train on it");
     if (a->model.max_len > 0) {
       config.max_len = std::max(config.max_len, a->model.max_len);
       config.tgt_max_len = std::max(config.tgt_max_len, a->model.max_len);
@@ -345,6 +354,11 @@ void add_translate_commands(CLI::App& root) {
     config.vocab = static_cast<int64_t>(src.size());
     config.tgt_vocab = static_cast<int64_t>(tgt.size());
     Translator model = build_model<Translator>(config);
+    try {
+      check_batch_size(config, a->train.trainer.batch_size);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
     model.to(device);
     std::cerr << "data: " << d.description << ": " << d.train.size() << " train, " << d.valid.size()
               << " valid, " << d.test.size() << " test; vocab " << src.size() << " -> "
@@ -375,10 +389,13 @@ void add_translate_commands(CLI::App& root) {
       throw Interrupted();
     }
     if (!is_primary_process()) return;  // [distributed] ranks > 0 stop after training
-    if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out)))
+    int64_t scored_step = r.steps;      // the test row names the step of the model it scored
+    if (!out.empty() && std::filesystem::exists(Trainer::best_checkpoint(out))) {
       load_weights(Trainer::best_checkpoint(out), model);
+      if (r.best_step >= 0) scored_step = r.best_step;
+    }
     auto test = test_and_show(task, d, src, tgt, 5);
-    trainer.log_test(test);
+    trainer.log_test(test, scored_step);
     print_summary(
         "translate: " + config.mixer + " / " + config.decoder_mixer + " on " + d.description,
         model.parameter_count(), r, test);
@@ -451,7 +468,9 @@ void add_translate_commands(CLI::App& root) {
       desc = describe_data(data, split, tokens, seed);
     }
     std::cerr << "data: " << desc.summary() << (desc == stored ? ", the checkpoint's" : "") << "\n";
-    TranslationData d = load_data(desc);
+    // Lines as long as the model takes are read; the check below refuses longer ones.
+    TranslationData d = load_data(
+        desc, std::max({kDataLengthCap, l.info.config.max_len, l.info.config.tgt_max_len}));
     if (e->on == "valid") {  // score the held-out set through the same path as the test set
       d.test = std::move(d.valid);
       d.test_refs = std::move(d.valid_refs);

@@ -454,9 +454,11 @@ std::vector<Series> phase_series(const MetricsTable& table, const std::string& c
     const std::string& phase = phases[p];
     Series s;
     s.name = phase + " " + column;
+    // A train row holds its loss as the mean over its log window (train/loop/trainer.h).
+    const std::string key = phase == "train" && column == "loss" ? "train_loss_window" : column;
     for (const auto& row : table.rows) {
       if (row.phase != phase) continue;
-      const auto it = row.values.find(column);
+      const auto it = row.values.find(key);
       if (it == row.values.end() || !std::isfinite(it->second)) continue;
       s.x.push_back(static_cast<double>(row.step));
       s.y.push_back(it->second);
@@ -503,7 +505,8 @@ std::vector<std::string> plot_training_curves(const std::string& metrics_csv_pat
           metrics_csv_path, ": no column '", metric, "' to plot");
   }
   // The best checkpoint is the valid row with the highest primary metric (the lowest loss when
-  // there is none), as the trainer chooses it: marked with a dot in both plots.
+  // there is none), a tie going to the lower loss and then to the later step, as the trainer
+  // chooses it: marked with a dot in both plots.
   const MetricsRow* best = nullptr;
   for (const auto& row : table.rows) {
     if (row.phase != "valid") continue;
@@ -514,7 +517,11 @@ std::vector<std::string> plot_training_curves(const std::string& metrics_csv_pat
       continue;
     }
     const double b = best->values.at(metric.empty() ? "loss" : metric);
-    if (metric.empty() ? it->second < b : it->second > b) best = &row;
+    const auto loss = row.values.find("loss"), best_loss = best->values.find("loss");
+    const bool lower_loss = loss == row.values.end() || best_loss == best->values.end() ||
+                            !(loss->second > best_loss->second);
+    if (metric.empty() ? it->second <= b : it->second > b || (it->second == b && lower_loss))
+      best = &row;
   }
   auto with_best = [&](std::vector<Series> series, const std::string& column, bool log10_y) {
     if (best == nullptr) return series;

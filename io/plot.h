@@ -36,16 +36,17 @@ void plot_curves_png(const std::string& path, const std::string& title,
                      const std::vector<Series>& series, const std::string& x_label);
 
 // Plots a MetricsLog CSV (io/run_log.h) against step, one PNG per quantity:
-//  - `png_path`: the "loss" column, one series per phase that has it (train, valid, test; each
-//    phase keeps its colour across plots);
+//  - `png_path`: the loss, one series per phase that has it (train, valid, test; each phase
+//    keeps its colour across plots): a train row's is its "train_loss_window" column (the mean
+//    over its log window), the others' their "loss" column;
 //  - `<png_path without .png>_<metric>.png`: the same for the primary metric, when there is one.
 // The primary metric is `primary_metric` if given (Error if it is not a column), else the first
 // column in file order, other than loss, that has a finite value in a valid row and is not a
 // learning rate, rate, time or norm column (lr, names containing "/s", "time", "norm",
 // "elapsed"). Two separate PNGs rather than two panels keep each at the full plot size.
 // Both mark the best checkpoint (the valid row with the highest primary metric, or the lowest
-// loss without one) with a black dot; a loss spanning more than two decades is drawn as log10.
-// Returns the paths written.
+// loss without one; a tie goes to the lower loss, then to the later step) with a black dot; a loss
+// spanning more than two decades is drawn as log10. Returns the paths written.
 std::vector<std::string> plot_training_curves(const std::string& metrics_csv_path,
                                               const std::string& png_path,
                                               const std::string& primary_metric = "");

@@ -8,6 +8,7 @@
 #include "autograd/ops.h"
 #include "nn/init.h"
 #include "nn/mixer_registry.h"
+#include "nn/model_size.h"
 
 namespace mixlab {
 
@@ -119,6 +120,7 @@ bool Encoder::mixers_have_padding_property() const {
 Classifier::Classifier(const ModelConfig& c) : config_(c) {
   check(c.task == ModelTask::Classify, "Classifier: config task is '", to_string(c.task), "'");
   check(c.classes > 1, "Classifier: needs at least 2 classes, got ", c.classes);
+  check_model_size(c);  // before any allocation: sizes come from flags, files and data
   Generator gen(c.seed);
   if (c.input == InputKind::Tokens) {
     check(c.vocab > 0, "Classifier: token input needs a vocabulary size");
@@ -173,6 +175,7 @@ Tensor Classifier::forward(const Tensor& inputs, const std::vector<int32_t>& len
 Translator::Translator(const ModelConfig& c) : config_(c) {
   check(c.task == ModelTask::Translate, "Translator: config task is '", to_string(c.task), "'");
   check(c.vocab > 0 && c.tgt_vocab > 0, "Translator: source and target vocabularies are needed");
+  check_model_size(c);
   Generator gen(c.seed);
   src_embed_ = register_module("src_embed", std::make_shared<Embedding>(c.vocab, c.dim, gen));
   tgt_embed_ = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.dim, gen));

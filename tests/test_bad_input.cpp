@@ -260,7 +260,7 @@ TEST_CASE("bad input: every refused input names its cause and leaves the run fol
        "--dim 10 must be a positive multiple of --heads 3", 2},
       {T + " --pos bogus", "--pos: bogus not in {learned,sinusoidal,none}", 2},
       {T + " --no-such-flag", "The following argument was not expected: --no-such-flag", 2},
-      {T + " --threads abc", "--threads: Value abc not in range 0 to 256", 2},
+      {T + " --threads abc", "--threads: 'abc' is not a whole number of threads from 1 to 256", 2},
       {T + " --device tpu", "unknown device 'tpu': expected cpu, ref, cuda or cuda:N", 2},
       {T + " --tokens bogus", "--tokens: bogus not in {words,chars}", 2},
       {"classify train --data listops --pool bogus" + kModel, "--pool: bogus not in {mean,cls}", 2},

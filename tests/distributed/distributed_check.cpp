@@ -182,7 +182,9 @@ std::vector<std::string> losses(const std::string& dir, const std::string& phase
   std::vector<std::string> header;
   std::stringstream hs(line);
   for (std::string cell; std::getline(hs, cell, ',');) header.push_back(cell);
-  size_t col = std::find(header.begin(), header.end(), "loss") - header.begin();
+  // A train row's loss is its log window's mean; the other phases' is their "loss".
+  const std::string name = phase == "train" ? "train_loss_window" : "loss";
+  size_t col = std::find(header.begin(), header.end(), name) - header.begin();
   expect(col < header.size() && header.size() > 2 && header[2] == "epoch",
          dir + "/metrics.csv has no epoch or loss column");
   std::vector<std::string> out;

@@ -166,7 +166,10 @@ if [[ -x "$build/mixlab" ]]; then
     echo "FAILED: training runs on the CPU but not on the GPU"
     status=1
   else
-    last_loss() { awk -F, '$1 == "train" { loss = $4 } END { print loss }' "$1/metrics.csv"; }
+    last_loss() {
+      awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "train_loss_window") c = i }
+               $1 == "train" && c { loss = $c } END { print loss }' "$1/metrics.csv"
+    }
     cpu_loss=$(last_loss "$out/cpu")
     gpu_loss=$(last_loss "$out/cuda")
     echo "== final training loss: cpu $cpu_loss, cuda $gpu_loss"

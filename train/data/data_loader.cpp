@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <system_error>
 
 #include "core/error.h"
 #include "train/data/rng.h"
@@ -180,7 +181,12 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   position_ = skip_batches;
   if (options_.prefetch > 0) {
     produced_ = skip_batches;
-    worker_ = std::thread(&DataLoader::worker_loop, this);
+    try {
+      worker_ = std::thread(&DataLoader::worker_loop, this);
+    } catch (const std::system_error& e) {
+      fail("data loader: the system refused its prefetch thread (", e.what(),
+           "); ask for fewer threads with --threads or MIXLAB_NUM_THREADS");
+    }
   }
   epoch_ = epoch;
 }

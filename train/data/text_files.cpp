@@ -17,11 +17,27 @@ std::vector<std::string> tokenize(std::string_view text, Tokenization tokenizati
   return tokenization == Tokenization::kChars ? tokenize_chars(owned) : tokenize_words(owned);
 }
 
+// The longest example of a file as it is read; refuse() after the whole file, so that the
+// message names the longest line rather than the first that is too long.
+struct LongestLine {
+  size_t tokens = 0, line = 0;
+  void see(size_t n, size_t at) {
+    if (n > tokens) tokens = n, line = at;
+  }
+  void refuse_above(int64_t max_tokens, const std::string& path) const {
+    if (static_cast<int64_t>(tokens) <= max_tokens) return;
+    fail(path, ":", line, ": the longest example has ", tokens, " tokens, more than ", max_tokens,
+         ", the longest a model takes its length from; pass --max-len ", tokens, " to train on it");
+  }
+};
+
 }  // namespace
 
-std::vector<Seq2SeqText> read_parallel_tsv(const std::string& path, Tokenization tokenization) {
+std::vector<Seq2SeqText> read_parallel_tsv(const std::string& path, Tokenization tokenization,
+                                           int64_t max_tokens) {
   const std::string text = read_text_file(path);
   std::vector<Seq2SeqText> pairs;
+  LongestLine longest;
   const auto lines = split_lines(text);
   for (size_t i = 0; i < lines.size(); ++i) {
     const size_t line = i + 1;
@@ -35,14 +51,18 @@ std::vector<Seq2SeqText> read_parallel_tsv(const std::string& path, Tokenization
                      tokenize(content.substr(tab + 1), tokenization)};
     check(!pair.src.empty(), path, ":", line, ": empty source");
     check(!pair.tgt.empty(), path, ":", line, ": empty target");
+    longest.see(std::max(pair.src.size(), pair.tgt.size()), line);
     pairs.push_back(std::move(pair));
   }
+  longest.refuse_above(max_tokens, path);
   return pairs;
 }
 
-std::vector<LabelledText> read_labelled_text(const std::string& path, Tokenization tokenization) {
+std::vector<LabelledText> read_labelled_text(const std::string& path, Tokenization tokenization,
+                                             int64_t max_tokens) {
   const std::string text = read_text_file(path);
   std::vector<LabelledText> texts;
+  LongestLine longest;
   const auto lines = split_lines(text);
   for (size_t i = 0; i < lines.size(); ++i) {
     const size_t line = i + 1;
@@ -54,8 +74,10 @@ std::vector<LabelledText> read_labelled_text(const std::string& path, Tokenizati
                          tokenize(content.substr(tab + 1), tokenization)};
     check(!example.label.empty(), path, ":", line, ": empty label");
     check(!example.tokens.empty(), path, ":", line, ": empty text");
+    longest.see(example.tokens.size(), line);
     texts.push_back(std::move(example));
   }
+  longest.refuse_above(max_tokens, path);
   return texts;
 }
 

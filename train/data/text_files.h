@@ -5,6 +5,7 @@
 // (empty or only whitespace) are skipped, so a file may end with empty lines or separate blocks.
 // Any other malformed line throws Error "FILE:LINE: ...".
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,15 +13,22 @@
 
 namespace mixlab {
 
+// The longest example, in tokens, that a model sizes its max_len to from the data unless told
+// otherwise (--max-len raises it). A longer line is more often a mistake (a file without line
+// breaks) than data, and its length would size the position table and every padded batch.
+inline constexpr int64_t kDataLengthCap = 4096;
+
 enum class Tokenization {
   kWords,  // tokenize_words: split on whitespace
   kChars,  // tokenize_chars: one token per character, spaces included
 };
 
 // Each line must hold exactly one tab, with a non-empty source and target (after
-// tokenization; under kWords a side of only spaces counts as empty).
+// tokenization; under kWords a side of only spaces counts as empty). A file whose longest side
+// has more than `max_tokens` tokens is refused, naming the line of the longest.
 std::vector<Seq2SeqText> read_parallel_tsv(const std::string& path,
-                                           Tokenization tokenization = Tokenization::kWords);
+                                           Tokenization tokenization = Tokenization::kWords,
+                                           int64_t max_tokens = kDataLengthCap);
 
 // A text-classification example before labels are numbered.
 struct LabelledText {
@@ -30,9 +38,11 @@ struct LabelledText {
 };
 
 // The label is everything before the first tab, trimmed, and must be non-empty; the text is the
-// rest of the line (later tabs included) and must yield at least one token.
+// rest of the line (later tabs included) and must yield at least one token. A file whose
+// longest text has more than `max_tokens` tokens is refused, naming the line of the longest.
 std::vector<LabelledText> read_labelled_text(const std::string& path,
-                                             Tokenization tokenization = Tokenization::kWords);
+                                             Tokenization tokenization = Tokenization::kWords,
+                                             int64_t max_tokens = kDataLengthCap);
 
 // The distinct labels, sorted: the class id of a label is its index here.
 std::vector<std::string> label_names(const std::vector<LabelledText>& texts);

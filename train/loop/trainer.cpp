@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "autograd/ops.h"
@@ -51,6 +52,22 @@ std::string fmt(double v, const char* f = "%.4g") {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+// The keys under which every checkpoint's metadata records best.safetensors: the metric value
+// (in full precision, so that a resumed run compares ties exactly), its name, the validation
+// loss that breaks ties, and the step.
+constexpr const char* kBestMetric = "best_metric";
+constexpr const char* kBestMetricName = "best_metric_name";
+constexpr const char* kBestValidLoss = "best_valid_loss";
+constexpr const char* kBestStep = "best_step";
+
+// The first parameter holding a NaN or an infinity, or "" when all are finite.
+std::string first_non_finite_parameter(const Module& model) {
+  for (const auto& [name, p] : model.named_parameters())
+    for (float v : p.to_float_vector())
+      if (!std::isfinite(v)) return name;
+  return "";
 }
 
 }  // namespace
@@ -165,7 +182,8 @@ void Trainer::start() {
     dp_->check_resume(saved, path);  // [distributed] same number of ranks only
     restore_rng(saved);
     state_.step = saved.step;
-    if (saved.extra.count("best_metric")) state_.extra["best_metric"] = saved.extra["best_metric"];
+    for (const char* key : {kBestMetric, kBestMetricName, kBestValidLoss, kBestStep})
+      if (saved.extra.count(key)) state_.extra[key] = saved.extra[key];
     start_epoch_ = saved.epoch;
     skip_ = saved.loader_position;
     if (!quiet_)
@@ -179,7 +197,15 @@ void Trainer::start() {
   }
   dp_->start(model, state_);  // [distributed] rank 0's parameters everywhere; per-rank dropout
   if (files_) log_ = open_metrics_log();
-  best_ = state_.extra.count("best_metric") ? std::stod(state_.extra["best_metric"]) : -1e300;
+  auto stored = [&](const char* key, double otherwise) {
+    return state_.extra.count(key) ? std::stod(state_.extra[key]) : otherwise;
+  };
+  best_ = stored(kBestMetric, -1e300);
+  // A checkpoint from before the tie-breaker was recorded: any tie goes to the later model.
+  best_loss_ = stored(kBestValidLoss, std::numeric_limits<double>::infinity());
+  best_step_ = static_cast<int64_t>(stored(kBestStep, -1));
+  window_loss_ = 0;
+  window_n_ = 0;
   eval_seconds_ = 0;
   first_loss_ = 0;
   check(o.loss_read_every >= 0, "trainer: loss_read_every must be >= 0, got ", o.loss_read_every);
@@ -216,7 +242,7 @@ void Trainer::begin_epoch(int64_t epoch) {
   epoch_done_ = false;
 }
 
-bool Trainer::step(int64_t epoch) {
+bool Trainer::step(int64_t /*epoch: epoch_*/) {
   const TrainerOptions& o = options_;
   Module& model = task_.model();
   // Forward and backward over `accumulate` micro-batches, gradients summed.
@@ -268,14 +294,9 @@ bool Trainer::step(int64_t epoch) {
     unread_.push_back({state_.step, std::move(unread), got});
     if (static_cast<int64_t>(unread_.size()) >= read_every_) settle_losses();
   }
-  if (log_ && (state_.step % std::max<int64_t>(1, o.log_every) == 0)) {
+  if (state_.step % std::max<int64_t>(1, o.log_every) == 0) {
     settle_losses();
-    const double seconds = seconds_since_start();
-    log_->log("train", state_.step, epoch + 1,
-              {{"loss", running_loss_ / running_n_},
-               {"lr", last_lr_},
-               {"time_s", seconds},
-               {"examples/s", examples_ / std::max(seconds - eval_seconds_, 1e-9)}});
+    log_train_window();
   }
   // Why the run stops here, if it does: the step budget or Ctrl-C.
   if (o.max_steps > 0 && state_.step >= o.max_steps) stop_ = true;
@@ -321,9 +342,45 @@ void Trainer::check_loss(double v, int64_t step, int64_t read_at) {
 }
 
 void Trainer::record_step_loss(double value) {
-  result_.last_train_loss = value;
   running_loss_ += value;
   ++running_n_;
+  window_loss_ += value;
+  ++window_n_;
+}
+
+void Trainer::log_train_window() {
+  if (window_n_ == 0) return;
+  const double mean = window_loss_ / static_cast<double>(window_n_);
+  result_.last_train_loss = mean;
+  window_loss_ = 0;
+  window_n_ = 0;
+  if (!log_) return;
+  const double seconds = seconds_since_start();
+  log_->log("train", state_.step, epoch_ + 1,
+            {{kTrainLossColumn, mean},
+             {"lr", last_lr_},
+             {"time_s", seconds},
+             {"examples/s", examples_ / std::max(seconds - eval_seconds_, 1e-9)}});
+}
+
+void Trainer::check_validation(double valid_loss) {
+  const std::string advice = "; lower --lr or raise --warmup";
+  const std::string kept = best_step_ >= 0
+                               ? " (" + best_checkpoint(options_.out_dir) + " from step " +
+                                     std::to_string(best_step_) + " is kept as it was)"
+                               : " (no best checkpoint was written)";
+  if (!std::isfinite(valid_loss))
+    fail("training diverged: the validation loss is ", valid_loss, " at step ", state_.step, kept,
+         advice);
+  const double limit = options_.max_loss_growth * first_loss_;
+  if (options_.max_loss_growth > 0 && first_loss_ > 0 && valid_loss > limit)
+    fail("training diverged: the validation loss is ", valid_loss, " at step ", state_.step, ", ",
+         fmt(valid_loss / first_loss_, "%.3g"), " times the first training loss ", fmt(first_loss_),
+         kept, advice);
+  const std::string bad = first_non_finite_parameter(task_.model());
+  if (!bad.empty())
+    fail("training diverged: parameter '", bad, "' holds a NaN or an infinity at step ",
+         state_.step, kept, advice);
 }
 
 void Trainer::settle_losses() {
@@ -371,18 +428,34 @@ void Trainer::evaluate_and_save(int64_t epoch, int64_t position) {
     row["time_s"] = seconds_since_start();
     log_->log("valid", state_.step, epoch_ + 1, row);
   }
-  double primary =
-      metrics.count(task_.primary_metric()) ? metrics[task_.primary_metric()] : -metrics["loss"];
   if (!quiet_) {
     std::cerr << "  valid @ step " << state_.step << ":";
     for (auto& [k, v] : metrics) std::cerr << " " << k << " " << fmt(v);
     std::cerr << "\n";
   }
-  if (primary > best_) {
+  const double loss = metrics.count("loss") ? metrics["loss"] : 0.0;
+  check_validation(loss);  // a diverged model is never saved, as best or otherwise
+  // The task's metric (higher is better), else the validation loss (lower is). A tie goes to
+  // the lower validation loss, then to the later step.
+  const bool has_primary = metrics.count(task_.primary_metric()) > 0;
+  const std::string metric = has_primary ? task_.primary_metric() : "loss";
+  const double primary = has_primary ? metrics[metric] : -loss;
+  if (primary > best_ || (primary == best_ && loss <= best_loss_)) {
+    const std::string why = primary != best_ ? ""
+                            : loss < best_loss_
+                                ? " (a tie, broken by the lower valid loss " + fmt(loss) + ")"
+                                : " (a tie in metric and loss: the later step)";
     best_ = primary;
+    best_loss_ = loss;
+    best_step_ = state_.step;
     result_.best_valid = metrics;
-    result_.best_step = state_.step;
+    state_.extra[kBestMetricName] = metric;
+    state_.extra[kBestStep] = std::to_string(state_.step);
     save(best_checkpoint(options_.out_dir), epoch, position);
+    if (!quiet_)
+      std::cerr << "  best: step " << state_.step << ", chosen by valid " << metric << " "
+                << fmt(metrics[metric]) << why
+                << (files_ ? " -> " + best_checkpoint(options_.out_dir) : std::string()) << "\n";
   }
 }
 
@@ -421,10 +494,13 @@ void Trainer::end_epoch(int64_t epoch) {
 
 TrainResult Trainer::finish() {
   settle_losses();
+  log_train_window();  // the steps since the last train row: the run's last window
   uninstall_interrupt_handler();
   if (!quiet_) dp_->report(std::cerr);  // [distributed] communication time per step
   bar_.reset();
   result_.steps = state_.step;
+  result_.best_step = best_step_;
+  if (state_.extra.count(kBestMetricName)) result_.best_metric = state_.extra[kBestMetricName];
   result_.seconds = seconds_since_start();
   double train_seconds = std::max(result_.seconds - eval_seconds_, 1e-9);
   result_.examples_per_second = examples_ / train_seconds;
@@ -437,18 +513,18 @@ TrainResult Trainer::finish() {
   return result_;
 }
 
-void Trainer::log_test(const std::map<std::string, double>& metrics) {
+void Trainer::log_test(const std::map<std::string, double>& metrics, int64_t model_step) {
   if (!files_) return;
   {
     std::unique_ptr<MetricsLog> log = open_metrics_log();
-    log->log("test", state_.step, epoch_ + 1, metrics);
+    log->log("test", model_step, epoch_ + 1, metrics);
   }
   plot_run_curves(options_.out_dir, task_);
 }
 
 std::unique_ptr<MetricsLog> Trainer::open_metrics_log() const {
   std::vector<std::string> columns = task_.metric_names();
-  for (const char* extra : {"lr", "time_s", "examples/s"})
+  for (const char* extra : {kTrainLossColumn, "lr", "time_s", "examples/s"})
     if (std::find(columns.begin(), columns.end(), extra) == columns.end()) columns.push_back(extra);
   return std::make_unique<MetricsLog>(metrics_csv(options_.out_dir), columns,
                                       metrics_jsonl(options_.out_dir));
@@ -459,7 +535,10 @@ void Trainer::save(const std::string& path, int64_t epoch, int64_t position) {
   if (!files_) return;
   state_.epoch = epoch;
   state_.loader_position = position;
-  if (best_ > -1e300) state_.extra["best_metric"] = std::to_string(best_);
+  if (best_ > -1e300) {
+    state_.extra[kBestMetric] = fmt(best_, "%.17g");
+    state_.extra[kBestValidLoss] = fmt(best_loss_, "%.17g");
+  }
   capture_rng(state_);
   save_checkpoint(path, task_.model(), *optimizer_, state_);
 }

@@ -39,16 +39,18 @@ struct TrainerOptions {
   std::string out_dir;      // checkpoints, metrics.csv, curves.png ("" writes nothing)
   bool resume = false;      // continue from out_dir/last.safetensors
   uint64_t seed = 0;        // data order (dropout masks come from the default generator)
-  int64_t log_every = 50;   // steps between train-loss rows in metrics.csv
+  int64_t log_every = 50;   // steps between train rows in metrics.csv (the log window)
   int64_t eval_every = 0;   // steps between evaluations (0: at the end of each epoch)
   int64_t keep_epochs = 0;  // also keep the last N end-of-epoch checkpoints (for averaging)
   int64_t prefetch = 2;     // batches prepared ahead by the loader's thread
   bool quiet = false;       // no progress output
   // Training images only (train/data/augment.h); off by default.
   ImageAugmentation augment;
-  // Training stops (Error) when a step's loss exceeds this many times the first loss of the
-  // run: a loss that explodes while staying finite is divergence too, and the checkpoints
-  // already written (best.safetensors above all) are kept as they are.
+  // Training stops (Error) when a step's loss, or a validation loss, exceeds this many times the
+  // first loss of the run: a loss that explodes while staying finite is divergence too, and the
+  // checkpoints already written (best.safetensors above all) are kept as they are. A validation
+  // loss that is not finite, or weights that are not, stop it the same way: no such model is
+  // ever saved as best.
   double max_loss_growth = 1e6;
   // Steps between reads of the training loss back to the host (0: every step on the CPU, where
   // a read costs nothing; every log_every steps on a GPU, where each read waits for the GPU to
@@ -60,12 +62,20 @@ struct TrainerOptions {
   int64_t loss_read_every = 0;
 };
 
+// The column of metrics.csv (and key of metrics.jsonl) that holds a train row's loss: the mean
+// of the step losses since the previous train row (the log window: log_every steps, fewer in
+// the last window of a run and in the first after a resume).
+inline constexpr const char* kTrainLossColumn = "train_loss_window";
+
 struct TrainResult {
   int64_t steps = 0;
   double seconds = 0, examples_per_second = 0, tokens_per_second = 0;
-  double last_train_loss = 0;
+  double last_train_loss = 0;  // the last log window's mean: metrics.csv's last train row
   std::map<std::string, double> last_valid, best_valid;
+  // best.safetensors: the step it holds (-1: none) and the metric that chose it. Ties in the
+  // metric go to the lower validation loss, then to the later step.
   int64_t best_step = -1;
+  std::string best_metric;
   bool interrupted = false;
 };
 
@@ -92,8 +102,9 @@ class Trainer {
   ~Trainer();
   TrainResult run();
   // After run(): the test set's metrics as the last rows of metrics.csv/.jsonl (phase "test"),
-  // and the curves redrawn with them.
-  void log_test(const std::map<std::string, double>& metrics);
+  // logged at `model_step`, the step of the model that was scored (best.safetensors' step when
+  // the caller scored that), and the curves redrawn with them.
+  void log_test(const std::map<std::string, double>& metrics, int64_t model_step);
 
   static std::string last_checkpoint(const std::string& dir) { return dir + "/last.safetensors"; }
   static std::string best_checkpoint(const std::string& dir) { return dir + "/best.safetensors"; }
@@ -114,8 +125,12 @@ class Trainer {
   // update (read_at = 0), or read back at step `read_at`, after it. Throws Error when the run
   // diverged.
   void check_loss(double value, int64_t step, int64_t read_at);
-  // A step's mean loss into the running mean shown and logged.
+  // A step's mean loss into the epoch's running mean (shown) and the log window (logged).
   void record_step_loss(double value);
+  // The log window's mean as a train row of metrics.csv; the window starts again.
+  void log_train_window();
+  // Throws Error when a validation loss or the weights show that the run diverged.
+  void check_validation(double valid_loss);
   // Reads back the losses of the steps not read yet, checks and records them in order.
   void settle_losses();
   // Validation metrics into the log; a new best is saved as best.safetensors.
@@ -152,8 +167,12 @@ class Trainer {
   bool epoch_done_ = false;  // the loader ran out of batches (vs. a stop mid-epoch)
   bool stop_ = false;
   double best_ = -1e300;     // the best primary metric so far
+  double best_loss_ = 0;     // the validation loss of that model (the tie-breaker)
+  int64_t best_step_ = -1;   // its step (-1: no best yet)
   double running_loss_ = 0;  // the epoch's train loss sum, for the mean shown
   int64_t running_n_ = 0;
+  double window_loss_ = 0;  // the step losses since the last train row, for the next one
+  int64_t window_n_ = 0;
   double last_lr_ = 0;
   double first_loss_ = 0;    // the first micro-batch loss of this run() (for max_loss_growth)
   double eval_seconds_ = 0;  // excluded from the training throughput
