@@ -4,6 +4,7 @@
 // and a run whose validation loss exploded writes no best checkpoint.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
