@@ -2,6 +2,7 @@
 
 #include "core/float_env.h"
 #include "core/pool_spin.h"
+#include "core/settings.h"
 
 #include <algorithm>
 #include <atomic>
@@ -130,7 +131,7 @@ class WorkerPool {
 };
 
 int initial_threads() {
-  if (const char* env = std::getenv("MIXLAB_NUM_THREADS")) {
+  if (const char* env = setting(Setting::NumThreads)) {
     int n = std::atoi(env);
     if (n > 0) return n;
   }

@@ -24,7 +24,7 @@
 namespace mixlab::pool_spin {
 namespace {
 
-constexpr long kDefaultSpinUs = 100;
+constexpr long kSpinUs = 100;
 constexpr auto kSamplePeriod = std::chrono::milliseconds(10);
 
 // /proc/loadavg's text, read without stdio (fopen would malloc inside the training step).
@@ -41,14 +41,7 @@ std::atomic<bool> machine_quiet{true};
 
 }  // namespace
 
-std::chrono::nanoseconds limit() {
-  static const std::chrono::nanoseconds t = [] {
-    long us = kDefaultSpinUs;
-    if (const char* env = std::getenv("MIXLAB_POOL_SPIN_US")) us = std::max(0L, std::atol(env));
-    return std::chrono::nanoseconds(us * 1000);
-  }();
-  return t;
-}
+std::chrono::nanoseconds limit() { return std::chrono::microseconds(kSpinUs); }
 
 int runnable_threads(std::string_view text) {
   // Skip the three load averages; the fourth field is "running/total".

@@ -1,5 +1,5 @@
 // Fault injection for the fault tests (tests/test_faults.cpp), read from the environment by the
-// atomic file writer (train/atomic_file.cpp). Unset, they cost one getenv per file written.
+// atomic file writer (train/atomic_file.cpp). Unset, they cost one look-up per file written.
 //
 //   MIXLAB_FAULT_ENOSPC=NAME                 writing a file named NAME (its last path component;
 //                                            "*" for every file) fails like a full disk: the

@@ -63,12 +63,10 @@ bool tall_path_taken(const TallCase& t) { return cpu::tall_gemm_fits(make_tall(t
 }  // namespace
 
 // The kernel is compiled where the CPU kernels have AVX2 or AVX-512; there it must take its
-// shapes (unless MIXLAB_TALL_GEMM=0 sends them to OpenBLAS for a comparison).
+// shapes.
 void skip_without_tall_kernel() {
   if (std::string(cpu::kernel_registers()) == "generic")
     MIXLAB_SKIP_TEST("CPU kernels built without AVX2 or AVX-512");
-  const char* off = std::getenv("MIXLAB_TALL_GEMM");
-  if (off && std::string(off) == "0") MIXLAB_SKIP_TEST("MIXLAB_TALL_GEMM=0 in the environment");
 }
 
 TEST_CASE("tall gemm: every shape family against float64, the same bits on 1, 2 and 3 threads") {

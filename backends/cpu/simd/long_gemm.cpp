@@ -48,11 +48,6 @@ constexpr int64_t kMinSide = 16;
 // 1024 × 1024 over k = 1024 it ran 1.12x as fast; at 512 × 1024 this kernel still won).
 constexpr int64_t kMaxOutput = 512 * 1024;
 
-bool enabled() {
-  static const bool on = kernel_switched_on("MIXLAB_LONG_GEMM");
-  return on;
-}
-
 // A tile of C over k steps of the packed chunk: a_pack holds, per step, the tile's 6 elements of
 // A's row, b_pack the panel's 64 columns of B's row. Written with beta·C on the first chunk
 // (`first`), added to C on the others.
@@ -102,7 +97,7 @@ void pack_b(const float* b, int64_t ldb, int64_t n, int64_t steps, float* out) {
 }  // namespace
 
 bool long_gemm_fits(int64_t m, int64_t n, int64_t k) {
-  return enabled() && m >= kMinSide && n >= kMinSide && m * n <= kMaxOutput && k >= kMinInner &&
+  return m >= kMinSide && n >= kMinSide && m * n <= kMaxOutput && k >= kMinInner &&
          k >= std::max(m, n);
 }
 

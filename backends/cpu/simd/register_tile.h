@@ -177,13 +177,6 @@ inline void pack_panel(const float* b, int64_t ldb, bool trans_b, int64_t k, int
 #pragma GCC diagnostic pop
 #endif
 
-// A register kernel's switch: the environment variable `name` set to 0 sends its products back
-// to OpenBLAS (to compare the two in one binary). Each kernel reads it once, into a static.
-inline bool kernel_switched_on(const char* name) {
-  const char* env = std::getenv(name);
-  return env == nullptr || std::string_view(env) != "0";
-}
-
 // Kernel<R, W>::run for 1 ≤ rows ≤ kTileRows and 1 ≤ vectors ≤ kTileVectors (the edges of C get
 // smaller tiles, each with its accumulators in registers). Each kernel needs a name of its own,
 // even inside an anonymous namespace: GCC gives tile_of<Kernel> external linkage, so two files'
