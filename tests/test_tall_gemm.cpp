@@ -1,4 +1,4 @@
-// The tall product (backends/cpu/tall_gemm.h), through the CPU backend's gemm: every shape
+// The tall product (backends/cpu/simd/tall_gemm.h), through the CPU backend's gemm: every shape
 // family it takes (rows not a multiple of its 6-row tiles, columns not a multiple of its
 // panels (64 columns with AVX-512, 16 with AVX2) or of a register, short and long inner axes, B
 // stored either way, operands inside wider rows, a batch), alpha and beta, against float64; beta
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/cpu/core_peak.h"
-#include "backends/cpu/kernel_registers.h"
-#include "backends/cpu/tall_gemm.h"
+#include "backends/cpu/simd/core_peak.h"
+#include "backends/cpu/simd/kernel_registers.h"
+#include "backends/cpu/simd/tall_gemm.h"
 #include "core/parallel.h"
 #include "core/sanitizers.h"
 #include "tests/gemm_operands.h"

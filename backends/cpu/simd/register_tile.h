@@ -3,7 +3,7 @@
 // accumulators; a product's columns are cut into panels of kTileVectors registers (64 or 16
 // columns) whose last one may be partly filled, and B's panels are packed one way.
 #pragma once
-#include "backends/cpu/simd_lanes.h"
+#include "backends/cpu/simd/simd_lanes.h"
 #if defined(MIXLAB_HAS_LANES)
 #include <algorithm>
 #include <cstdint>

@@ -7,12 +7,12 @@
 // multiply-adds. C's m rows are dealt out evenly over ⌈m / 6⌉ tiles (49 rows: four of 6 and five
 // of 5, not eight of 6 and one of 1), so that every tile has enough accumulators to hide the
 // multiply-adds' latency.
-#include "backends/cpu/short_gemm.h"
+#include "backends/cpu/simd/short_gemm.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "backends/cpu/register_tile.h"
+#include "backends/cpu/simd/register_tile.h"
 
 namespace mixlab::cpu {
 

@@ -16,7 +16,7 @@
 // 0.3.21's SkylakeX kernels on the classifier's and both translators' shapes on an AVX-512 Xeon,
 // and 1.03-1.09x its Zen kernels on an AVX2 EPYC (bench/bench_matmul): no pass of OpenBLAS's own
 // to zero C, and the epilogue on rows still in L1.
-#include "backends/cpu/tall_gemm.h"
+#include "backends/cpu/simd/tall_gemm.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -26,7 +26,7 @@
 #include "backends/cpu/row_grain.h"
 #include "core/parallel.h"
 
-#include "backends/cpu/register_tile.h"
+#include "backends/cpu/simd/register_tile.h"
 
 namespace mixlab::cpu {
 
