@@ -23,8 +23,9 @@ void set_plain_autograd(bool on);
 // concat's rule then splits into the slots themselves. Otherwise, or outside a backward pass, a
 // fresh tensor. Uninitialised either way: the rule writes all of it and returns it as that
 // input's gradient.
-// Saves: one copy of every parameter's gradient a step (on a GPU a copy is a launch, and a
-// step there is bound by the host's launches).
+// Saves: one copy of every parameter's gradient a step, and for the packed [W_Q; W_K; W_V] the
+// split of the concat's gradient too (on a GPU each is a launch, and a step there is bound by
+// the host's launches).
 Tensor leaf_gradient_buffer(const Tensor& input, const Shape& shape, DType dtype, Device device);
 
 // Pending gradients. For a rule whose kernel can add its gradient of `input` to another one: the

@@ -16,7 +16,7 @@ constexpr SettingInfo kTable[kCount] = {
     {Setting::NumThreads, "MIXLAB_NUM_THREADS", "the machine's hardware threads",
      "worker threads of the CPU kernels (also --threads)"},
     {Setting::Debug, "MIXLAB_DEBUG", "0",
-     "1: check every kernel's result is finite; 2: also trace each kernel and report their times"},
+     "1: a table of the kernel calls at exit; 2: also a line per call as it runs"},
     {Setting::AttentionCore, "MIXLAB_ATTENTION_CORE", "fused",
      "math: attention as its equation's separate ops, the reference for the fused core (also "
      "set_attention_core())"},
