@@ -1,7 +1,7 @@
 // `mixlab --version`. The definitions come from cmake/version.cmake, for this file alone.
 #include "apps/cli_style.h"
 #include "backends/backend.h"
-#include "backends/cpu/kernel_registers.h"
+#include "backends/cpu/simd/kernel_registers.h"
 #include "mixlab_revision.h"  // generated at every build: MIXLAB_GIT_REVISION
 
 namespace mixlab::app {

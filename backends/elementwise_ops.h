@@ -3,7 +3,7 @@
 // (backends/cuda/elementwise.cu) both call apply_unary / apply_binary, so the CPU really is the
 // GPU's specification. Each backend hands in its own transcendental functions (a `Math` policy:
 // exp, log, sqrt, tanh, erf, pow for float and double): the CPU's float exp and erf are the
-// vectorisable polynomials of backends/cpu/fast_math.h, the GPU's are CUDA's.
+// vectorisable polynomials of backends/cpu/simd/fast_math.h, the GPU's are CUDA's.
 //
 // A new unary op is one X(...) entry in MIXLAB_UNARY_OPS and one `if constexpr` branch below:
 // both backends' kernels are generated from the list (docs/kernels.md walks through one).

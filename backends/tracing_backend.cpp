@@ -10,12 +10,13 @@
 #include <vector>
 
 #include "backends/kernel_products.h"
+#include "core/settings.h"
 
 namespace mixlab {
 
 int debug_level() {
   static const int level = [] {
-    const char* env = std::getenv("MIXLAB_DEBUG");
+    const char* env = setting(Setting::Debug);
     return env ? std::atoi(env) : 0;
   }();
   return level;

@@ -10,7 +10,7 @@
 // decides the 1 -> 2 thread scaling. A fourth times the mixers' per-example token-by-token
 // products (short_gemm.h) against one cblas_sgemm per item.
 //
-// First, the core's own ceilings (backends/cpu/core_peak.h): multiply-adds on registers alone,
+// First, the core's own ceilings (backends/cpu/simd/core_peak.h): multiply-adds on registers alone,
 // and the product kernels' register tile with everything in L1. Every row then gives the
 // engine's GFLOP/s and its share of the multiply-add peak (times the threads): how far a
 // product is from what the core can do, not only from OpenBLAS.
@@ -26,8 +26,8 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "backends/cpu/core_peak.h"
-#include "backends/cpu/kernel_registers.h"
+#include "backends/cpu/simd/core_peak.h"
+#include "backends/cpu/simd/kernel_registers.h"
 #include "backends/cpu/openblas_kernels.h"
 #include "core/parallel.h"
 #include "core/random.h"

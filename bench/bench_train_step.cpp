@@ -54,7 +54,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "backends/cpu/kernel_registers.h"
+#include "backends/cpu/simd/kernel_registers.h"
 #include "backends/cpu/openblas_kernels.h"
 #include "backends/tracing_backend.h"
 #include "core/device.h"

@@ -28,7 +28,7 @@ target_include_directories(mixlab_backends PRIVATE ${OPENBLAS_INCLUDE_DIR})
 target_link_libraries(mixlab_backends PRIVATE ${OPENBLAS_LIBRARY} PkgConfig::FFTW3)
 # The CPU kernels may reorder float sums so that reductions vectorise (results stay a pure
 # function of the binary, the inputs and the thread count); NaN and infinity semantics are kept.
-file(GLOB MIXLAB_CPU_KERNELS CONFIGURE_DEPENDS backends/cpu/*.cpp)
+file(GLOB_RECURSE MIXLAB_CPU_KERNELS CONFIGURE_DEPENDS backends/cpu/*.cpp)
 set(MIXLAB_CPU_KERNEL_FLAGS -fno-math-errno -fno-trapping-math -fassociative-math -fno-signed-zeros)
 # MIXLAB_NATIVE (CMakeLists.txt): this machine's vector width. Results stay a pure function of
 # the binary, the inputs and the thread count; a binary built elsewhere may round differently.

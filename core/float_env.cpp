@@ -13,10 +13,7 @@ namespace mixlab {
 namespace {
 
 std::atomic<bool>& setting() {
-  static std::atomic<bool> on{[] {
-    const char* keep = std::getenv("MIXLAB_KEEP_DENORMALS");
-    return !(keep && std::strcmp(keep, "1") == 0);
-  }()};
+  static std::atomic<bool> on{true};
   return on;
 }
 

@@ -11,7 +11,7 @@
 //
 // The modes are per thread: a ScopedFlushDenormals sets them for the kernel that runs under it
 // and restores the caller's modes after, so code outside the engine is unaffected. They are
-// on unless MIXLAB_KEEP_DENORMALS=1 is set or set_flush_denormals(false) is called. On CPUs
+// on unless set_flush_denormals(false) is called. On CPUs
 // other than x86-64 the guard does nothing.
 #pragma once
 

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/float_env.h"
 #include "core/pool_spin.h"
+#include "core/settings.h"
 
 #include <algorithm>
 #include <atomic>
@@ -220,7 +221,7 @@ int parse_thread_count(std::string_view text, std::string_view source) {
 }
 
 int threads_from_environment() {
-  const char* env = std::getenv("MIXLAB_NUM_THREADS");
+  const char* env = setting(Setting::NumThreads);
   return env ? parse_thread_count(env, "MIXLAB_NUM_THREADS") : 0;
 }
 

@@ -3,13 +3,12 @@
 // A training step makes about 1,600 kernel calls a few microseconds apart, and waking a sleeping
 // helper is a futex round trip that, on a virtual machine, costs tens of microseconds: a
 // 6272x128 column sum took 39 us on 2 threads with the helper awake and 90-95 us with it asleep.
-// On the quiet 2-core machine (session 11), spinning up to 100 us made the d=128 translator's
-// 2-thread step 1.38-1.41x as fast (1,203 -> 1,667 examples/s) and the attention classifier's
-// 1.09-1.11x. On a busy machine, spinning burns the time another runnable thread needs: with
-// one other training process running, the same step ran at 0.67x with 100 us of spinning (and
-// at 0.74-0.92x with 50 us at load 7-10, session 9). So a thread spins only while no more
-// threads are runnable than there are CPUs; with that rule the busy case ran at 0.99-1.0x of
-// never spinning. (Spinning with sched_yield instead was much worse when busy: 0.05-0.4x.)
+// On a quiet 2-core machine, spinning up to 100 us makes the d=128 translator's 2-thread step
+// 1.38-1.41x as fast and the attention classifier's 1.09-1.11x. On a busy machine, spinning
+// burns the time another runnable thread needs: with one other training process running, the
+// same step ran at 0.67x. So a thread spins only while no more threads are runnable than there
+// are CPUs; with that rule the busy case runs at 0.99-1.0x of never spinning. (Spinning with
+// sched_yield instead is much worse when busy: 0.05-0.4x.)
 #include "core/pool_spin.h"
 
 #include <fcntl.h>
@@ -24,7 +23,7 @@
 namespace mixlab::pool_spin {
 namespace {
 
-constexpr long kDefaultSpinUs = 100;
+constexpr long kSpinUs = 100;
 constexpr auto kSamplePeriod = std::chrono::milliseconds(10);
 
 // /proc/loadavg's text, read without stdio (fopen would malloc inside the training step).
@@ -41,14 +40,7 @@ std::atomic<bool> machine_quiet{true};
 
 }  // namespace
 
-std::chrono::nanoseconds limit() {
-  static const std::chrono::nanoseconds t = [] {
-    long us = kDefaultSpinUs;
-    if (const char* env = std::getenv("MIXLAB_POOL_SPIN_US")) us = std::max(0L, std::atol(env));
-    return std::chrono::nanoseconds(us * 1000);
-  }();
-  return t;
-}
+std::chrono::nanoseconds limit() { return std::chrono::microseconds(kSpinUs); }
 
 int runnable_threads(std::string_view text) {
   // Skip the three load averages; the fourth field is "running/total".

@@ -1,6 +1,6 @@
 // When the worker pool's threads spin instead of sleeping (core/parallel.cpp). A waiting thread
-// spins for up to MIXLAB_POOL_SPIN_US microseconds (default 100; 0 never spins), and only while
-// the machine is quiet: no more threads runnable than it has CPUs.
+// spins for up to 100 microseconds, and only while the machine is quiet: no more threads
+// runnable than it has CPUs.
 #pragma once
 #include <chrono>
 #include <string_view>

@@ -16,6 +16,7 @@
 #include "nn/layers.h"
 #include "train/run/checkpoint.h"
 #include "train/optim/optimizer.h"
+#include "core/settings.h"
 
 namespace {
 
@@ -50,7 +51,7 @@ std::vector<float> weights() { return setup().model.a->weight.to_float_vector();
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("MIXLAB_FUZZ_WRITE_SEEDS")) {
+  if (const char* dir = setting(Setting::FuzzWriteSeeds)) {
     TrainingState state;
     state.step = 1;
     state.config_json = "{\"mixer\":\"attention\"}";

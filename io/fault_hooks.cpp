@@ -6,6 +6,8 @@
 #include <string_view>
 #include <thread>
 
+#include "core/settings.h"
+
 namespace mixlab::fault_hooks {
 
 namespace {
@@ -17,13 +19,13 @@ bool names(std::string_view pattern, const std::string& path) {
 }  // namespace
 
 int64_t enospc_limit(const std::string& path) {
-  const char* name = std::getenv("MIXLAB_FAULT_ENOSPC");
+  const char* name = setting(Setting::FaultEnospc);
   if (name == nullptr || !names(name, path)) return -1;
   return 4096;
 }
 
 void pause_before_rename(const std::string& path) {
-  const char* spec = std::getenv("MIXLAB_FAULT_PAUSE_BEFORE_RENAME");
+  const char* spec = setting(Setting::FaultPauseBeforeRename);
   if (spec == nullptr) return;
   const std::string_view text(spec);
   const size_t colon = text.rfind(':');

@@ -1,6 +1,6 @@
 // Fault injection for the fault tests (tests/test_faults.cpp), read from the environment by the
 // atomic file writer (io/atomic_file.cpp) and the metrics log (io/run_log.cpp). Unset, they
-// cost one getenv per file (or metrics row) written.
+// cost one look-up per file (or metrics row) written.
 //
 //   MIXLAB_FAULT_ENOSPC=NAME                 writing a file named NAME (its last path component;
 //                                            "*" for every file) fails like a full disk: the

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "nn/mixing_capture.h"
+#include "core/settings.h"
 
 namespace mixlab {
 
@@ -31,9 +32,9 @@ AttentionCore parse_attention_core(const char* text, const char* what) {
 AttentionCore attention_core() {
   int core = chosen.load(std::memory_order_relaxed);
   if (core < 0) {
-    const char* env = std::getenv("MIXLAB_ATTENTION_CORE");
+    const char* env = setting(Setting::AttentionCore);
     const AttentionCore from_env =
-        env && *env ? parse_attention_core(env, "MIXLAB_ATTENTION_CORE") : AttentionCore::Fused;
+        env ? parse_attention_core(env, "MIXLAB_ATTENTION_CORE") : AttentionCore::Fused;
     int expected = -1;  // a set_attention_core() that raced this read wins
     chosen.compare_exchange_strong(expected, static_cast<int>(from_env));
     core = chosen.load(std::memory_order_relaxed);

@@ -6,7 +6,7 @@
 #      (every report fails the test that caused it), its CPU register kernels in the other
 #      width than scripts/test.sh's native build, so that both run in every CI run: on an AVX2
 #      machine the AVX-512 (16-lane) forms, emulated on pairs of AVX2 registers
-#      (-DMIXLAB_EMULATE_LANES16=ON, backends/cpu/lanes16_emulated.h); on an AVX-512 machine the
+#      (-DMIXLAB_EMULATE_LANES16=ON, backends/cpu/simd/lanes16_emulated.h); on an AVX-512 machine the
 #      AVX2 (8-lane) forms (-DMIXLAB_CPU_ARCH=x86-64-v3);
 #   2. a fuzz smoke run: every target in fuzz/ for a fixed number of executions;
 #   3. in build-tsan/, ThreadSanitizer over the tests that start threads: the parallel kernels,

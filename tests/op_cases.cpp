@@ -156,8 +156,8 @@ void add_elementwise_cases(std::vector<OpCase>& t) {
                    c.kernels().unary(op, in[0].view(), y.view(), alpha);
                    return Out{y};
                  },
-                 // float32 exp and erf are polynomials (backends/cpu/fast_math.h) clamped where
-                 // float32 under- or overflows: tails agree to float32's absolute resolution.
+                 // float32 exp and erf are polynomials (backends/cpu/simd/fast_math.h) clamped
+                 // where float32 under- or overflows: tails agree to float32's absolute resolution.
                  Tol{2e-6, 1e-6},
                  Tol{1e-10, 1e-300}});
   }

@@ -19,7 +19,7 @@
 
 #include <vector>
 
-#include "backends/cpu/kernel_registers.h"
+#include "backends/cpu/simd/kernel_registers.h"
 #include "io/run_log.h"
 #include "tests/file_helpers.h"
 

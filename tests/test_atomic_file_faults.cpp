@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/settings.h"
 #include "tests/temp_dir.h"
 #include "io/atomic_file.h"
 #include "tests/file_helpers.h"
@@ -33,13 +34,13 @@ pid_t dead_pid() {
   return pid;
 }
 
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    ::setenv(name, value.c_str(), 1);
+// Sets a fault hook's setting (core/settings.h) for one scope.
+struct ScopedFaultSetting {
+  ScopedFaultSetting(Setting which, const std::string& value) : which_(which) {
+    override_setting(which, value.c_str());
   }
-  ~ScopedEnv() { ::unsetenv(name_); }
-  const char* name_;
+  ~ScopedFaultSetting() { override_setting(which_, nullptr); }
+  Setting which_;
 };
 
 }  // namespace
@@ -50,7 +51,7 @@ TEST_CASE("atomic file: a full disk fails the write, keeps the old file and leav
   write_file_atomically(path, std::string_view("the previous checkpoint"));
   const std::string big(100000, 'x');
   {
-    ScopedEnv full("MIXLAB_FAULT_ENOSPC", "last.safetensors");
+    ScopedFaultSetting full(Setting::FaultEnospc, "last.safetensors");
     CHECK_THROWS_WITH_AS(write_file_atomically(path, std::string_view(big)),
                          doctest::Contains("No space left on device"), Error);
     // The hook is per file name: another file in the folder is written normally.
@@ -60,7 +61,7 @@ TEST_CASE("atomic file: a full disk fails the write, keeps the old file and leav
   CHECK(read_file(dir.file("other")) == big);
   for (const std::string& name : dir.names()) CHECK(!is_temporary_name(name));
   {
-    ScopedEnv full("MIXLAB_FAULT_ENOSPC", "*");
+    ScopedFaultSetting full(Setting::FaultEnospc, "*");
     CHECK_THROWS_AS(write_file_atomically(dir.file("other"), std::string_view(big + "y")), Error);
   }
   CHECK(read_file(dir.file("other")) == big);

@@ -1,4 +1,4 @@
-// The AVX2 kernels' inline math (backends/cpu/avx2_math.h), called directly: this file is
+// The AVX2 kernels' inline math (backends/cpu/simd/avx2_math.h), called directly: this file is
 // compiled with the CPU kernels' flags (CMakeLists.txt), so in a native AVX2 build it sees the
 // same header they do. In AVX-512 and generic builds it reports itself skipped.
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/avx2_math.h"
+#include "backends/cpu/simd/avx2_math.h"
 #include "tests/skip.h"
 
 // The header declares nothing outside an AVX2 build, so its namespace exists only there.

@@ -259,28 +259,18 @@ TEST_CASE("caching allocator: training gives the same numbers with and without t
   CHECK(weights[0] == weights[1]);
 }
 
-TEST_CASE("caching allocator: MIXLAB_CACHING_ALLOCATOR=0 turns it off; MIXLAB_DEBUG reports it") {
+TEST_CASE("caching allocator: MIXLAB_DEBUG reports it") {
   if (!cache_available()) MIXLAB_SKIP_TEST("the cache is off in sanitizer builds");
   mixlab::testing::TempDir dir;
-  auto train = [&](const std::string& setting) {
-    std::map<std::string, std::string> env{{"MIXLAB_DEBUG", "1"}};
-    if (!setting.empty()) env["MIXLAB_CACHING_ALLOCATOR"] = setting;
-    std::string out = dir.file("run" + setting);
-    return mixlab::testing::run_app(
-        {"classify",      "train", "--data",  "listops", "--listops-train", "100",
-         "--listops-len", "30",    "--dim",   "16",      "--heads",         "2",
-         "--layers",      "1",     "--steps", "3",       "--batch",         "16",
-         "--quiet",       "--out", out},
-        out + ".log", env);
-  };
-  auto on = train(""), off = train("0");
+  std::string out = dir.file("run");
+  auto on = mixlab::testing::run_app(
+      {"classify",      "train", "--data",  "listops", "--listops-train", "100",
+       "--listops-len", "30",    "--dim",   "16",      "--heads",         "2",
+       "--layers",      "1",     "--steps", "3",       "--batch",         "16",
+       "--quiet",       "--out", out},
+      out + ".log", {{"MIXLAB_DEBUG", "1"}});
   CHECK(on.code == 0);
-  CHECK(off.code == 0);
   INFO(on.output);
-  INFO(off.output);
   CHECK(on.output.find("host memory (MIXLAB_DEBUG): cache on") != std::string::npos);
-  CHECK(off.output.find("host memory (MIXLAB_DEBUG): cache off") != std::string::npos);
-  // Off, nothing is served from a cache.
-  CHECK(off.output.find(", 0 cache hits") != std::string::npos);
-  CHECK(on.output.find(", 0 cache hits") == std::string::npos);
+  CHECK(on.output.find(", 0 cache hits") == std::string::npos);  // blocks were reused
 }

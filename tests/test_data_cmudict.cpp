@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "core/settings.h"
 #include "core/error.h"
 #include "test_data_util.h"
 #include "train/data/cmudict.h"
@@ -123,13 +124,13 @@ TEST_CASE("data: load_g2p names the missing file and default dir honours MIXLAB_
   CHECK(data.dev.size() == 1);
   CHECK(data.test.size() == 1);
 
-  const char* old = std::getenv("MIXLAB_G2P_DIR");
+  const char* old = setting(Setting::G2pDir);
   const std::string saved = old ? old : "";
-  ::setenv("MIXLAB_G2P_DIR", dir.path().c_str(), 1);
+  override_setting(Setting::G2pDir, dir.path().c_str());
   CHECK(default_g2p_dir() == dir.path());
-  ::unsetenv("MIXLAB_G2P_DIR");
+  override_setting(Setting::G2pDir, nullptr);
   CHECK(default_g2p_dir() == std::string(MIXLAB_SOURCE_DIR) + "/data/g2p");
-  if (old) ::setenv("MIXLAB_G2P_DIR", saved.c_str(), 1);
+  if (old) override_setting(Setting::G2pDir, saved.c_str());
 }
 
 TEST_CASE("data: the shipped g014b2b copy has the published counts") {

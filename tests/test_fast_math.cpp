@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "backends/cpu/fast_math.h"
+#include "backends/cpu/simd/fast_math.h"
 #include "backends/cpu/row_max.h"
 
 using namespace mixlab;

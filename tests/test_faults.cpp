@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/settings.h"
 #include "tests/app_runner.h"
 #include "tests/temp_dir.h"
 #include "io/atomic_file.h"
@@ -46,7 +47,7 @@ void write_fault_pairs(const std::string& path) {
 
 // MIXLAB_NUM_THREADS when set (the thread-sanitizer run uses 2), else 1.
 std::string threads() {
-  const char* n = std::getenv("MIXLAB_NUM_THREADS");
+  const char* n = setting(Setting::NumThreads);
   return n != nullptr && *n != 0 ? n : "1";
 }
 
@@ -104,7 +105,7 @@ std::vector<std::string> temporaries(const std::string& dir) {
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
 uint64_t fault_seed() {
-  if (const char* s = std::getenv("MIXLAB_FAULT_SEED")) return std::strtoull(s, nullptr, 10);
+  if (const char* s = setting(Setting::FaultSeed)) return std::strtoull(s, nullptr, 10);
   return std::random_device{}();
 }
 

@@ -3,9 +3,9 @@
 // mixing recorder, its determinism for a given thread count, and its refusals. Float64 finite
 // differences and the comparison with a plain C++ formula are rows of the op harness
 // (tests/op_cases.cpp, kernels attention and attention_backward).
-#include "backends/cpu/attention_short_keys.h"
+#include "backends/cpu/simd/attention_short_keys.h"
 #include "backends/cpu/caching_allocator.h"
-#include "backends/cpu/kernel_registers.h"
+#include "backends/cpu/simd/kernel_registers.h"
 #include "backends/kernel_products.h"
 #include "core/parallel.h"
 #include "nn/mixers/common.h"

@@ -1,7 +1,7 @@
-// The long product (backends/cpu/long_gemm.h), a weight's gradient C = alpha·Aᵀ B + beta·C with
-// A stored [k, m]: called directly, and through the CPU backend's gemm (with A transposed, where
-// the backend also splits k over threads). Every shape family it takes (rows not a multiple of
-// its 6-row tiles, columns not a multiple of its 64-column panels or of 16, k not a multiple of
+// The long product (backends/cpu/simd/long_gemm.h), a weight's gradient C = alpha·Aᵀ B + beta·C
+// with A stored [k, m]: called directly, and through the CPU backend's gemm (with A transposed,
+// where the backend also splits k over threads). Every shape family it takes (rows not a multiple
+// of its 6-row tiles, columns not a multiple of its 64-column panels or of 16, k not a multiple of
 // its 128-step chunks, operands inside wider rows, a batch), alpha and beta, against float64;
 // beta 0 never reads C; repeated runs give the same bits. Without AVX-512 the backend sends these
 // products to OpenBLAS and the test reports itself skipped.
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/cpu/long_gemm.h"
+#include "backends/cpu/simd/long_gemm.h"
 #include "core/parallel.h"
 #include "tests/gemm_operands.h"
 #include "tests/skip.h"

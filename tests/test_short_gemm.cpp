@@ -1,6 +1,6 @@
-// The short product (backends/cpu/short_gemm.h), through the CPU backend's gemm: the per-example
-// token-by-token products of the mixers (gMLP's W Z, Wᵀ dY, dY Zᵀ; the synthesizer's R V per head
-// inside wider rows; Linformer's E K) and the edges of its shapes (rows dealt over tiles
+// The short product (backends/cpu/simd/short_gemm.h), through the CPU backend's gemm: the
+// per-example token-by-token products of the mixers (gMLP's W Z, Wᵀ dY, dY Zᵀ; the synthesizer's R
+// V per head inside wider rows; Linformer's E K) and the edges of its shapes (rows dealt over tiles
 // unevenly, columns past a register or a panel, k not a multiple of a register with B stored
 // transposed, A shared by every item, A stored either way), alpha and beta, against float64 and
 // bit for bit against the kernel called on each item itself (so the backend must route them
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/cpu/kernel_registers.h"
-#include "backends/cpu/short_gemm.h"
+#include "backends/cpu/simd/kernel_registers.h"
+#include "backends/cpu/simd/short_gemm.h"
 #include "core/parallel.h"
 #include "tests/gemm_operands.h"
 #include "tests/skip.h"
@@ -67,8 +67,6 @@ std::vector<float> direct(const ShortCase& t) {
 void skip_without_short_kernel() {
   if (std::string(cpu::kernel_registers()) == "generic")
     MIXLAB_SKIP_TEST("CPU kernels built without AVX2 or AVX-512");
-  const char* off = std::getenv("MIXLAB_SHORT_GEMM");
-  if (off && std::string(off) == "0") MIXLAB_SKIP_TEST("MIXLAB_SHORT_GEMM=0 in the environment");
 }
 
 }  // namespace

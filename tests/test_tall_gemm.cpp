@@ -1,4 +1,4 @@
-// The tall product (backends/cpu/tall_gemm.h), through the CPU backend's gemm: every shape
+// The tall product (backends/cpu/simd/tall_gemm.h), through the CPU backend's gemm: every shape
 // family it takes (rows not a multiple of its 6-row tiles, columns not a multiple of its
 // panels (64 columns with AVX-512, 16 with AVX2) or of a register, short and long inner axes, B
 // stored either way, operands inside wider rows, a batch), alpha and beta, against float64; beta
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/cpu/core_peak.h"
-#include "backends/cpu/kernel_registers.h"
-#include "backends/cpu/tall_gemm.h"
+#include "backends/cpu/simd/core_peak.h"
+#include "backends/cpu/simd/kernel_registers.h"
+#include "backends/cpu/simd/tall_gemm.h"
 #include "core/parallel.h"
 #include "core/sanitizers.h"
 #include "tests/gemm_operands.h"
@@ -63,12 +63,10 @@ bool tall_path_taken(const TallCase& t) { return cpu::tall_gemm_fits(make_tall(t
 }  // namespace
 
 // The kernel is compiled where the CPU kernels have AVX2 or AVX-512; there it must take its
-// shapes (unless MIXLAB_TALL_GEMM=0 sends them to OpenBLAS for a comparison).
+// shapes.
 void skip_without_tall_kernel() {
   if (std::string(cpu::kernel_registers()) == "generic")
     MIXLAB_SKIP_TEST("CPU kernels built without AVX2 or AVX-512");
-  const char* off = std::getenv("MIXLAB_TALL_GEMM");
-  if (off && std::string(off) == "0") MIXLAB_SKIP_TEST("MIXLAB_TALL_GEMM=0 in the environment");
 }
 
 TEST_CASE("tall gemm: every shape family against float64, the same bits on 1, 2 and 3 threads") {

@@ -1,5 +1,6 @@
 // Embedding lookup: gather rows of a table; backward scatter-adds into a zero table. The row
 // selection and placement ops are built on the same two kernels.
+#include "autograd/gradient_routing.h"
 #include "autograd/ops/op_utils.h"
 
 namespace mixlab {

@@ -1,5 +1,6 @@
 // Layer normalisation over the last axis (biased variance), with the fused backward kernel
 // that yields dx, dgamma and dbeta in one pass.
+#include "autograd/gradient_routing.h"
 #include "autograd/ops/layer_norm_rule.h"
 
 namespace mixlab {

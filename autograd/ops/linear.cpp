@@ -8,6 +8,7 @@
 //   y = x Wᵀ + b:  dx = dy W,  dW = dyᵀ x,  db = Σ_rows dy.
 // Shapes or layouts the fused kernel does not take (no bias, no rows, an empty inner axis) go
 // through matmul and the bias_act kernel instead, with the same numbers.
+#include "autograd/gradient_routing.h"
 #include "autograd/ops/op_utils.h"
 
 namespace mixlab {

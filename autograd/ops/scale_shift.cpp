@@ -6,6 +6,7 @@
 //   backward:  dx[r, c]  = dy[r, c] s[c]
 //              ds[c]     = Σ_r dy[r, c] x[r, c]
 //              dt[c]     = Σ_r dy[r, c]
+#include "autograd/gradient_routing.h"
 #include "autograd/ops/op_utils.h"
 
 namespace mixlab {

@@ -3,6 +3,7 @@
 // geometry.
 #include <numeric>
 
+#include "autograd/gradient_routing.h"
 #include "autograd/ops/op_utils.h"
 
 namespace mixlab {
@@ -234,7 +235,7 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
     }
     start += t.shape()[a];
   }
-  return record(adjacent ? kAdjacentConcat : "concat", out, xs, [sizes, a](const Tensor& g) {
+  out = record("concat", out, xs, [sizes, a](const Tensor& g) {
     std::vector<Tensor> grads;
     int64_t s = 0;
     for (int64_t n : sizes) {
@@ -243,6 +244,10 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
     }
     return grads;
   });
+  // Marks the view for gradient routing: its gradient may be written into the pieces' grad
+  // slots at once (leaf_gradient_buffer in autograd/gradient_routing.h).
+  if (adjacent && out.grad_fn()) out.grad_fn()->joins_adjacent_leaves = true;
+  return out;
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t axis) {

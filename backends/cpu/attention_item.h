@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/cpu/vector_math.h"
-#include "backends/cpu/fast_math.h"
+#include "backends/cpu/simd/float_rows.h"
+#include "backends/cpu/simd/fast_math.h"
 #include "backends/cpu/row_max.h"
 
 namespace mixlab::cpu {
@@ -58,11 +58,10 @@ MaskRows<T> mask_rows(const View& mask, int64_t b, int64_t h) {
 // while this item computes (cpu_attention.cpp's cores, cpu_linear_attention.cpp). Into L2
 // (locality 2: prefetcht1), not L1: an item's lines come in a burst (the classifier's 49-row
 // heads: 294 lines in the forward, 490 in the backward), and prefetcht0 requests held L1's few
-// miss buffers that the item's own loads then waited on. Per call in the traced step (1 thread,
-// session 25): classifier (49 tokens) forward 4.4-5.0 -> 3.9-4.3 ms, backward 8.4-9.7 -> 7.7-8.1
-// ms; translator d=128 (12 tokens) backward 1.10-1.60 -> 0.81-0.99 ms. Two items ahead, or the
-// rows about to be written (prefetchw) as well, measured no better. Linear attention, which had
-// no prefetch: forward 2.5 -> 2.2-2.35 ms, backward 6.1-6.2 -> 5.6-5.8 ms.
+// miss buffers that the item's own loads then waited on. It takes 10-15% off the classifier's
+// attention calls (49 tokens, 1 thread), up to 40% off the d=128 translator's backward (12
+// tokens) and 6-10% off linear attention's. Two items ahead, or the rows about to be written
+// (prefetchw) as well, measured no better.
 template <typename T>
 void prefetch_rows(Mat<T> x, int64_t rows, int64_t cols) {
   constexpr int64_t kLine = 64 / sizeof(T);
@@ -79,10 +78,9 @@ template <typename T>
 T softmax_allowed(T* s, int64_t m, const MaskRows<T>& mask, int64_t i) {
   constexpr T kNone = -std::numeric_limits<T>::infinity();
   T hi = kNone;
-#if defined(MIXLAB_HAS_LANES)
   if constexpr (std::is_same_v<T, float>)
-    if (!mask.data || mask.col == 1) return vector_math::softmax_row(s, s, m, mask.row_of(i));
-#endif
+    if (!mask.data || mask.col == 1)
+      if (float lse; simd::softmax_row(s, s, m, mask.row_of(i), lse)) return lse;
   if (!mask.data) {
     hi = row_max(s, m);
     for (int64_t j = 0; j < m; ++j) s[j] = exp_of(s[j] - hi);
@@ -113,10 +111,9 @@ void probabilities_again(T* s, int64_t m, const MaskRows<T>& mask, int64_t i, T 
     std::fill(s, s + m, T(0));
     return;
   }
-#if defined(MIXLAB_HAS_LANES)
   if constexpr (std::is_same_v<T, float>)
-    if (!mask.data || mask.col == 1) return vector_math::exp_shifted_row(s, m, lse, mask.row_of(i));
-#endif
+    if (!mask.data || mask.col == 1)
+      if (simd::exp_shifted_row(s, m, lse, mask.row_of(i))) return;
   if (mask.data) {
     for (int64_t j = 0; j < m; ++j) s[j] = mask.allowed(i, j) ? exp_of(s[j] - lse) : T(0);
   } else {

@@ -58,18 +58,13 @@ size_t block_size(size_t bytes) {
                     : class_size(class_index(bytes));
 }
 
-bool enabled_by_environment() {
-  const char* env = std::getenv("MIXLAB_CACHING_ALLOCATOR");
-  return !(env && std::strcmp(env, "0") == 0);
-}
-
 void print_summary();
 
 struct Allocator {
   std::mutex mutex;
   std::array<std::vector<void*>, kClasses> free_lists;
   HostMemoryStats stats;
-  bool enabled = !kSanitized && enabled_by_environment();
+  bool enabled = !kSanitized;
 
   Allocator() {
     if (!enabled) {

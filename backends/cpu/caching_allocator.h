@@ -7,11 +7,10 @@
 // them). Blocks are 64-byte aligned (cache lines, AVX-512 loads, what FFTW prefers).
 //
 // Thread-safe: a tensor may die on a worker thread of the pool. Memory stays cached until
-// release_host_cache() or the end of the process; MIXLAB_CACHING_ALLOCATOR=0 in the environment
-// (read once, at the first allocation) or set_host_cache_enabled(false) makes every free go
-// back to the system instead. In a build with AddressSanitizer the cache is off and cannot be
-// turned on, and requests are not rounded to classes: a reused block would hide a
-// use-after-free from ASan, and a rounded one an overflow into the slack.
+// release_host_cache() or the end of the process; set_host_cache_enabled(false) makes every
+// free go back to the system instead. In a build with AddressSanitizer the cache is off and cannot
+// be turned on, and requests are not rounded to classes: a reused block would hide a use-after-free
+// from ASan, and a rounded one an overflow into the slack.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -10,14 +10,13 @@
 // Prefetch: while one item computes, the next item's operands (q, k, v, and out and dout in the
 // backward) are asked into cache. A head's rows sit 1.5 KB apart in the [B, N, 3·d] projection,
 // too far for the hardware prefetcher, and an item is too small to hide the misses itself: the
-// translator's 12-token heads spent most of their time waiting (1 thread: forward 860 -> 640 us,
-// backward 1,220 -> 840 us per call; 4-11% of the whole step). Prefetching the rows about to be
+// translator's 12-token heads spent most of their time waiting; asked for, its attention calls
+// take 25-30% less time (1 thread; 4-11% of the whole step). Prefetching the rows about to be
 // written as well measured slower on the classifier and was left out. The bias's rows (the
 // synthesizers' mixtures) are read the same way and asked for too: with a [B·N, h, 49] bias, an
 // item of the classifier took 2 us longer forward and 3.5 us longer backward than without one,
-// almost all of it waiting on memory (0.3 us with every operand in cache); asked for, 9.8 -> 9.35
-// us forward and 19.6 -> 19.2 us backward per item (Zen 4, one thread, a microbenchmark of the
-// core over the 512 items of one call).
+// almost all of it waiting on memory (0.3 us with every operand in cache); asking for them takes
+// 2-5% off an item (Zen 4, one thread, the core alone over the 512 items of one call).
 //
 // Memory: scores are formed one tile of query rows at a time, every key of those rows at once,
 // in a buffer of the thread's own (at most kTileScores scores, reused call after call). For the
@@ -32,7 +31,7 @@
 // Products: float32 items of at most 64 keys (the translator's 11-12 tokens, the classifier's
 // 49) run in vector registers instead (attention_short_keys.cpp): a row of scores in up to four
 // AVX-512 registers (eight AVX2 ones), no call per product, which beat cblas by 1.2-1.5x per call
-// in the step (AVX2: 1.2-1.65x, session 19). Longer
+// in the step (AVX2: 1.2-1.65x). Longer
 // ones, float64 and masks strided along the keys use cblas on the per-(b, h) tiles below (plain
 // compiler-vectorised loops had lost to cblas by 1.3x and 3x, docs/speed.md).
 #include <algorithm>
@@ -42,10 +41,10 @@
 #include <vector>
 
 #include "backends/cpu/attention_item.h"
-#include "backends/cpu/attention_short_keys.h"
-#include "backends/cpu/avx512_math.h"
+#include "backends/cpu/simd/attention_short_keys.h"
+#include "backends/cpu/simd/avx512_math.h"
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/fast_math.h"
+#include "backends/cpu/simd/fast_math.h"
 #include "backends/cpu/gemm_rows.h"
 #include "backends/cpu/row_max.h"
 #include "backends/kernel_products.h"

@@ -4,10 +4,9 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
-#include "backends/cpu/fast_math.h"
-#include "backends/cpu/simd_lanes.h"
+#include "backends/cpu/simd/fast_math.h"
 #include "backends/cpu/strided.h"
-#include "backends/cpu/vector_math.h"
+#include "backends/cpu/simd/float_rows.h"
 #include "core/dtype_dispatch.h"
 
 namespace mixlab {
@@ -21,47 +20,39 @@ void unary_loop(const T* x, T* y, int64_t n, const F& f) {
   });
 }
 
-#if defined(MIXLAB_HAS_LANES)
-// Float ops with a row in vector registers (vector_math.h: AVX-512's 16 lanes or AVX2's 8; exp
-// and erf there take a register per instruction, with the scalar formulas' bits; the generic
-// loop's scalar calls ran elu + 1 at 2.4 ns an element with AVX2). False: not one of them.
+// Float ops with a row in vector registers (simd/float_rows.h; exp and erf there take a register
+// per instruction, where the generic loop's scalar calls take an element). False: not one of
+// them, or a build without registers for them.
 bool lanes_unary(UnaryOp op, const float* x, float* y, int64_t n) {
+  if (!cpu::simd::kFloatRows) return false;
   auto rows = [&](auto row) {
     parallel_for(n, 1 << 15, [&](int64_t b, int64_t e) { row(x + b, y + b, e - b); });
     return true;
   };
   switch (op) {
     case UnaryOp::GeluErf:
-      return rows([](const float* in, float* out, int64_t count) {
-        cpu::vector_math::gelu_row(in, out, count);
-      });
+      return rows(
+          [](const float* in, float* out, int64_t count) { cpu::simd::gelu_row(in, out, count); });
     case UnaryOp::GeluErfGrad:
       return rows([](const float* in, float* out, int64_t count) {
-        using L = cpu::Lanes;
-        for (int64_t i = 0; i < count; i += L::kWidth) {
-          const L::Mask k = L::first(count - i);
-          L::store(out + i, k, cpu::vector_math::gelu_grad(L::load(in + i, k)));
-        }
+        cpu::simd::gelu_slope_row(in, out, count);
       });
     case UnaryOp::EluPlusOne:
     case UnaryOp::EluPlusOneGrad: {
       const bool gradient = op == UnaryOp::EluPlusOneGrad;
       return rows([gradient](const float* in, float* out, int64_t count) {
-        cpu::vector_math::elu_plus_one_row(in, out, count, gradient);
+        cpu::simd::elu_plus_one_row(in, out, count, gradient);
       });
     }
     default:
       return false;
   }
 }
-#endif
 
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, const View& x, const View& y, double alpha) {
-#if defined(MIXLAB_HAS_LANES)
   if (x.dtype == DType::F32 && lanes_unary(op, x.as<float>(), y.as<float>(), x.numel())) return;
-#endif
   dispatch_floating(x.dtype, "unary", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.as<T>();

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/cpu/avx512_math.h"
+#include "backends/cpu/simd/float_rows.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/dropout_runs.h"
@@ -217,12 +217,8 @@ void CpuBackend::glu(const View& x, const View& y, int64_t rows, int64_t cols) {
         const T* __restrict a = x.as<T>() + r * 2 * cols;
         const T* __restrict b = a + cols;
         T* __restrict out = y.as<T>() + r * cols;
-#if defined(__AVX512F__)
-        if constexpr (std::is_same_v<T, float>) {  // σ's exp in 16 lanes (avx512_math.h)
-          cpu::avx512::glu_row(a, b, out, cols);
-          continue;
-        }
-#endif
+        if constexpr (std::is_same_v<T, float>)  // σ's exp in registers (simd/float_rows.h)
+          if (cpu::simd::glu_row(a, b, out, cols)) continue;
         for (int64_t c = 0; c < cols; ++c) out[c] = fused::glu<CpuMath>(a[c], b[c]);
       }
     });
@@ -240,12 +236,8 @@ void CpuBackend::glu_backward(const View& dy, const View& x, const View& dx, int
         const T* __restrict b = a + cols;
         T* __restrict da = dx.as<T>() + r * 2 * cols;
         T* __restrict db = da + cols;
-#if defined(__AVX512F__)
-        if constexpr (std::is_same_v<T, float>) {
-          cpu::avx512::glu_grad_row(g, a, b, da, db, cols);
-          continue;
-        }
-#endif
+        if constexpr (std::is_same_v<T, float>)
+          if (cpu::simd::glu_grad_row(g, a, b, da, db, cols)) continue;
         for (int64_t c = 0; c < cols; ++c) fused::glu_grad<CpuMath>(g[c], a[c], b[c], da[c], db[c]);
       }
     });
@@ -266,13 +258,8 @@ void CpuBackend::outer_product(const View& a, const View& b, const View& out, in
                      const T* __restrict x = a.as<T>() + r * p;
                      const T* __restrict y = b.as<T>() + r * q;
                      T* __restrict o = out.as<T>() + r * p * q;
-#if defined(__AVX512F__)
                      if constexpr (std::is_same_v<T, float>)
-                       if (q <= 16) {
-                         cpu::avx512::outer_row(x, y, o, p, q);
-                         continue;
-                       }
-#endif
+                       if (cpu::simd::outer_row(x, y, o, p, q)) continue;
                      for (int64_t u = 0; u < p; ++u)
                        for (int64_t v = 0; v < q; ++v) o[u * q + v] = x[u] * y[v];
                    }
@@ -293,13 +280,8 @@ void CpuBackend::outer_product_backward(const View& a, const View& b, const View
                      const T* __restrict g = dout.as<T>() + r * p * q;
                      T* __restrict dx = da.as<T>() + r * p;
                      T* __restrict dy = db.as<T>() + r * q;
-#if defined(__AVX512F__)
                      if constexpr (std::is_same_v<T, float>)
-                       if (q <= 16) {
-                         cpu::avx512::outer_grad_row(x, y, g, dx, dy, p, q);
-                         continue;
-                       }
-#endif
+                       if (cpu::simd::outer_grad_row(x, y, g, dx, dy, p, q)) continue;
                      for (int64_t v = 0; v < q; ++v) dy[v] = T(0);
                      for (int64_t u = 0; u < p; ++u) {
                        T sum = 0;

@@ -34,11 +34,11 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/epilogue_row.h"
-#include "backends/cpu/long_gemm.h"
+#include "backends/cpu/simd/long_gemm.h"
 #include "backends/cpu/row_grain.h"
 #include "backends/cpu/row_partials.h"
-#include "backends/cpu/short_gemm.h"
-#include "backends/cpu/tall_gemm.h"
+#include "backends/cpu/simd/short_gemm.h"
+#include "backends/cpu/simd/tall_gemm.h"
 #include "core/dtype_dispatch.h"
 #include "core/error.h"
 #include "core/float_env.h"
@@ -162,10 +162,9 @@ void gemm_block(const GemmArgs& g, int64_t i, const Block& blk) {
 // into L2 (prefetcht1) while the item before it computes. The mixers' per-example and per-head
 // products read their rows out of [B, N, d] tensors (a head's 128 bytes of every 512-byte row),
 // a pattern the hardware prefetcher does not follow, and an item (a few microseconds) is too
-// short to hide its own misses. Traced in the classifier's step (d = 128, 49 tokens, medians per
-// call, interleaved runs): the synthesizers' dR = Σ_b dY Vᵀ 2.5 -> 1.7-2.0 ms on 1 thread and
-// 1.3-1.6 -> 0.9 ms on 2; gMLP's W Z 3.5-3.6 -> 3.0-3.3 ms and its Σ_b dY Zᵀ 3.4 -> 2.9-3.0 ms
-// (1 thread). Prefetching the rows of C to be written as well (prefetchw) gained nothing more.
+// short to hide its own misses. In the classifier's step (d = 128, 49 tokens, medians per call)
+// asking for them takes 20-40% off the synthesizers' dR = Σ_b dY Vᵀ and 10-15% off gMLP's W Z
+// and Σ_b dY Zᵀ. Prefetching the rows of C to be written as well (prefetchw) gained nothing more.
 // An operand of more than kMaxPrefetchBytes (a large item summed over the outer level) is left
 // to the hardware: brought in whole, it would push the current item's operands out of L2.
 constexpr int64_t kMaxPrefetchBytes = 256 * 1024;

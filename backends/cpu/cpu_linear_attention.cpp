@@ -20,7 +20,7 @@
 
 #include "backends/cpu/attention_item.h"
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/register_sums.h"
+#include "backends/cpu/simd/register_sums.h"
 #include "backends/kernel_products.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
@@ -70,8 +70,7 @@ Sizes sizes_of(const View& q, const View& k, const View& v) {
   return {q.shape[0] * q.shape[1], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]};
 }
 
-#if defined(MIXLAB_HAS_LANES)
-// The float32 item in registers (register_sums.h): every product a weighted sum of rows, 8
+// The float32 item in registers (simd/register_sums.h): every product a weighted sum of rows, 8
 // output rows at once. s: S [d, e]; zs: z [d]; out overwritten.
 void item_forward(Mat<const float> q, Mat<const float> k, Mat<const float> v, int64_t n, int64_t m,
                   int64_t d, int64_t e, float eps, Mat<float> out, float* s, float* zs) {
@@ -112,7 +111,6 @@ void item_backward(Mat<const float> q, Mat<const float> k, Mat<const float> v, M
   for (int64_t j = 0; j < m; ++j) add_scaled(dk.data + j * dk.ld, 1.0f, dz, d);
   cpu::weighted_sum_rows(k.data, k.ld, 1, d, {s, e}, e, dv.data, dv.ld, m);  // k dS
 }
-#endif
 
 }  // namespace
 
@@ -136,12 +134,10 @@ void CpuBackend::linear_attention(const View& q, const View& k, const View& v, d
           cpu::prefetch_rows(mat<const T>(k, nb, nh), z.m, z.d);
           cpu::prefetch_rows(mat<const T>(v, nb, nh), z.m, z.e);
         }
-#if defined(MIXLAB_HAS_LANES)
         if constexpr (std::is_same_v<T, float>) {
           item_forward(qm, km, vm, z.n, z.m, z.d, z.e, static_cast<float>(eps), om, s, zs);
           continue;
         }
-#endif
         key_sums(km, vm, z.m, z.d, z.e, s, zs);
         for (int64_t i = 0; i < z.n; ++i) {
           const T* qi = qm.data + i * qm.ld;
@@ -169,11 +165,9 @@ void CpuBackend::linear_attention_backward(const View& q, const View& k, const V
       T* zs = cpu::thread_scratch<T>(1, static_cast<size_t>(std::max<int64_t>(1, 2 * z.d + z.e)));
       T* st = cpu::thread_scratch<T>(2, block);  // Sᵀ, then dSᵀ
       T* dz = zs + z.d;
-      T* dnum = zs + 2 * z.d;  // one query's (the float32 path keeps every query's, and dden)
-#if defined(MIXLAB_HAS_LANES)
-      T* rows =
+      T* dnum = zs + 2 * z.d;     // one query's (the float32 path keeps every query's, and dden)
+      [[maybe_unused]] T* rows =  // the float32 item's dnum and dden, every query's
           cpu::thread_scratch<T>(3, static_cast<size_t>(std::max<int64_t>(1, z.n * (z.e + 1))));
-#endif
       for (int64_t item = begin; item < end; ++item) {
         const int64_t b = item / z.heads, h = item % z.heads;
         Mat<const T> qm = mat<const T>(q, b, h), km = mat<const T>(k, b, h);
@@ -188,13 +182,11 @@ void CpuBackend::linear_attention_backward(const View& q, const View& k, const V
           cpu::prefetch_rows(mat<const T>(out, nb, nh), z.n, z.e);
           cpu::prefetch_rows(mat<const T>(dout, nb, nh), z.n, z.e);
         }
-#if defined(MIXLAB_HAS_LANES)
         if constexpr (std::is_same_v<T, float>) {
           item_backward(qm, km, vm, om, gm, z.n, z.m, z.d, z.e, static_cast<float>(eps), dqm, dkm,
                         dvm, s, st, zs, dz, rows, rows + z.n * z.e);
           continue;
         }
-#endif
         key_sums(km, vm, z.m, z.d, z.e, s, zs);
         transpose_into(s, z.d, z.e, st);
         // Per query: dq_i, and the sums dS (in s, now free) and dz.

@@ -4,7 +4,7 @@
 #pragma once
 #include <cmath>
 
-#include "backends/cpu/fast_math.h"
+#include "backends/cpu/simd/fast_math.h"
 
 namespace mixlab {
 

@@ -4,7 +4,7 @@
 #include "backends/cpu/caching_allocator.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
-#include "backends/cpu/transpose_copy.h"
+#include "backends/cpu/simd/transpose_copy.h"
 #include "core/dtype_dispatch.h"
 
 namespace mixlab {

@@ -9,6 +9,7 @@
 #include "backends/cpu/row_max.h"
 #include "backends/cpu/row_partials.h"
 #include "backends/cpu/strided.h"
+#include "backends/scan_ops.h"
 #include "core/dtype_dispatch.h"
 
 namespace mixlab {
@@ -154,6 +155,20 @@ void CpuBackend::sum_squares(const View& x, const View& out) {
   });
 }
 
+namespace {
+// libm's exp and log, for logcumsumexp's columns (backends/scan_ops.h).
+struct LibmMath {
+  template <typename T>
+  static T exp(T x) {
+    return std::exp(x);
+  }
+  template <typename T>
+  static T log(T x) {
+    return std::log(x);
+  }
+};
+}  // namespace
+
 void CpuBackend::logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t inner,
                               const View& y) {
   dispatch_floating(x.dtype, "logcumsumexp", [&](auto tag) {
@@ -162,17 +177,8 @@ void CpuBackend::logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t i
     T* out = y.as<T>();
     parallel_for(outer * inner, 64, [&](int64_t b, int64_t e) {
       for (int64_t col = b; col < e; ++col) {
-        int64_t r = col / inner, c = col % inner;
-        T running = -std::numeric_limits<T>::infinity();
-        for (int64_t j = 0; j < n; ++j) {
-          int64_t k = (r * n + j) * inner + c;
-          T v = in[k];
-          T hi = std::max(running, v);
-          running = hi == -std::numeric_limits<T>::infinity()
-                        ? hi
-                        : hi + std::log(std::exp(running - hi) + std::exp(v - hi));
-          out[k] = running;
-        }
+        const int64_t start = (col / inner) * n * inner + col % inner;
+        scan::logcumsumexp_column<LibmMath>(in + start, out + start, n, inner);
       }
     });
   });
@@ -188,16 +194,9 @@ void CpuBackend::logcumsumexp_backward(const View& x, const View& y, const View&
     T* pd = dx.as<T>();
     parallel_for(outer * inner, 64, [&](int64_t b, int64_t e) {
       for (int64_t col = b; col < e; ++col) {
-        int64_t r = col / inner, c = col % inner;
-        // s_j = sum_{i>=j} dy_i exp(y_j - y_i) = dy_j + exp(y_j - y_{j+1}) s_{j+1}; y is
-        // non-decreasing along n, so every exponent is <= 0 and the recursion is stable.
-        T s = 0;
-        for (int64_t j = n - 1; j >= 0; --j) {
-          int64_t k = (r * n + j) * inner + c;
-          if (j + 1 < n) s *= std::exp(py[k] - py[k + inner]);
-          s += pg[k];
-          pd[k] = s * std::exp(px[k] - py[k]);
-        }
+        const int64_t start = (col / inner) * n * inner + col % inner;
+        scan::logcumsumexp_backward_column<LibmMath>(px + start, py + start, pg + start, pd + start,
+                                                     n, inner);
       }
     });
   });

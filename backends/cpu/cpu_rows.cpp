@@ -4,9 +4,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "backends/cpu/vector_math.h"
+#include "backends/cpu/simd/float_rows.h"
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/fast_math.h"
+#include "backends/cpu/simd/fast_math.h"
 #include "backends/cpu/layer_norm_row.h"
 #include "backends/cpu/row_grain.h"
 #include "backends/cpu/row_max.h"
@@ -24,13 +24,8 @@ void CpuBackend::softmax(const View& x, const View& y, int64_t rows, int64_t col
       for (int64_t r = b; r < e; ++r) {
         const T* in = x.as<T>() + r * cols;
         T* out = y.as<T>() + r * cols;
-#if defined(MIXLAB_HAS_LANES)
-        if constexpr (std::is_same_v<T, float>)  // in vector registers (vector_math.h)
-          if (!log) {
-            cpu::vector_math::softmax_row(in, out, cols);
-            continue;
-          }
-#endif
+        if constexpr (std::is_same_v<T, float>)  // in vector registers (simd/float_rows.h)
+          if (float lse; !log && cpu::simd::softmax_row(in, out, cols, nullptr, lse)) continue;
         T hi = cpu::row_max(in, cols);
         T total = 0;
         for (int64_t i = 0; i < cols; ++i) out[i] = cpu::exp_of(in[i] - hi);
@@ -94,9 +89,8 @@ void CpuBackend::layer_norm_backward(const View& dy, const View& x, const View& 
     // dgamma/dbeta: per-chunk partial sums combined in order (row_partials.h): chunk row
     // [0, cols) for dgamma, [cols, 2·cols) for dbeta. Two loops over a row, over restrict
     // pointers so that each vectorises: the first takes the row's two sums and adds the row into
-    // the partials, the second writes dx. (The partials in loops of their own made four passes
-    // over the row: 203 -> 145 us per [1092, 256] call with the rows in cache, 1 thread, AVX2;
-    // in a training step, where x comes from memory, about the same.) gamma absent, and the
+    // the partials, the second writes dx: with the partials in loops of their own, four passes
+    // over the row took 1.4x as long (rows in cache, 1 thread, AVX2). gamma absent, and the
     // partials not wanted, and dx added to or written, are separate instantiations, not tests
     // per element.
     auto rows_of = [&](auto has_gamma, auto wants_sums, auto adds, int64_t rb, int64_t re,

@@ -11,7 +11,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/row_grain.h"
-#include "backends/cpu/simd_lanes.h"
+#include "backends/cpu/simd/float_rows.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
 
@@ -22,21 +22,8 @@ template <typename T>
 T gate_backward_row(const T* dy, const T* g, T bias, const T* z, T* dg, T* dz, int64_t channels) {
   T total = 0;
   int64_t c = 0;
-#if defined(MIXLAB_HAS_LANES)
-  if constexpr (std::is_same_v<T, float>) {
-    using cpu::Lanes;
-    const Lanes::V b = Lanes::set1(bias);
-    Lanes::V sum = Lanes::zero();
-    for (; c + Lanes::kWidth <= channels; c += Lanes::kWidth) {
-      const Lanes::V d = Lanes::loadu(dy + c);
-      const Lanes::V grad_g = Lanes::mul(d, Lanes::loadu(z + c));
-      Lanes::storeu(dg + c, grad_g);
-      Lanes::storeu(dz + c, Lanes::mul(d, Lanes::add(Lanes::loadu(g + c), b)));
-      sum = Lanes::add(sum, grad_g);
-    }
-    total = Lanes::sum(sum);
-  }
-#endif
+  if constexpr (std::is_same_v<T, float>)  // whole registers first (simd/float_rows.h)
+    c = cpu::simd::gate_backward_lanes(dy, g, bias, z, dg, dz, channels, total);
   for (; c < channels; ++c) {  // every element without vector registers, or the row's tail
     dg[c] = dy[c] * z[c];
     dz[c] = dy[c] * (g[c] + bias);

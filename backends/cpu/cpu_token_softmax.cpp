@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/fast_math.h"
+#include "backends/cpu/simd/fast_math.h"
 #include "backends/cpu/row_grain.h"
-#include "backends/cpu/vector_math.h"
+#include "backends/cpu/simd/token_softmax_lanes.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
 
@@ -110,130 +110,6 @@ void backward_example(const T* dweights, const T* weights, const T* denom, T* dl
     }
 }
 
-#if defined(MIXLAB_HAS_LANES)
-// ---- float32 in vector registers: the columns in whole registers (kWidth at a time), the last
-// columns % kWidth (of a row, or of a head's segment of slots) one at a time. No masked loads or
-// stores (on AMD's AVX2 a masked store costs several plain ones), no division in a loop. ----
-using cpu::Lanes;
-constexpr int64_t kW = Lanes::kWidth;
-
-void forward_example_lanes(const float* logits, const float* valid, float* weights, float* denom,
-                           Block k, float eps, float* scratch) {
-  const int64_t cols = k.columns(), full = cols - cols % kW;
-  const float lowest = -std::numeric_limits<float>::infinity();
-  const auto counts = [valid](int64_t n) { return !valid || valid[n] != 0.0f; };
-  float* hi = scratch;
-  float* inv = scratch + cols;
-  std::fill_n(hi, cols, lowest);
-  for (int64_t n = 0; n < k.tokens; ++n) {
-    if (!counts(n)) continue;
-    const float* row = logits + n * cols;
-    for (int64_t c = 0; c < full; c += kW)
-      Lanes::storeu(hi + c, Lanes::max(Lanes::loadu(row + c), Lanes::loadu(hi + c)));
-    for (int64_t c = full; c < cols; ++c) hi[c] = std::max(hi[c], row[c]);
-  }
-  for (int64_t c = 0; c < cols; ++c) {
-    if (hi[c] == lowest) hi[c] = 0.0f;  // no valid token (or only -inf): e = 0 down the column
-    inv[c] = 0.0f;
-  }
-  // e = exp(L − shift) at the valid tokens, 0 elsewhere (into W's memory), summed down columns.
-  for (int64_t n = 0; n < k.tokens; ++n) {
-    float* e = weights + n * cols;
-    if (!counts(n)) {
-      std::fill_n(e, cols, 0.0f);
-      continue;
-    }
-    const float* row = logits + n * cols;
-    for (int64_t c = 0; c < full; c += kW) {
-      const Lanes::V x =
-          cpu::vector_math::exp_of(Lanes::sub(Lanes::loadu(row + c), Lanes::loadu(hi + c)));
-      Lanes::storeu(e + c, x);
-      Lanes::storeu(inv + c, Lanes::add(Lanes::loadu(inv + c), x));
-    }
-    for (int64_t c = full; c < cols; ++c) inv[c] += (e[c] = cpu::exp_of(row[c] - hi[c]));
-  }
-  for (int64_t c = 0; c < cols; ++c) inv[c] = inv[c] > 0.0f ? 1.0f / inv[c] : 0.0f;
-  // P = e / Σ e in place, D = eps + Σ over each segment's slots, W = P / D.
-  const int64_t full_slots = k.slots - k.slots % kW;
-  for (int64_t n = 0; n < k.tokens; ++n)
-    for (int64_t g = 0; g < k.groups; ++g) {
-      float* p = weights + n * cols + g * k.slots;
-      const float* scale = inv + g * k.slots;
-      Lanes::V acc = Lanes::zero();
-      for (int64_t s = 0; s < full_slots; s += kW) {
-        const Lanes::V x = Lanes::mul(Lanes::loadu(p + s), Lanes::loadu(scale + s));
-        Lanes::storeu(p + s, x);
-        acc = Lanes::add(acc, x);
-      }
-      float total = Lanes::sum(acc);
-      for (int64_t s = full_slots; s < k.slots; ++s) total += (p[s] *= scale[s]);
-      total += eps;
-      denom[n * k.groups + g] = total;
-      const float r = 1.0f / total;
-      const Lanes::V r_v = Lanes::set1(r);
-      for (int64_t s = 0; s < full_slots; s += kW)
-        Lanes::storeu(p + s, Lanes::mul(Lanes::loadu(p + s), r_v));
-      for (int64_t s = full_slots; s < k.slots; ++s) p[s] *= r;
-    }
-}
-
-void backward_example_lanes(const float* dweights, const float* weights, const float* denom,
-                            float* dlogits, float* sums, Block k, float* scratch) {
-  const int64_t cols = k.columns(), full_slots = k.slots - k.slots % kW;
-  float* along = scratch;
-  std::fill_n(along, cols, 0.0f);
-  // dP = (dW − Σ_s dW ∘ W) / D into dL, and Σ_n P ∘ dP down the columns (P = W ∘ D).
-  for (int64_t n = 0; n < k.tokens; ++n)
-    for (int64_t g = 0; g < k.groups; ++g) {
-      const int64_t at = n * cols + g * k.slots;
-      const float* dw = dweights + at;
-      const float* w = weights + at;
-      float* d = dlogits + at;
-      float* col = along + g * k.slots;
-      const float den = denom[n * k.groups + g], inv_den = 1.0f / den;
-      Lanes::V dot_v = Lanes::zero();
-      for (int64_t s = 0; s < full_slots; s += kW)
-        dot_v = Lanes::fmadd(Lanes::loadu(dw + s), Lanes::loadu(w + s), dot_v);
-      float dot = Lanes::sum(dot_v);
-      for (int64_t s = full_slots; s < k.slots; ++s) dot += dw[s] * w[s];
-      const Lanes::V dot_b = Lanes::set1(dot), inv_b = Lanes::set1(inv_den),
-                     den_b = Lanes::set1(den);
-      for (int64_t s = 0; s < full_slots; s += kW) {
-        const Lanes::V dp = Lanes::mul(Lanes::sub(Lanes::loadu(dw + s), dot_b), inv_b);
-        Lanes::storeu(d + s, dp);
-        const Lanes::V p = Lanes::mul(Lanes::loadu(w + s), den_b);
-        Lanes::storeu(col + s, Lanes::fmadd(p, dp, Lanes::loadu(col + s)));
-      }
-      for (int64_t s = full_slots; s < k.slots; ++s) {
-        d[s] = (dw[s] - dot) * inv_den;
-        col[s] += w[s] * den * d[s];
-      }
-    }
-  // dL = P (dP − Σ_n P ∘ dP), and its sums down the columns when asked.
-  if (sums) std::fill_n(sums, cols, 0.0f);
-  for (int64_t n = 0; n < k.tokens; ++n)
-    for (int64_t g = 0; g < k.groups; ++g) {
-      const int64_t at = n * cols + g * k.slots;
-      const float* w = weights + at;
-      float* d = dlogits + at;
-      const float* col = along + g * k.slots;
-      float* total = sums ? sums + g * k.slots : nullptr;
-      const float den = denom[n * k.groups + g];
-      const Lanes::V den_b = Lanes::set1(den);
-      for (int64_t s = 0; s < full_slots; s += kW) {
-        const Lanes::V p = Lanes::mul(Lanes::loadu(w + s), den_b);
-        const Lanes::V dl = Lanes::mul(p, Lanes::sub(Lanes::loadu(d + s), Lanes::loadu(col + s)));
-        Lanes::storeu(d + s, dl);
-        if (total) Lanes::storeu(total + s, Lanes::add(Lanes::loadu(total + s), dl));
-      }
-      for (int64_t s = full_slots; s < k.slots; ++s) {
-        d[s] = w[s] * den * (d[s] - col[s]);
-        if (total) total[s] += d[s];
-      }
-    }
-}
-#endif
-
 }  // namespace
 
 void CpuBackend::token_softmax_normalize(const View& logits, const View& valid, const View& weights,
@@ -251,12 +127,10 @@ void CpuBackend::token_softmax_normalize(const View& logits, const View& valid, 
         const T* l = logits.as<T>() + b * block;
         T* w = weights.as<T>() + b * block;
         T* d = denom.as<T>() + b * tokens * groups;
-#if defined(MIXLAB_HAS_LANES)
-        if constexpr (std::is_same_v<T, float>) {
-          forward_example_lanes(l, mask, w, d, k, static_cast<float>(eps), scratch.data());
-          continue;
-        }
-#endif
+        if constexpr (std::is_same_v<T, float>)  // in vector registers (simd/)
+          if (cpu::simd::token_softmax_forward(l, mask, w, d, k.tokens, k.groups, k.slots,
+                                               static_cast<float>(eps), scratch.data()))
+            continue;
         forward_example<T>(l, mask, w, d, k, static_cast<T>(eps), scratch.data());
       }
     });
@@ -280,12 +154,10 @@ void CpuBackend::token_softmax_normalize_backward(const View& dweights, const Vi
         const T* d = denom.as<T>() + b * tokens * groups;
         T* dl = dlogits.as<T>() + b * block;
         T* sums = slot_sums.data ? slot_sums.as<T>() + b * k.columns() : nullptr;
-#if defined(MIXLAB_HAS_LANES)
-        if constexpr (std::is_same_v<T, float>) {
-          backward_example_lanes(dw, w, d, dl, sums, k, scratch.data());
-          continue;
-        }
-#endif
+        if constexpr (std::is_same_v<T, float>)
+          if (cpu::simd::token_softmax_backward(dw, w, d, dl, sums, k.tokens, k.groups, k.slots,
+                                                scratch.data()))
+            continue;
         backward_example<T>(dw, w, d, dl, sums, k, scratch.data());
       }
     });

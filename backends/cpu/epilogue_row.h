@@ -8,7 +8,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_math.h"
-#include "backends/cpu/vector_math.h"
+#include "backends/cpu/simd/float_rows.h"
 #include "backends/fused_ops.h"
 
 namespace mixlab::cpu {
@@ -24,18 +24,16 @@ inline void bias_row(const T* x, const T* bias, T* pre, int64_t cols) {
 // float32 rounding).
 template <typename T>
 inline void gelu_row(const T* __restrict pre, T* __restrict y, int64_t cols) {
-#if defined(MIXLAB_HAS_LANES)
-  if constexpr (std::is_same_v<T, float>) return vector_math::gelu_row(pre, y, cols);
-#endif
+  if constexpr (std::is_same_v<T, float>)
+    if (simd::gelu_row(pre, y, cols)) return;
   for (int64_t i = 0; i < cols; ++i) y[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(pre[i], T(0));
 }
 
 // dx = dy · gelu_erf'(pre) (dx may be dy itself).
 template <typename T>
 inline void gelu_grad_row(const T* dy, const T* __restrict pre, T* dx, int64_t cols) {
-#if defined(MIXLAB_HAS_LANES)
-  if constexpr (std::is_same_v<T, float>) return vector_math::gelu_grad_row(dy, pre, dx, cols);
-#endif
+  if constexpr (std::is_same_v<T, float>)
+    if (simd::gelu_grad_row(dy, pre, dx, cols)) return;
   for (int64_t i = 0; i < cols; ++i) dx[i] = fused::bias_gelu_grad<CpuMath>(dy[i], pre[i]);
 }
 
@@ -47,11 +45,8 @@ inline void gelu_grad_row(const T* dy, const T* __restrict pre, T* dx, int64_t c
 template <typename T>
 inline void gelu_and_slope_row(const T* pre, T* __restrict y, T* slope, int64_t cols,
                                bool stream = false) {
-#if defined(MIXLAB_HAS_LANES)
   if constexpr (std::is_same_v<T, float>)
-    return vector_math::gelu_and_slope_row(pre, y, slope, cols, stream);
-#endif
-  (void)stream;
+    if (simd::gelu_and_slope_row(pre, y, slope, cols, stream)) return;
   for (int64_t i = 0; i < cols; ++i) {
     const T x = pre[i];
     y[i] = apply_unary<UnaryOp::GeluErf, CpuMath>(x, T(0));

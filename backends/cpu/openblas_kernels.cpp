@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include "core/settings.h"
+
 namespace mixlab {
 
 std::string better_openblas_coretype(const std::string& corename, bool has_avx512f_bw,
@@ -23,7 +25,7 @@ std::string better_openblas_coretype(const std::string& corename, bool has_avx51
 void reexec_with_better_openblas_kernels(char** argv) {
 #if defined(__x86_64__) && defined(__linux__)
   // The marker also stops a second attempt should OpenBLAS ignore the override.
-  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("MIXLAB_KEEP_OPENBLAS_CORE")) return;
+  if (setting(Setting::OpenblasCoretype) || setting(Setting::KeepOpenblasCore)) return;
   __builtin_cpu_init();
   bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

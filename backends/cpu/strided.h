@@ -1,45 +1,24 @@
 // Walking several strided views of one shape together, for the CPU kernels. Axes are first
-// coalesced (merged where every operand is contiguous across them), so contiguous and simply
-// broadcast inputs become one flat loop that the compiler vectorises.
+// coalesced (backends/strided_layout.h), so contiguous and simply broadcast inputs become one
+// flat loop that the compiler vectorises.
 #pragma once
 #include <algorithm>
 #include <array>
 #include <cstdint>
 
 #include "backends/backend.h"
+#include "backends/strided_layout.h"
 #include "core/error.h"
 #include "core/parallel.h"
 
 namespace mixlab::cpu {
 
 template <int N>
-struct StridedLoop {
-  int ndim = 0;
-  int64_t shape[kMaxDims];
-  int64_t strides[N][kMaxDims];
-
-  // All views must have `shape_of`'s shape (broadcast strides already applied).
-  StridedLoop(const View& shape_of, const std::array<const View*, N>& views) {
-    for (int d = 0; d < shape_of.ndim; ++d) {
-      if (shape_of.shape[d] == 1) continue;  // size-1 axes carry no iteration
-      bool merge = ndim > 0;
-      for (int k = 0; k < N && merge; ++k)
-        merge = strides[k][ndim - 1] == views[k]->strides[d] * shape_of.shape[d];
-      if (merge) {
-        shape[ndim - 1] *= shape_of.shape[d];
-        for (int k = 0; k < N; ++k) strides[k][ndim - 1] = views[k]->strides[d];
-      } else {
-        shape[ndim] = shape_of.shape[d];
-        for (int k = 0; k < N; ++k) strides[k][ndim] = views[k]->strides[d];
-        ++ndim;
-      }
-    }
-    if (ndim == 0) {  // a single element
-      shape[0] = 1;
-      for (int k = 0; k < N; ++k) strides[k][0] = 0;
-      ndim = 1;
-    }
-  }
+struct StridedLoop : StridedLayout<N> {
+  using StridedLayout<N>::StridedLayout;  // (shape_of, views): all of shape_of's shape
+  using StridedLayout<N>::ndim;
+  using StridedLayout<N>::shape;
+  using StridedLayout<N>::strides;
 
   // fn(offsets[N], length, strides[N]) over runs of the innermost axis that together cover every
   // element once. The elements, not the rows, are split over the threads: a contiguous operand

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "backends/backend.h"
+#include "backends/strided_layout.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "core/dtype_dispatch.h"
@@ -240,35 +241,16 @@ constexpr int kCacheRows = 32;      // backward kernels: every row that fits
 
 // ---- strided walking (the GPU twin of backends/cpu/strided.h) --------------------------------
 
-// N views of one shape walked together; axes are coalesced where every view is contiguous
-// across them, and size-1 axes dropped, so simple layouts become one flat loop.
+// N views of one shape walked together, coalesced by backends/strided_layout.h.
 template <int N>
-struct Strided {
-  int ndim = 0;
-  int64_t shape[kMaxDims] = {};
-  int64_t strides[N][kMaxDims] = {};
+struct Strided : StridedLayout<N> {
+  using StridedLayout<N>::ndim;
+  using StridedLayout<N>::shape;
+  using StridedLayout<N>::strides;
   bool contiguous = false;  // every view is dense row-major over the whole shape
 
-  Strided(const View& shape_of, const std::array<const View*, N>& views) {
-    for (int d = 0; d < shape_of.ndim; ++d) {
-      if (shape_of.shape[d] == 1) continue;
-      bool merge = ndim > 0;
-      for (int k = 0; k < N && merge; ++k)
-        merge = strides[k][ndim - 1] == views[k]->strides[d] * shape_of.shape[d];
-      if (merge) {
-        shape[ndim - 1] *= shape_of.shape[d];
-        for (int k = 0; k < N; ++k) strides[k][ndim - 1] = views[k]->strides[d];
-      } else {
-        shape[ndim] = shape_of.shape[d];
-        for (int k = 0; k < N; ++k) strides[k][ndim] = views[k]->strides[d];
-        ++ndim;
-      }
-    }
-    if (ndim == 0) {
-      shape[0] = 1;
-      for (int k = 0; k < N; ++k) strides[k][0] = 1;
-      ndim = 1;
-    }
+  Strided(const View& shape_of, const std::array<const View*, N>& views)
+      : StridedLayout<N>(shape_of, views) {
     contiguous = ndim == 1;
     for (int k = 0; k < N && contiguous; ++k) contiguous = strides[k][0] == 1;
   }

@@ -14,6 +14,8 @@
 #include <type_traits>
 
 #include "backends/cuda/common.cuh"
+#include "backends/cuda/cuda_math.cuh"
+#include "backends/scan_ops.h"
 
 namespace mixlab {
 namespace cuda {
@@ -166,15 +168,8 @@ __global__ void lcse_cols_kernel(const T* in, T* out, int64_t outer, int64_t n, 
   int64_t columns = outer * inner;
   for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < columns;
        col += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    int64_t r = col / inner, c = col % inner;
-    T running = -d_inf<T>();
-    for (int64_t j = 0; j < n; ++j) {
-      int64_t k = (r * n + j) * inner + c;
-      T v = in[k];
-      T hi = running > v ? running : v;
-      running = hi == -d_inf<T>() ? hi : hi + d_log(d_exp(running - hi) + d_exp(v - hi));
-      out[k] = running;
-    }
+    const int64_t start = (col / inner) * n * inner + col % inner;
+    scan::logcumsumexp_column<CudaMath>(in + start, out + start, n, inner);
   }
 }
 
@@ -210,14 +205,9 @@ __global__ void lcse_backward_cols_kernel(const T* x, const T* y, const T* dy, T
   int64_t columns = outer * inner;
   for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < columns;
        col += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    int64_t r = col / inner, c = col % inner;
-    T s = 0;
-    for (int64_t j = n - 1; j >= 0; --j) {
-      int64_t k = (r * n + j) * inner + c;
-      if (j + 1 < n) s *= d_exp(y[k] - y[k + inner]);
-      s += dy[k];
-      dx[k] = s * d_exp(x[k] - y[k]);
-    }
+    const int64_t start = (col / inner) * n * inner + col % inner;
+    scan::logcumsumexp_backward_column<CudaMath>(x + start, y + start, dy + start, dx + start, n,
+                                                 inner);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "train/data/file_io.h"
 #include "train/data/rng.h"
 #include "train/data/vocab.h"
+#include "core/settings.h"
 
 namespace mixlab {
 
@@ -165,8 +166,7 @@ G2PDevSplit split_g2p_dev(const std::vector<G2PEntry>& entries, size_t dev_words
 }
 
 std::string default_g2p_dir() {
-  const char* env = std::getenv("MIXLAB_G2P_DIR");
-  if (env != nullptr && env[0] != '\0') return env;
+  if (const char* dir = setting(Setting::G2pDir)) return dir;
   return MIXLAB_SOURCE_DIR "/data/g2p";
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "train/data/file_io.h"
+#include "core/settings.h"
 
 namespace mixlab {
 
@@ -60,8 +61,7 @@ IdxArray read_idx(const std::string& path) {
 }
 
 std::string default_fashion_mnist_dir() {
-  const char* env = std::getenv("MIXLAB_FASHION_MNIST_DIR");
-  if (env != nullptr && env[0] != '\0') return env;
+  if (const char* dir = setting(Setting::FashionMnistDir)) return dir;
   return "/usr/share/datasets/fashion-mnist";
 }
 

@@ -11,14 +11,16 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/random.h"
+#include "core/settings.h"
 #include "train/run/interrupt.h"
 
 namespace mixlab {
 
 namespace {
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
+int env_int(Setting which, int fallback) {
+  const char* name = setting_name(which);
+  const char* v = setting(which);
   if (!v || !*v) return fallback;
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
@@ -29,8 +31,8 @@ int env_int(const char* name, int fallback) {
 
 // The process count a launcher announced, without throwing (this runs before main).
 [[maybe_unused]] int announced_world_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MIXLAB_WORLD_SIZE"})
-    if (const char* v = std::getenv(name)) return std::atoi(v);
+  for (Setting size : {Setting::OmpiWorldSize, Setting::PmiSize, Setting::WorldSize})
+    if (const char* v = setting(size)) return std::atoi(v);
   return 1;
 }
 
@@ -39,10 +41,10 @@ int env_int(const char* name, int fallback) {
 // CUDA_VISIBLE_DEVICES chose for themselves and is left alone.
 [[maybe_unused]] const bool gpu_per_rank_selected = [] {
 #ifdef MIXLAB_HAVE_CUDA
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  if (!local) local = std::getenv("MPI_LOCALRANKID");
-  if (!local) local = std::getenv("MIXLAB_LOCAL_RANK");
-  if (local && announced_world_size() > 1 && std::getenv("CUDA_VISIBLE_DEVICES") == nullptr)
+  const char* local = setting(Setting::OmpiLocalRank);
+  if (!local) local = setting(Setting::MpiLocalRankId);
+  if (!local) local = setting(Setting::LocalRank);
+  if (local && announced_world_size() > 1 && setting(Setting::CudaVisibleDevices) == nullptr)
     setenv("CUDA_VISIBLE_DEVICES", local, 1);
 #endif
   return true;
@@ -63,16 +65,16 @@ void SingleProcessCommunicator::exit_after_peer_failure() {
 
 LaunchInfo launch_info() {
   LaunchInfo info;
-  const char* names[][3] = {
-      {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
-      {"PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID"},
-      {"MIXLAB_WORLD_SIZE", "MIXLAB_RANK", "MIXLAB_LOCAL_RANK"}};
+  const Setting names[][3] = {{Setting::OmpiWorldSize, Setting::OmpiRank, Setting::OmpiLocalRank},
+                              {Setting::PmiSize, Setting::PmiRank, Setting::MpiLocalRankId},
+                              {Setting::WorldSize, Setting::Rank, Setting::LocalRank}};
   for (auto& n : names) {
-    if (!std::getenv(n[0])) continue;
+    if (!setting(n[0])) continue;
     info.size = std::max(1, env_int(n[0], 1));
     info.rank = env_int(n[1], 0);
     info.local_rank = env_int(n[2], info.rank);
-    check(info.rank < info.size, n[1], "=", info.rank, " is not below ", n[0], "=", info.size);
+    check(info.rank < info.size, setting_name(n[1]), "=", info.rank, " is not below ",
+          setting_name(n[0]), "=", info.size);
     break;
   }
   return info;

@@ -9,6 +9,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "core/settings.h"
+
 namespace mixlab {
 
 namespace {
@@ -26,7 +28,7 @@ int stream_fd(const std::ostream& out) {
 bool is_interactive(const std::ostream& out) {
   const int fd = stream_fd(out);
   if (fd < 0 || !::isatty(fd)) return false;
-  const char* term = std::getenv("TERM");
+  const char* term = setting(Setting::Term);
   return term == nullptr || std::strcmp(term, "dumb") != 0;
 }
 

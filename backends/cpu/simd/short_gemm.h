@@ -12,8 +12,7 @@
 namespace mixlab::cpu {
 
 // Whether short_gemm takes an [m, n] product over k: 6 ≤ m ≤ 64, 8 ≤ n, 1 ≤ k ≤ 512, and a build
-// with AVX-512 or AVX2 (without, always false: OpenBLAS multiplies). MIXLAB_SHORT_GEMM=0 in the
-// environment turns it off (for comparisons in one binary).
+// with AVX-512 or AVX2 (without, always false: OpenBLAS multiplies).
 bool short_gemm_fits(int64_t m, int64_t n, int64_t k);
 
 // C[m, n] (row stride ldc) = alpha · op(A) op(B) + beta · C on the calling thread. A is stored

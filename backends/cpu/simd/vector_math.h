@@ -1,11 +1,11 @@
 // The float32 rows in the build's vector registers: `vector_math::` is avx512:: (avx512_math.h)
 // on AVX-512 builds and avx2:: (avx2_math.h) on AVX2 ones, whose rows share names and contracts
-// (softmax_row, exp_shifted_row, gelu_row, gelu_grad_row, gelu_and_slope_row), so a kernel picks
-// them in one place: under MIXLAB_HAS_LANES (simd_lanes.h), with its portable loop after.
+// (softmax_row, exp_shifted_row, gelu_row, gelu_grad_row, gelu_and_slope_row). Kernels outside
+// simd/ reach them through float_rows.h, which every build declares.
 #pragma once
-#include "backends/cpu/avx2_math.h"
-#include "backends/cpu/avx512_math.h"
-#include "backends/cpu/simd_lanes.h"
+#include "backends/cpu/simd/avx2_math.h"
+#include "backends/cpu/simd/avx512_math.h"
+#include "backends/cpu/simd/simd_lanes.h"
 
 namespace mixlab::cpu {
 #if defined(__AVX512F__)

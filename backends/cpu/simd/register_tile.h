@@ -3,7 +3,7 @@
 // accumulators; a product's columns are cut into panels of kTileVectors registers (64 or 16
 // columns) whose last one may be partly filled, and B's panels are packed one way.
 #pragma once
-#include "backends/cpu/simd_lanes.h"
+#include "backends/cpu/simd/simd_lanes.h"
 #if defined(MIXLAB_HAS_LANES)
 #include <algorithm>
 #include <cstdint>
@@ -176,13 +176,6 @@ inline void pack_panel(const float* b, int64_t ldb, bool trans_b, int64_t k, int
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-
-// A register kernel's switch: the environment variable `name` set to 0 sends its products back
-// to OpenBLAS (to compare the two in one binary). Each kernel reads it once, into a static.
-inline bool kernel_switched_on(const char* name) {
-  const char* env = std::getenv(name);
-  return env == nullptr || std::string_view(env) != "0";
-}
 
 // Kernel<R, W>::run for 1 ≤ rows ≤ kTileRows and 1 ≤ vectors ≤ kTileVectors (the edges of C get
 // smaller tiles, each with its accumulators in registers). Each kernel needs a name of its own,

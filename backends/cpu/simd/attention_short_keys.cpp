@@ -21,9 +21,9 @@
 // L1 as the scaled scores are, dP = dout vᵀ is rows against the values' columns, and dlogits is
 // written from the registers.
 // Every sum runs in a fixed order whatever the thread count (one item on one thread).
-#include "backends/cpu/attention_short_keys.h"
+#include "backends/cpu/simd/attention_short_keys.h"
 
-#include "backends/cpu/simd_lanes.h"
+#include "backends/cpu/simd/simd_lanes.h"
 
 #if defined(MIXLAB_HAS_LANES)
 #include <algorithm>
@@ -33,8 +33,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/cpu/register_sums.h"
-#include "backends/cpu/register_tile.h"
+#include "backends/cpu/simd/register_sums.h"
+#include "backends/cpu/simd/register_tile.h"
 #include "backends/kernel_products.h"
 #else
 #include <string>
@@ -78,10 +78,9 @@ float* scratch(int which, int64_t floats) {
 // floats apart), when there are at least kPackRows of them; fewer are left where they are.
 // An item's rows lie in a [B, N, ·] tensor (the classifier's q, k and v: a head's 128 bytes of
 // every 1,536-byte row of the stacked projection), and the weighted sums read each of them once
-// per group of output rows (9 times at 49 tokens). Packed, one call's 512 items of the classifier
-// ran faster (AVX2, a microbenchmark of the core alone: forward 7.8 -> 7.0 ms with q and v
-// packed, backward 12.7 -> 11.9 ms with q, k and dout); the translator's items of about 12 rows,
-// read twice, ran slower packed.
+// per group of output rows (9 times at 49 tokens). Packing saves 6-10% of the classifier's core
+// (AVX2, the core alone, 512 items a call); the translator's items of about 12 rows, read
+// twice, are slower packed, so they stay in place.
 constexpr int64_t kPackRows = 32;
 
 // dst's rows [0, rows) = src's, cols floats each; with `stream`, whole registers streamed past the
@@ -110,10 +109,9 @@ Mat<const float> packed_rows(Mat<const float> x, int64_t rows, int64_t cols, int
 // (written_rows). Formed in place, each group of rows stored into lines not yet in any cache
 // (a head's 128 bytes of rows 1,536 bytes apart), which took the L1 the item's operands were
 // using and made the store buffer wait on reads of lines about to be overwritten. Asking for
-// those lines ahead (prefetchw) did not help. Per call in the attention classifier's step (AVX2,
-// 49 tokens, `MIXLAB_DEBUG=1` over 8 steps, 1 thread): `attention` 156-160 -> 142-145 ms and
-// `attention_backward` 303-304 -> 256-257 ms in all, with the products that read the rows
-// afterwards unchanged (a staged copy with plain stores: 149-151 and 280-282 ms). A short
+// those lines ahead (prefetchw) did not help. Staged and streamed, the attention classifier's
+// `attention` kernel takes 9% and `attention_backward` 15% less time (AVX2, 49 tokens, one
+// thread, MIXLAB_DEBUG=1's table), the products that read the rows afterwards unchanged. A short
 // item's rows are formed in place.
 Mat<float> staged_rows(Mat<float> dst, int64_t rows, int64_t cols) {
   if (rows < kPackRows || dst.ld == cols) return dst;
@@ -331,8 +329,8 @@ void probabilities_again_rows(float* p, int64_t i0, int64_t m, const MaskRows<fl
 // Query rows whose scores are formed together. AVX-512: R·KV accumulators 8, 16, 21 and 28 for
 // KV = 1 to 4, within the 32 registers with the key columns beside them (the row's element is
 // broadcast from memory inside the FMA): at 49 keys, 7 rows a group (7 groups) formed the scores
-// 1.2-1.3x faster than 4 (10 groups of 4 and 3 of 3), fewer column loads per FMA (Zen 4,
-// session 24). AVX2 (16 registers, up to 8 of them a row of 64 keys): at most 12 accumulators,
+// 1.2-1.3x faster than 4 (10 groups of 4 and 3 of 3), fewer column loads per FMA (Zen 4).
+// AVX2 (16 registers, up to 8 of them a row of 64 keys): at most 12 accumulators,
 // the columns read from L1 as operands.
 template <int KV>
 constexpr int kScoreRows = kLanes == 16 ? (KV <= 2 ? 8 : 7) : (KV == 1 ? 8 : 6);

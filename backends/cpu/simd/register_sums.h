@@ -4,11 +4,12 @@
 // y's rows = weights · x's rows, a block of output rows at once (kSumRows), one weight broadcast
 // at a time against registers of features. Every sum runs in a fixed order.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "backends/cpu/attention_item.h"
-#include "backends/cpu/simd_lanes.h"
+#include "backends/cpu/simd/simd_lanes.h"
 #include "backends/kernel_products.h"
 
 namespace mixlab::cpu {
@@ -92,6 +93,22 @@ inline void weighted_sum_rows(const float* w, int64_t w_row, int64_t w_step, int
     run(std::integral_constant<int, 1>{});
 }
 
+#else
+// Without vector registers, the same sums as plain loops, each in t's order.
+inline void weighted_sum_rows(const float* w, int64_t w_row, int64_t w_step, int64_t count,
+                              Mat<const float> x, int64_t cols, float* y, int64_t ldy,
+                              int64_t rows) {
+  kernel_products::ProductSpan product;  // MIXLAB_DEBUG's table of fused kernels
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = y + r * ldy;
+    std::fill(yr, yr + cols, 0.0f);
+    for (int64_t t = 0; t < count; ++t) {
+      const float weight = w[r * w_row + t * w_step];
+      const float* xt = x.data + t * x.ld;
+      for (int64_t c = 0; c < cols; ++c) yr[c] += weight * xt[c];
+    }
+  }
+}
 #endif
 
 }  // namespace mixlab::cpu

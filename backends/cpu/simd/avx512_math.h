@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "backends/cpu/fast_math.h"
+#include "backends/cpu/simd/fast_math.h"
 
 // GCC 12 warns that the intrinsics' internal _mm512_undefined_ps() "may be used uninitialized"
 // (GCC bug 105593, fixed in GCC 13); nothing here reads an undefined value.
@@ -48,12 +48,11 @@ inline __m512 exp_of(__m512 y) {
 // gradient share: Φ(x) = 1 - h for x ≥ 0 and h below, h = ½·erfc(|x|/√2) ≈ t·P(t)·e
 // (fast_math.h's kNormalTail). The exp is the normal density's own, so GELU and its slope take
 // one exp and a degree-5 polynomial where erf's rational function (7 + 5 coefficients and a
-// division) and the density's exp took both: 0.67-0.74 -> 0.50 ns an element for the pair, GELU
-// alone 0.43 -> 0.42 (Zen 4, in L1); GELU's epilogue was 2.5-7.5% of the classifiers' steps. In
-// AVX2 registers the same form ran slower than avx2_math.h's (0.93 -> 1.02 ns, and 0.48 -> 0.77
-// for GELU alone, which needs no exp there), so that header keeps erf. Taken as a term of its own,
-// h keeps its relative accuracy in the left tail, where 1 + erf(x/√2) lost it all (that form
-// was exactly 0 below x = -5.66; -6 gives gelu -5.9e-9 now, as libm's erfc does).
+// division) and the density's exp took both: the pair costs a quarter less (Zen 4, in L1), where
+// GELU's epilogue is 2.5-7.5% of the classifiers' steps. In AVX2 registers the same form is
+// slower than erf's (GELU alone needs no exp there), so avx2_math.h keeps erf. Taken as a term of
+// its own, h keeps its relative accuracy in the left tail, where 1 + erf(x/√2) lost it all (that
+// form was exactly 0 below x = -5.66; -6 gives gelu -5.9e-9 now, as libm's erfc does).
 inline __m512 normal_cdf(__m512 x, __m512& e) {
   e = exp_of(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-0.5f), x), x));  // 0 below -104
   // |x| at most 20, so that ±∞ gives t = 1/21, not 1/∞ (whose Newton step is ∞·0); e is 0 there.

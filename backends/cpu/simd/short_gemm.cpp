@@ -7,12 +7,12 @@
 // multiply-adds. C's m rows are dealt out evenly over ⌈m / 6⌉ tiles (49 rows: four of 6 and five
 // of 5, not eight of 6 and one of 1), so that every tile has enough accumulators to hide the
 // multiply-adds' latency.
-#include "backends/cpu/short_gemm.h"
+#include "backends/cpu/simd/short_gemm.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "backends/cpu/register_tile.h"
+#include "backends/cpu/simd/register_tile.h"
 
 namespace mixlab::cpu {
 
@@ -21,11 +21,6 @@ namespace {
 
 constexpr int64_t kMinRows = kTileRows, kMaxRows = 64;
 constexpr int64_t kMinCols = 8, kMaxInner = 512;
-
-bool enabled() {
-  static const bool on = kernel_switched_on("MIXLAB_SHORT_GEMM");
-  return on;
-}
 
 // A tile of C with its rows' elements of A read in place: A stored [m, k] (element (r, p) in row
 // r), or stored [k, m] (trans_a: the tile's elements of step p side by side in A's row p).
@@ -46,7 +41,7 @@ struct ShortTile {
 }  // namespace
 
 bool short_gemm_fits(int64_t m, int64_t n, int64_t k) {
-  return enabled() && m >= kMinRows && m <= kMaxRows && n >= kMinCols && k >= 1 && k <= kMaxInner;
+  return m >= kMinRows && m <= kMaxRows && n >= kMinCols && k >= 1 && k <= kMaxInner;
 }
 
 void short_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

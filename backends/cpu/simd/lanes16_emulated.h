@@ -4,12 +4,13 @@
 // their 16-lane forms differ from the 8-lane ones in more than width: tails and masks fall in
 // other places, blocks of keys and rows have other sizes (attention_short_keys.cpp's kKeyBlock
 // and kScoreRows, register_sums.h's kSumRows), a product tile holds 4 registers across, not 2.
-// On an AVX2 machine those forms never ran, so a session without AVX-512 hardware could break
-// them unseen. Here they run, and under AddressSanitizer a read past an array's end is reported.
+// On an AVX2 machine those forms would never run, so a change made without AVX-512 hardware
+// could break them unseen. Here they run, and under AddressSanitizer a read past an array's end is
+// reported.
 //
 // Only what Lanes offers is emulated: code written for AVX-512 alone (`#if __AVX512F__`:
-// avx512_math.h, long_gemm.cpp, parts of cpu_fused.cpp) is not compiled in such a build, and
-// vector_math's rows stay AVX2's (vector_math.h). Speed means nothing here.
+// avx512_math.h, long_gemm.cpp, float_rows.h's GLU and outer rows) is not compiled in such a build,
+// and vector_math's rows stay AVX2's (vector_math.h). Speed means nothing here.
 //
 // The contracts AVX-512 enforces by faulting are checked too: load, store and stream need p on
 // 64 bytes (vmovaps/vmovntps on a zmm register), so a pointer on 32 bytes only traps here

@@ -7,22 +7,16 @@
 // panels (at most 1 MB) stream from L2. Each tile prefetches, a line per step, the lines of C (and
 // of the epilogue's aux) that the next block will write: a product's output (12.8 MB for the
 // classifier's FFN) is rarely in cache, and a store to a line that is not has to read it from
-// memory first, with the FMAs waiting. In the classifier's training step the FFN's products took
-// 6-17% less time with it (session 14). GELU's slope (BiasGeluSlope), read only by the backward,
-// is streamed out from a block in L1 instead. The first panel's tile also asks for the next
-// block's rows of A: the hardware's prefetch alone left the classifier's products 2-3% slower
-// in the training step (Zen 4, 2 threads: attention's products 1625-1648 -> 1588-1617 ms over
-// 10 steps, the step 193-198 -> 185-192 ms; the d=128 translator at 1 thread 120-123 -> 115-120
-// ms, three alternating runs each, session 39).
+// memory first, with the FMAs waiting: the FFN's products take 6-17% less time in the
+// classifier's training step. GELU's slope (BiasGeluSlope), read only by the backward, is
+// streamed out from a block in L1 instead. The first panel's tile also asks for the next block's
+// rows of A: the hardware's prefetch alone leaves the classifier's products 2-3% slower.
 //
-// Measured against OpenBLAS 0.3.21 in the same binary (MIXLAB_TALL_GEMM=0), one thread: on 2
-// vCPUs of a Xeon with AVX-512 (SkylakeX kernels, session 11), 1.11-1.38x as fast on the
-// classifier's and both translators' shapes, 208-227 GFLOP/s (OpenBLAS 162-195, PyTorch's MKL
-// 206-220), 1.02-1.30x on 2 threads; on 2 vCPUs of an AMD EPYC Zen 3 with AVX2 (Zen kernels,
-// session 19), 1.03-1.09x on the classifier's forward shapes (bench_matmul), and 2-5% off the
-// training step (no pass of OpenBLAS's own to zero C, the epilogue on rows still in L1).
-// docs/speed.md has the tables.
-#include "backends/cpu/tall_gemm.h"
+// Why not OpenBLAS for these shapes: one thread, this kernel is 1.11-1.38x as fast as OpenBLAS
+// 0.3.21's SkylakeX kernels on the classifier's and both translators' shapes on an AVX-512 Xeon,
+// and 1.03-1.09x its Zen kernels on an AVX2 EPYC (bench/bench_matmul): no pass of OpenBLAS's own
+// to zero C, and the epilogue on rows still in L1.
+#include "backends/cpu/simd/tall_gemm.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -32,7 +26,7 @@
 #include "backends/cpu/row_grain.h"
 #include "core/parallel.h"
 
-#include "backends/cpu/register_tile.h"
+#include "backends/cpu/simd/register_tile.h"
 
 namespace mixlab::cpu {
 
@@ -47,12 +41,6 @@ constexpr int64_t kMaxInner = 1024;
 constexpr int64_t kMaxPackedFloats = 256 * 1024;  // 1 MB of panels: they stay in L2
 // Blocks of rows per chunk of the pool's split, so that a chunk is worth waking a thread for.
 constexpr int64_t kMinChunkMacs = 96 * 96 * 96 / 2;
-
-// MIXLAB_TALL_GEMM=0 sends every product to OpenBLAS (for comparisons in one binary).
-bool enabled() {
-  static const bool on = kernel_switched_on("MIXLAB_TALL_GEMM");
-  return on;
-}
 
 // B's panels: panel j holds op(B)'s columns [j·kPanel, (j + 1)·kPanel) as k rows of kPanel
 // floats (register_tile.h's pack_panel), the panels split over the pool. The last panel's
@@ -83,8 +71,8 @@ struct TallTile {
 
 bool tall_gemm_fits(const GemmArgs& g) {
   const int64_t padded = (g.n + kPanel - 1) / kPanel * kPanel;
-  return enabled() && g.dtype == DType::F32 && !g.trans_a && g.m >= kMinRows && g.n >= kMinCols &&
-         g.k >= 1 && g.k <= kMaxInner && g.k * padded <= kMaxPackedFloats;
+  return g.dtype == DType::F32 && !g.trans_a && g.m >= kMinRows && g.n >= kMinCols && g.k >= 1 &&
+         g.k <= kMaxInner && g.k * padded <= kMaxPackedFloats;
 }
 
 void tall_gemm(const GemmArgs& g, int64_t i, const TallEpilogue* epilogue) {

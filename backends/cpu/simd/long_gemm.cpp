@@ -11,22 +11,22 @@
 // burst of prefetches per tile stalled on the fill buffers; spread out, the step's weight
 // gradients ran 3-5% faster).
 //
-// One thread, best of 30 (bench/bench_matmul, AVX-512 Xeon, session 13), against OpenBLAS
+// One thread, best of 30 (bench/bench_matmul, AVX-512 Xeon), against OpenBLAS
 // 0.3.21's SkylakeX kernels on the same buffers: 1.07-1.20x on the classifier's and translators'
 // weight gradients (6272 or 1536 tokens into 128 × 128 up to 256 × 1024), 150-170 GFLOP/s.
-#include "backends/cpu/long_gemm.h"
+#include "backends/cpu/simd/long_gemm.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/register_tile.h"
+#include "backends/cpu/simd/register_tile.h"
 
 namespace mixlab::cpu {
 
 // AVX-512 only: with AVX2's 6 × 16 tiles (register_tile.h) this kernel ran at 0.90-0.96x of
-// OpenBLAS's Zen kernels on the same shapes (session 19), so OpenBLAS keeps those.
+// OpenBLAS's Zen kernels on the same shapes, so OpenBLAS keeps those.
 #if defined(__AVX512F__)
 namespace {
 
@@ -35,7 +35,7 @@ constexpr int64_t kPanel = kTilePanel;  // columns of C (and of B) per panel
 // Steps along k per pass over C. 256 rather than 128 (C read and written half as often, the
 // panel out of L1): on Zen 4 (32 KB of L1 data), one thread, the long shapes ran 1-3%
 // faster (k = 3136 and 6272, the classifier's weight gradients at 2 and 1 threads; k = 1536 at
-// d = 256), the d = 128 translator's at k = 1536 unchanged (session 26, interleaved means).
+// d = 256), the d = 128 translator's at k = 1536 unchanged.
 constexpr int64_t kChunk = 256;
 constexpr int64_t kMinInner = 256;
 // A packed tile of A (a chunk's 6 columns) and panel of B (its 64 columns) are one cache line
@@ -47,11 +47,6 @@ constexpr int64_t kMinSide = 16;
 // C is read and written once per chunk: past 2 MB (L2), OpenBLAS's blocking of C wins (at
 // 1024 × 1024 over k = 1024 it ran 1.12x as fast; at 512 × 1024 this kernel still won).
 constexpr int64_t kMaxOutput = 512 * 1024;
-
-bool enabled() {
-  static const bool on = kernel_switched_on("MIXLAB_LONG_GEMM");
-  return on;
-}
 
 // A tile of C over k steps of the packed chunk: a_pack holds, per step, the tile's 6 elements of
 // A's row, b_pack the panel's 64 columns of B's row. Written with beta·C on the first chunk
@@ -102,7 +97,7 @@ void pack_b(const float* b, int64_t ldb, int64_t n, int64_t steps, float* out) {
 }  // namespace
 
 bool long_gemm_fits(int64_t m, int64_t n, int64_t k) {
-  return enabled() && m >= kMinSide && n >= kMinSide && m * n <= kMaxOutput && k >= kMinInner &&
+  return m >= kMinSide && n >= kMinSide && m * n <= kMaxOutput && k >= kMinInner &&
          k >= std::max(m, n);
 }
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backends/cpu/simd_lanes.h"
+#include "backends/cpu/simd/simd_lanes.h"
 #include "core/parallel.h"
 
 namespace mixlab::cpu {

@@ -1,14 +1,14 @@
 // Compiled with the CPU kernels' flags (cmake/layers.cmake): it measures their registers.
-#include "backends/cpu/core_peak.h"
+#include "backends/cpu/simd/core_peak.h"
 
-#include "backends/cpu/simd_lanes.h"
+#include "backends/cpu/simd/simd_lanes.h"
 
 #if defined(MIXLAB_HAS_LANES)
 #include <algorithm>
 #include <chrono>
 #include <vector>
 
-#include "backends/cpu/register_tile.h"
+#include "backends/cpu/simd/register_tile.h"
 #endif
 
 namespace mixlab::cpu {

@@ -10,8 +10,7 @@ namespace mixlab::cpu {
 
 // Whether long_gemm takes an [m, n] product over k (A transposed, B not, both float32): k at
 // least 256 and at least C's larger side, 16 ≤ m, n, and C at most 512K floats. Always false in
-// a build without AVX-512, or with MIXLAB_LONG_GEMM=0 in the environment (for comparisons in
-// one binary).
+// a build without AVX-512.
 bool long_gemm_fits(int64_t m, int64_t n, int64_t k);
 
 // C[m, n] (row stride ldc) = alpha · Aᵀ B + beta · C, A [k, m] (row stride lda), B [k, n] (row

@@ -1,7 +1,7 @@
 // Compiled with the CPU kernels' flags (cmake/layers.cmake), so the answer is theirs.
-#include "backends/cpu/kernel_registers.h"
+#include "backends/cpu/simd/kernel_registers.h"
 
-#include "backends/cpu/simd_lanes.h"
+#include "backends/cpu/simd/simd_lanes.h"
 
 namespace mixlab::cpu {
 

@@ -2,8 +2,8 @@
 // tiles of register_tile.h, the attention cores of attention_short_keys.cpp, register_sums.h):
 // AVX-512's 16 lanes (Lanes512) or AVX2's 8 (Lanes256), so that each kernel is written once and
 // compiled for the widest registers the build has. `Lanes` is that one; MIXLAB_HAS_LANES says
-// there is one (AVX2 with FMA at least). Session 17's AMD Zen 3 machine had AVX2 only, and every
-// kernel then written for AVX-512 alone fell back to OpenBLAS or to scalar-ish loops there.
+// there is one (AVX2 with FMA at least): a kernel written for AVX-512 alone would fall back to
+// OpenBLAS or to scalar-ish loops on the many machines with AVX2 only (AMD's Zen 3, say).
 //
 // Each also says what its register file holds: the tile of C a product kernel keeps in
 // accumulators (kTileRows × kTileVectors registers, with the panel's registers and a broadcast
@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #if defined(__AVX512F__)
-#include "backends/cpu/avx512_math.h"
+#include "backends/cpu/simd/avx512_math.h"
 #endif
 
 namespace mixlab::cpu {
@@ -218,7 +218,7 @@ using Lanes = Lanes256;
 #if defined(MIXLAB_EMULATE_LANES16) && !defined(__AVX512F__)
 // A test build's 16 lanes on AVX2 (lanes16_emulated.h): the AVX-512 forms of every register
 // kernel, run on a machine without AVX-512.
-#include "backends/cpu/lanes16_emulated.h"
+#include "backends/cpu/simd/lanes16_emulated.h"
 namespace mixlab::cpu {
 using Lanes = Lanes16;
 }  // namespace mixlab::cpu

@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "backends/cpu/fast_math.h"
-#include "backends/cpu/simd_lanes.h"
+#include "backends/cpu/simd/fast_math.h"
+#include "backends/cpu/simd/simd_lanes.h"
 
 namespace mixlab::cpu::avx2 {
 
