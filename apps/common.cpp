@@ -13,6 +13,7 @@
 #include "nn/models.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "lab/plot.h"
 #include "train/run/summary.h"
 
 namespace mixlab::app {
@@ -233,6 +234,7 @@ TrainerOptions trainer_options(const TrainFlags& f, const CommonFlags& c) {
   t.max_steps = f.steps;
   t.out_dir = c.out;
   t.seed = c.seed;
+  t.draw_curves = lab::write_run_curves;
   if (f.steps > 0 && f.steps < t.warmup) t.warmup = std::max<int64_t>(1, f.steps / 10);
   return t;
 }
@@ -253,27 +255,6 @@ void UnknownTokens::report(std::ostream& out) const {
   if (shown < names_.size()) list += ", ... " + std::to_string(names_.size() - shown) + " more";
   out << "warning: " << total_ << " unknown token" << (total_ == 1 ? "" : "s") << " (" << list
       << ") mapped to <unk>\n";
-}
-
-CheckpointInfo read_checkpoint_info(const std::string& path) {
-  check(std::filesystem::exists(path), "checkpoint '", path, "' does not exist");
-  SafetensorsFile file = load_safetensors(path);
-  CheckpointInfo info;
-  auto get = [&](const char* key) {
-    auto it = file.metadata.find(key);
-    return it == file.metadata.end() ? std::string() : it->second;
-  };
-  std::string config = get("config");
-  check(!config.empty(), "checkpoint '", path, "' holds no model configuration");
-  info.config = ModelConfig::from_json(Json::parse(config));
-  info.vocab_src = get("vocab_src");
-  info.vocab_tgt = get("vocab_tgt");
-  std::string extra = get("extra");
-  if (!extra.empty()) {
-    Json parsed = Json::parse(extra);  // named: a loop over a temporary's member would dangle
-    for (const auto& [k, v] : parsed.as_object()) info.extra[k] = v.as_string();
-  }
-  return info;
 }
 
 void print_summary(const std::string& title, int64_t parameters, const TrainResult& r,

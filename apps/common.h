@@ -9,6 +9,7 @@
 
 #include "nn/model_config.h"
 #include "train/loop/trainer.h"
+#include "train/run/checkpoint_info.h"  // CheckpointInfo, read_checkpoint_info
 #include "train/data/vocab.h"
 
 namespace mixlab::app {
@@ -108,14 +109,6 @@ class UnknownTokens {
   int64_t total_ = 0;
   std::vector<std::string> names_;  // distinct, in order of appearance
 };
-
-// The configuration a checkpoint was trained with.
-struct CheckpointInfo {
-  ModelConfig config;
-  std::string vocab_src, vocab_tgt;
-  std::map<std::string, std::string> extra;
-};
-CheckpointInfo read_checkpoint_info(const std::string& path);
 
 // The end-of-run table: parameters, wall time, throughput and final metrics.
 void print_summary(const std::string& title, int64_t parameters, const TrainResult& result,

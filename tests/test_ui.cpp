@@ -17,7 +17,7 @@
 #include "tests/temp_dir.h"
 #include "core/error.h"
 #include "train/run/interrupt.h"
-#include "io/plot.h"
+#include "lab/plot.h"
 #include "train/run/progress.h"
 #include "io/run_log.h"
 #include "train/run/summary.h"
@@ -36,6 +36,7 @@
 #pragma GCC diagnostic pop
 
 using namespace mixlab;
+using namespace mixlab::lab;
 using mixlab::testing::read_file;
 namespace fs = std::filesystem;
 

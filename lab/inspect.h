@@ -10,9 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
-namespace mixlab::app {
+namespace mixlab::lab {
 
 struct InspectOptions {
   std::string checkpoint;
@@ -31,6 +29,4 @@ struct InspectResult {
 
 InspectResult run_inspect(const InspectOptions& options);
 
-void add_inspect_command(CLI::App& root);
-
-}  // namespace mixlab::app
+}  // namespace mixlab::lab

@@ -1,5 +1,6 @@
 // `mixlab study`: trains a grid of (task x mixer x seed), one run folder per cell, and writes a
-// report comparing the mixers (apps/study_report.cpp).
+// report comparing the mixers (lab/study_report.cpp). `mixlab study` (apps/study.cpp) parses the
+// flags into StudyOptions and calls run_study().
 //
 // Cells run as child processes of the same executable (`mixlab classify|translate train ...
 // --out CELL`), so a crash in one cell cannot take the study down, and each cell is an ordinary
@@ -14,9 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
-namespace mixlab::app {
+namespace mixlab::lab {
 
 struct StudyTask {
   std::string name;     // "listops", "scan", "scan-length", "fashion-mnist", "g2p", "classify:F"
@@ -61,6 +60,8 @@ std::string mixer_slug(const std::string& mixer);
 void write_study_report(const StudyOptions& options, const std::vector<StudyTask>& tasks,
                         const std::vector<CellResult>& cells);
 
-void add_study_command(CLI::App& root);
+// Checks the lists (UsageError), trains every unfinished cell, then writes the gallery and the
+// report; Interrupted when a signal stopped it.
+void run_study(const StudyOptions& options);
 
-}  // namespace mixlab::app
+}  // namespace mixlab::lab

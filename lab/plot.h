@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace mixlab {
+namespace mixlab::lab {
 
 constexpr int kPlotWidth = 800;
 constexpr int kPlotHeight = 500;
@@ -50,4 +50,8 @@ std::vector<std::string> plot_training_curves(const std::string& metrics_csv_pat
                                               const std::string& png_path,
                                               const std::string& primary_metric = "");
 
-}  // namespace mixlab
+// The curves of the run in `out_dir` (its metrics.csv), as plot_training_curves draws them;
+// TrainerOptions::draw_curves for the commands.
+void write_run_curves(const std::string& out_dir, const std::string& primary_metric);
+
+}  // namespace mixlab::lab

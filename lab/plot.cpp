@@ -1,4 +1,4 @@
-#include "io/plot.h"
+#include "lab/plot.h"
 
 #include <algorithm>
 #include <array>
@@ -25,7 +25,7 @@
 #include <stb/stb_image_write.h>
 #pragma GCC diagnostic pop
 
-namespace mixlab {
+namespace mixlab::lab {
 
 namespace {
 
@@ -560,4 +560,8 @@ std::vector<std::string> plot_training_curves(const std::string& metrics_csv_pat
   return written;
 }
 
-}  // namespace mixlab
+void write_run_curves(const std::string& out_dir, const std::string& primary_metric) {
+  plot_training_curves(out_dir + "/metrics.csv", out_dir + "/curves.png", primary_metric);
+}
+
+}  // namespace mixlab::lab

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace mixlab::app {
+namespace mixlab::lab {
 
 // Viridis (matplotlib's perceptually uniform map) at t in [0, 1] as "#rrggbb".
 std::string viridis(double t);
@@ -50,4 +50,4 @@ std::string scatter_svg(const std::string& title, const std::string& x_label,
                         const std::string& y_label, const std::vector<ChartSeries>& series,
                         bool log_x = false);
 
-}  // namespace mixlab::app
+}  // namespace mixlab::lab

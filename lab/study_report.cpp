@@ -8,14 +8,14 @@
 #include <set>
 #include <sstream>
 
-#include "apps/inspect_svg.h"
-#include "apps/study.h"
+#include "lab/svg.h"
+#include "lab/study.h"
 #include "core/strings.h"
 #include "nn/mixer_registry.h"
 #include "io/atomic_file.h"
 #include "io/run_log.h"
 
-namespace mixlab::app {
+namespace mixlab::lab {
 
 namespace fs = std::filesystem;
 
@@ -583,4 +583,4 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
                         std::string_view(to_html(doc, "mixlab study (" + o.budget + " budget)")));
 }
 
-}  // namespace mixlab::app
+}  // namespace mixlab::lab

@@ -1,4 +1,4 @@
-#include "apps/inspect_svg.h"
+#include "lab/svg.h"
 
 #include <algorithm>
 #include <array>
@@ -14,7 +14,7 @@
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 
-namespace mixlab::app {
+namespace mixlab::lab {
 
 namespace {
 
@@ -444,4 +444,4 @@ std::string scatter_svg(const std::string& title, const std::string& x_label,
   return s + "</svg>\n";
 }
 
-}  // namespace mixlab::app
+}  // namespace mixlab::lab

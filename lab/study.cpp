@@ -1,0 +1,425 @@
+#include "lab/study.h"
+
+#include <cmath>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lab/errors.h"
+#include "lab/inspect.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "nn/mixer_registry.h"
+#include "nn/models.h"
+#include "io/atomic_file.h"
+#include "train/run/checkpoint.h"
+#include "train/run/checkpoint_info.h"
+#include "train/data/listops.h"
+#include "io/json.h"
+#include "io/run_log.h"
+
+extern char** environ;
+
+namespace mixlab::lab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The budget's size of each task: {tiny, small, full}.
+struct Sizes {
+  std::string tiny, small, full;
+  const std::string& pick(const std::string& budget) const {
+    return budget == "tiny" ? tiny : budget == "small" ? small : full;
+  }
+};
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string w; ss >> w;) out.push_back(w);
+  return out;
+}
+
+std::string cell_base(const StudyOptions& o, const std::string& task, const std::string& mixer,
+                      int seed) {
+  return o.out + "/cells/" + mixer_slug(task) + "/" + mixer_slug(mixer) + "/seed-" +
+         std::to_string(seed);
+}
+
+// Starts `mixlab args...` (this executable) with stdout and stderr in `log`; returns its pid.
+pid_t start_child(const std::vector<std::string>& args, const std::string& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  check(rc == 0, "study: could not start a training process (", std::strerror(rc), ")");
+  return pid;
+}
+
+// Waits for any child; returns its pid and sets `code` to its exit status (128 + signal when
+// a signal ended it).
+pid_t wait_any_child(int& code) {
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, 0)) < 0)
+    check(errno == EINTR, "study: waitpid failed (", std::strerror(errno), ")");
+  code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return pid;
+}
+
+// "test accuracy   0.1580" and "throughput   592.4 examples/s, ..." from the summary a
+// training command prints at its end.
+bool find_value(const std::string& log, const std::string& label, double& value) {
+  std::istringstream in(log);
+  bool found = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(label, 0) != 0) continue;
+    std::istringstream rest(line.substr(label.size()));
+    double v;
+    if (rest >> v) value = v, found = true;
+  }
+  return found;
+}
+
+// When the printed summary lacks them: the test metric from metrics.csv's "test" rows and the
+// throughput from its last value in a column named like "examples/s".
+void read_metrics_fallback(const std::string& csv, const StudyTask& t, CellResult& r) {
+  MetricsTable table;
+  try {
+    table = read_metrics_csv(csv);
+  } catch (const std::exception&) {
+    return;
+  }
+  bool metric = r.has_metric, speed = r.has_throughput;
+  for (const auto& row : table.rows)
+    for (const auto& [key, value] : row.values) {
+      if (!r.has_metric && row.phase == "test" && key == t.metric) r.metric = value, metric = true;
+      bool per_second =
+          key.find("example") != std::string::npos && key.find("/s") != std::string::npos;
+      if (!r.has_throughput && per_second) r.throughput = value, speed = true;
+    }
+  r.has_metric = metric;
+  r.has_throughput = speed;
+}
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Accuracy of a ListOps checkpoint on fresh expressions of each length bin (100 per bin, seeds
+// apart from training's).
+std::vector<double> length_accuracy(const std::string& checkpoint, const StudyTask& task) {
+  CheckpointInfo info = read_checkpoint_info(checkpoint);
+  Classifier model(info.config);
+  load_weights(checkpoint, model);
+  model.eval();
+  NoGradGuard no_grad;
+  std::vector<double> out;
+  for (size_t b = 0; b < task.length_bins.size(); ++b) {
+    ListOpsConfig c;
+    c.max_depth = 6;
+    c.max_args = 5;
+    c.min_len = task.length_bins[b].first;
+    c.max_len = task.length_bins[b].second;
+    c.count = 100;
+    c.seed = 1000003 + b;
+    InMemoryDataset data = listops_dataset(c);
+    int64_t right = 0;
+    for (size_t i = 0; i < data.size(); ++i) {
+      const Example& e = data.at(i);
+      Tensor ids = Tensor::from_data(e.src, {1, static_cast<int64_t>(e.src.size())});
+      std::vector<double> logits = model.forward(ids).to_double_vector();
+      int64_t k = std::max_element(logits.begin(), logits.end()) - logits.begin();
+      right += k == e.label;
+    }
+    out.push_back(static_cast<double>(right) / static_cast<double>(data.size()));
+  }
+  return out;
+}
+
+Json cell_json(const CellResult& r) {
+  Json j = Json::object();
+  j.set("task", r.task);
+  j.set("mixer", r.mixer);
+  j.set("seed", r.seed);
+  j.set("wall_seconds", r.wall_seconds);
+  j.set("parameters", r.parameters);
+  if (r.has_metric) j.set("metric", r.metric);
+  if (r.has_throughput) j.set("examples_per_second", r.throughput);
+  Json lengths = Json::array();
+  for (double a : r.length_accuracy) lengths.push_back(a);
+  j.set("length_accuracy", lengths);
+  return j;
+}
+
+CellResult cell_from_json(const Json& j) {
+  CellResult r;
+  r.task = j.at("task").as_string();
+  r.mixer = j.at("mixer").as_string();
+  r.seed = static_cast<int>(j.at("seed").as_int64());
+  r.wall_seconds = j.at("wall_seconds").as_double();
+  r.parameters = j.at("parameters").as_int64();
+  if (const Json* m = j.find("metric")) r.metric = m->as_double(), r.has_metric = true;
+  if (const Json* t = j.find("examples_per_second"))
+    r.throughput = t->as_double(), r.has_throughput = true;
+  for (const Json& a : j.at("length_accuracy").as_array())
+    r.length_accuracy.push_back(a.as_double());
+  r.done = true;
+  return r;
+}
+
+// The training command of a cell.
+std::vector<std::string> cell_command(const StudyOptions& o, const StudyTask& t,
+                                      const std::string& mixer, int seed, const std::string& dir) {
+  std::vector<std::string> a{"mixlab", t.command, "train"};
+  a.insert(a.end(), t.args.begin(), t.args.end());
+  a.insert(a.end(), {"--mixer", mixer, "--seed", std::to_string(seed), "--threads",
+                     std::to_string(o.threads), "--out", dir, "--quiet"});
+  if (t.command == "translate") {
+    // Mixers that cannot be causal are studied as encoders with an attention decoder.
+    bool causal = MixerRegistry::instance().find(mixer).capabilities.causal;
+    a.insert(a.end(), {"--decoder-mixer", causal ? mixer : "attention"});
+  }
+  if (o.steps > 0) a.insert(a.end(), {"--steps", std::to_string(o.steps)});
+  return a;
+}
+
+// A cell with its measurements when its marker exists (done), else only its names and folder.
+CellResult cell_from_marker(const StudyOptions& o, const std::string& task,
+                            const std::string& mixer, int seed) {
+  std::string base = cell_base(o, task, mixer, seed);
+  CellResult r;
+  if (fs::exists(base + ".done.json"))
+    r = cell_from_json(Json::parse(read_file_text(base + ".done.json")));
+  r.task = task;
+  r.mixer = mixer;
+  r.seed = seed;
+  r.dir = base;
+  return r;
+}
+
+// Starts an unfinished cell's training from scratch.
+pid_t start_cell(const StudyOptions& o, const StudyTask& t, const CellResult& cell) {
+  fs::remove_all(cell.dir);  // an unfinished run: start it again
+  fs::create_directories(fs::path(cell.dir).parent_path());
+  std::vector<std::string> cmd = cell_command(o, t, cell.mixer, cell.seed, cell.dir);
+  std::string shown;
+  for (size_t i = 1; i < cmd.size(); ++i) shown += (i > 1 ? " " : "") + cmd[i];
+  std::cout << "study: " << t.name << " / " << cell.mixer << " / seed " << cell.seed << ": mixlab "
+            << shown << std::endl;
+  return start_child(cmd, cell.dir + ".log");
+}
+
+// Measures a cell whose training exited with `code` and marks it finished.
+void finish_cell(const StudyTask& t, CellResult& r, int code, double seconds) {
+  std::string log = r.dir + ".log";
+  if (code != 0) {
+    std::cout << "study: " << t.name << " / " << r.mixer << " / seed " << r.seed << " failed (exit "
+              << code << "); see " << log << " (retried on the next run)\n";
+    return;
+  }
+  std::string text = read_file_text(log);
+  r.wall_seconds = seconds;
+  r.has_metric = find_value(text, "test " + t.metric, r.metric);
+  r.has_throughput = find_value(text, "throughput", r.throughput);
+  if (!r.has_metric || !r.has_throughput) read_metrics_fallback(r.dir + "/metrics.csv", t, r);
+  std::string best = r.dir + "/best.safetensors";
+  CheckpointInfo info = read_checkpoint_info(best);
+  if (info.config.task == ModelTask::Classify)
+    r.parameters = Classifier(info.config).parameter_count();
+  else
+    r.parameters = Translator(info.config).parameter_count();
+  if (!t.length_bins.empty()) r.length_accuracy = length_accuracy(best, t);
+  write_file_atomically(r.dir + ".done.json", std::string_view(cell_json(r).dump() + "\n"));
+  r.done = true;
+  std::cout << "study: " << t.name << " / " << r.mixer << " / seed " << r.seed << " done in "
+            << static_cast<int64_t>(seconds) << " s, test " << t.metric << " "
+            << (r.has_metric ? std::to_string(r.metric) : "not found") << std::endl;
+}
+
+// Every cell of the grid: finished ones from their markers, the others trained, `jobs` at a
+// time. An interrupted child (Ctrl-C reaches every child) stops the study once all have ended.
+std::vector<CellResult> run_grid(const StudyOptions& o, const std::vector<StudyTask>& tasks) {
+  std::vector<CellResult> cells;
+  std::vector<const StudyTask*> task_of;
+  for (const auto& t : tasks)
+    for (const auto& m : o.mixers)
+      for (int s = 0; s < o.seeds; ++s) {
+        cells.push_back(cell_from_marker(o, t.name, m, s));
+        task_of.push_back(&t);
+      }
+  std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
+  size_t next = 0;
+  bool interrupted = false;
+  while (true) {
+    while (!interrupted && running.size() < static_cast<size_t>(o.jobs) && next < cells.size()) {
+      size_t i = next++;
+      if (cells[i].done) continue;
+      running[start_cell(o, *task_of[i], cells[i])] = {i, std::chrono::steady_clock::now()};
+    }
+    if (running.empty()) break;
+    int code = 0;
+    pid_t pid = wait_any_child(code);
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    auto [i, start] = it->second;
+    running.erase(it);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (code == 130 || code == 128 + SIGINT || code == 128 + SIGTERM) {
+      interrupted = true;
+      continue;
+    }
+    finish_cell(*task_of[i], cells[i], code, seconds);
+  }
+  if (interrupted) throw Interrupted();
+  return cells;
+}
+
+// The gallery: the same input through seed 0 of every mixer of a task.
+void write_gallery(const StudyOptions& o, const StudyTask& t,
+                   const std::vector<CellResult>& cells) {
+  if (t.inspect_input.empty() && t.inspect_image < 0) return;
+  for (const auto& c : cells) {
+    if (c.task != t.name || c.seed != 0 || !c.done) continue;
+    InspectOptions io;
+    io.checkpoint = c.dir + "/best.safetensors";
+    io.input = t.inspect_input;
+    io.image = t.inspect_image;
+    io.out = o.out + "/gallery/" + mixer_slug(t.name) + "/" + mixer_slug(c.mixer);
+    try {
+      run_inspect(io);
+    } catch (const std::exception& e) {
+      std::cout << "study: no gallery picture for " << t.name << " / " << c.mixer << ": "
+                << e.what() << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+std::string mixer_slug(const std::string& mixer) {
+  std::string out;
+  for (char c : mixer) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '_';
+  return out;
+}
+
+std::vector<std::string> all_study_mixers() {
+  std::vector<std::string> out;
+  for (const auto& info : MixerRegistry::instance().all())
+    out.push_back(info.is_family ? info.name + ":R+V" : info.name);
+  return out;
+}
+
+StudyTask study_task(const std::string& name, const std::string& budget) {
+  StudyTask t;
+  t.name = name;
+  std::string sizes;
+  if (name == "listops") {
+    t.command = "classify";
+    t.metric = "accuracy";
+    // Sinusoidal positions and ℓ = 128 for every mixer, so each can be fed the longer test
+    // expressions of the length-generalisation bins.
+    t.train_len = budget == "tiny" ? 48 : 64;
+    sizes = "--data listops --listops-min-len 16 --listops-len " + std::to_string(t.train_len) +
+            " --pos sinusoidal --max-len 128 " +
+            Sizes{"--listops-train 20000 --dim 32 --epochs 5 --batch 64 --log-every 20",
+                  "--listops-train 20000 --dim 64 --epochs 3 --log-every 20",
+                  "--listops-train 20000 --dim 64 --epochs 10 --log-every 50"}
+                .pick(budget);
+    t.length_bins = {{16, 32}, {33, 48}, {49, 64}, {65, 80}, {81, 96}, {97, 128}};
+    t.inspect_input = "[MAX 3 [MIN 4 7 ] 2 [SM 1 9 ] [MED 5 0 8 ] ]";
+  } else if (name == "fashion-mnist") {
+    t.command = "classify";
+    t.metric = "accuracy";
+    sizes = "--data fashion-mnist --patch 7 " +
+            Sizes{"--dim 32 --epochs 2 --log-every 20", "--dim 64 --epochs 2 --log-every 20",
+                  "--dim 128 --layers 4 --epochs 8 --lr 2e-3 --warmup 400 --weight-decay 0.05 "
+                  "--label-smoothing 0.1 --log-every 50"}
+                .pick(budget);
+    t.inspect_image = 0;
+  } else if (name == "scan" || name == "scan-length" || name == "scan-jump") {
+    t.command = "translate";
+    // A tiny budget's models get no whole SCAN sequence right (exact match 0 for every mixer),
+    // so it compares the share of correct tokens instead.
+    t.metric = budget == "tiny" ? "token_accuracy" : "exact_match";
+    std::string split = name == "scan"          ? "simple"
+                        : name == "scan-length" ? "length"
+                                                : "addprim_jump";
+    sizes = "--data scan --split " + split + " " +
+            Sizes{"--dim 32 --epochs 8 --batch 64 --log-every 20",
+                  "--dim 64 --epochs 5 --batch 64 --log-every 20",
+                  "--dim 64 --epochs 20 --batch 64 --warmup 400 --log-every 50"}
+                .pick(budget);
+    t.inspect_input = "jump around left twice and walk opposite right";
+  } else if (name == "g2p") {
+    t.command = "translate";
+    t.metric = "wer";
+    t.higher_is_better = false;
+    sizes =
+        "--data g2p " + Sizes{"--train-limit 5000 --dim 64 --epochs 1 --log-every 5",
+                              "--dim 128 --epochs 5 --log-every 20",
+                              "--dim 128 --layers 3 --batch 128 --epochs 14 --lr 2e-3 --warmup 800 "
+                              "--label-smoothing 0.1 --log-every 50"}
+                            .pick(budget);
+    t.inspect_input = "mixing";
+  } else if (name.rfind("classify:", 0) == 0 || name.rfind("translate:", 0) == 0) {
+    auto colon = name.find(':');
+    t.command = name.substr(0, colon);
+    std::string path = name.substr(colon + 1);
+    if (!fs::is_regular_file(path)) throw UsageError("--tasks " + name + ": no file " + path);
+    t.metric = t.command == "classify" ? "accuracy" : "exact_match";
+    sizes = "--data " + path + " " +
+            Sizes{"--dim 32 --epochs 2 --log-every 5", "--dim 64 --epochs 5 --log-every 20",
+                  "--dim 64 --epochs 20 --log-every 50"}
+                .pick(budget);
+  } else {
+    throw UsageError("--tasks: unknown task '" + name +
+                     "'; known: listops, fashion-mnist, scan, scan-length, scan-jump, g2p, "
+                     "classify:FILE.tsv (label<TAB>text), translate:FILE.tsv (source<TAB>target)");
+  }
+  t.args = split_words(sizes);
+  return t;
+}
+
+void run_study(const StudyOptions& o) {
+  if (o.tasks.empty()) throw UsageError("--tasks is empty");
+  if (o.mixers.empty()) throw UsageError("--mixers is empty");
+  for (const auto& m : o.mixers) {
+    try {
+      MixerRegistry::instance().find(m);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--mixers: ") + e.what());
+    }
+  }
+  std::vector<StudyTask> specs;
+  for (const auto& t : o.tasks) specs.push_back(study_task(t, o.budget));
+  fs::create_directories(o.out);
+  std::vector<CellResult> cells = run_grid(o, specs);
+  for (const auto& t : specs) write_gallery(o, t, cells);
+  write_study_report(o, specs, cells);
+  std::cout << "study: report in " << o.out << "/report.md and " << o.out
+            << "/report.html\nrerun the same command to finish or extend the study: finished "
+               "cells are kept\n";
+}
+
+}  // namespace mixlab::lab
