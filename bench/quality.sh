@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Quality runs (benchmarks, not tests): train the reference models to their targets and print
-# the final metrics. Each run's log, checkpoints, metrics.csv and curves.png go to runs/quality/.
+# the final metrics. Each run's log, checkpoints, metrics.csv and curves.svg go to runs/quality/.
 #
 #   bench/quality.sh fashion [flags]   Fashion-MNIST classifier (MIXER=attention by default)
 #   bench/quality.sh scan [flags]      SCAN simple split translator (MIXER / DECODER)

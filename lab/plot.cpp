@@ -4,472 +4,330 @@
 #include <array>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <limits>
-#include <span>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "io/run_log.h"
-
-// Header-only stb: STATIC keeps its symbols private to this file, so they cannot clash with
-// Debian's libstb or another file that includes the implementation.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#define STB_IMAGE_WRITE_STATIC
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#include <stb/stb_image_write.h>
-#pragma GCC diagnostic pop
+#include "lab/svg.h"
 
 namespace mixlab::lab {
 
 namespace {
 
-// ---- 5x7 bitmap font ---------------------------------------------------------------------------
-// Each glyph is 7 rows of 5 columns, '#' = ink. Enough for tick labels (digits, '.', '-', 'e'),
-// titles and legend names.
-constexpr int kGlyphW = 5, kGlyphH = 7;
+// Ten distinct colours (matplotlib's tab10); series past ten change marker shape (scatter) or
+// are dashed (lines).
+constexpr std::array<const char*, 10> kPalette = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                                  "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                                                  "#bcbd22", "#17becf"};
+const char* colour(size_t i) { return kPalette[i % kPalette.size()]; }
 
-struct Glyph {
-  char c;
-  const char* rows;  // 35 characters, row by row
-};
-
-// clang-format off
-constexpr Glyph kFont[] = {
-  {' ', "....." "....." "....." "....." "....." "....." "....."},
-  {'0', ".###." "#...#" "#..##" "#.#.#" "##..#" "#...#" ".###."},
-  {'1', "..#.." ".##.." "..#.." "..#.." "..#.." "..#.." ".###."},
-  {'2', ".###." "#...#" "....#" "...#." "..#.." ".#..." "#####"},
-  {'3', "#####" "...#." "..#.." "...#." "....#" "#...#" ".###."},
-  {'4', "...#." "..##." ".#.#." "#..#." "#####" "...#." "...#."},
-  {'5', "#####" "#...." "####." "....#" "....#" "#...#" ".###."},
-  {'6', "..##." ".#..." "#...." "####." "#...#" "#...#" ".###."},
-  {'7', "#####" "....#" "...#." "..#.." ".#..." ".#..." ".#..."},
-  {'8', ".###." "#...#" "#...#" ".###." "#...#" "#...#" ".###."},
-  {'9', ".###." "#...#" "#...#" ".####" "....#" "...#." ".##.."},
-  {'A', ".###." "#...#" "#...#" "#####" "#...#" "#...#" "#...#"},
-  {'B', "####." "#...#" "#...#" "####." "#...#" "#...#" "####."},
-  {'C', ".###." "#...#" "#...." "#...." "#...." "#...#" ".###."},
-  {'D', "###.." "#..#." "#...#" "#...#" "#...#" "#..#." "###.."},
-  {'E', "#####" "#...." "#...." "####." "#...." "#...." "#####"},
-  {'F', "#####" "#...." "#...." "####." "#...." "#...." "#...."},
-  {'G', ".###." "#...#" "#...." "#.###" "#...#" "#...#" ".####"},
-  {'H', "#...#" "#...#" "#...#" "#####" "#...#" "#...#" "#...#"},
-  {'I', ".###." "..#.." "..#.." "..#.." "..#.." "..#.." ".###."},
-  {'J', "..###" "...#." "...#." "...#." "...#." "#..#." ".##.."},
-  {'K', "#...#" "#..#." "#.#.." "##..." "#.#.." "#..#." "#...#"},
-  {'L', "#...." "#...." "#...." "#...." "#...." "#...." "#####"},
-  {'M', "#...#" "##.##" "#.#.#" "#.#.#" "#...#" "#...#" "#...#"},
-  {'N', "#...#" "#...#" "##..#" "#.#.#" "#..##" "#...#" "#...#"},
-  {'O', ".###." "#...#" "#...#" "#...#" "#...#" "#...#" ".###."},
-  {'P', "####." "#...#" "#...#" "####." "#...." "#...." "#...."},
-  {'Q', ".###." "#...#" "#...#" "#...#" "#.#.#" "#..#." ".##.#"},
-  {'R', "####." "#...#" "#...#" "####." "#.#.." "#..#." "#...#"},
-  {'S', ".####" "#...." "#...." ".###." "....#" "....#" "####."},
-  {'T', "#####" "..#.." "..#.." "..#.." "..#.." "..#.." "..#.."},
-  {'U', "#...#" "#...#" "#...#" "#...#" "#...#" "#...#" ".###."},
-  {'V', "#...#" "#...#" "#...#" "#...#" "#...#" ".#.#." "..#.."},
-  {'W', "#...#" "#...#" "#...#" "#.#.#" "#.#.#" "#.#.#" ".#.#."},
-  {'X', "#...#" "#...#" ".#.#." "..#.." ".#.#." "#...#" "#...#"},
-  {'Y', "#...#" "#...#" ".#.#." "..#.." "..#.." "..#.." "..#.."},
-  {'Z', "#####" "....#" "...#." "..#.." ".#..." "#...." "#####"},
-  {'.', "....." "....." "....." "....." "....." ".##.." ".##.."},
-  {',', "....." "....." "....." "....." ".##.." "..#.." ".#..."},
-  {'-', "....." "....." "....." ".###." "....." "....." "....."},
-  {'+', "....." "..#.." "..#.." "#####" "..#.." "..#.." "....."},
-  {'=', "....." "....." "#####" "....." "#####" "....." "....."},
-  {':', "....." ".##.." ".##.." "....." ".##.." ".##.." "....."},
-  {'/', "....." "....#" "...#." "..#.." ".#..." "#...." "....."},
-  {'_', "....." "....." "....." "....." "....." "....." "#####"},
-  {'(', "...#." "..#.." ".#..." ".#..." ".#..." "..#.." "...#."},
-  {')', ".#..." "..#.." "...#." "...#." "...#." "..#.." ".#..."},
-  {'[', ".###." ".#..." ".#..." ".#..." ".#..." ".#..." ".###."},
-  {']', ".###." "...#." "...#." "...#." "...#." "...#." ".###."},
-  {'<', "...#." "..#.." ".#..." "#...." ".#..." "..#.." "...#."},
-  {'>', ".#..." "..#.." "...#." "....#" "...#." "..#.." ".#..."},
-  {'%', "##..." "##..#" "...#." "..#.." ".#..." "#..##" "...##"},
-  {'#', ".#.#." ".#.#." "#####" ".#.#." "#####" ".#.#." ".#.#."},
-  {'*', "....." "..#.." "#.#.#" ".###." "#.#.#" "..#.." "....."},
-  {'!', "..#.." "..#.." "..#.." "..#.." "..#.." "....." "..#.."},
-  {'\'', "..#.." "..#.." ".#..." "....." "....." "....." "....."},
-  {'?', ".###." "#...#" "....#" "...#." "..#.." "....." "..#.."},
-};
-// clang-format on
-
-const char* glyph_rows(char c) {
-  if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  for (const Glyph& g : kFont) {
-    if (g.c == c) return g.rows;
-  }
-  return glyph_rows('?');
+// The colour a series is drawn in: its own, else the palette's for its place.
+std::string series_colour(const std::vector<ChartSeries>& series, size_t i) {
+  return series[i].colour.empty() ? colour(i) : series[i].colour;
 }
 
-// ---- canvas -------------------------------------------------------------------------------------
-
-struct Rect {
-  int x0, y0, x1, y1;  // inclusive
-  bool contains(int x, int y) const { return x >= x0 && x <= x1 && y >= y0 && y <= y1; }
+// The plot area and the data ranges it shows (log10 of the data on a log axis).
+struct Axes {
+  double left = 74, top = 44, width = 520, height = 320;
+  double x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  bool log_x = false, log_y = false;
+  double fx(double x) const {
+    const double v = log_x ? std::log10(x) : x;
+    return left + (v - x0) / (x1 - x0) * width;
+  }
+  double fy(double y) const {
+    const double v = log_y ? std::log10(y) : y;
+    return top + height - (v - y0) / (y1 - y0) * height;
+  }
 };
 
-class Canvas {
- public:
-  Canvas(int w, int h) : w_(w), h_(h), pixels_(static_cast<size_t>(w) * h * 3, 0xff) {}
+bool drawable(const Axes& a, double x, double y) {
+  return std::isfinite(x) && std::isfinite(y) && (!a.log_x || x > 0) && (!a.log_y || y > 0);
+}
 
-  int width() const { return w_; }
-  int height() const { return h_; }
-  const std::vector<uint8_t>& pixels() const { return pixels_; }
+void widen(double& lo, double& hi) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
+  if (hi - lo < 1e-12 * std::max(1.0, std::abs(hi))) lo -= 0.5, hi += 0.5;
+}
 
-  // Drawing outside the canvas or the clip rectangle is ignored.
-  void set_clip(const Rect& r) { clip_ = r; }
-  void clear_clip() { clip_ = Rect{0, 0, w_ - 1, h_ - 1}; }
-
-  void set(int x, int y, uint32_t rgb) {
-    if (!clip_.contains(x, y) || x < 0 || y < 0 || x >= w_ || y >= h_) return;
-    uint8_t* p = &pixels_[(static_cast<size_t>(y) * w_ + x) * 3];
-    p[0] = static_cast<uint8_t>(rgb >> 16);
-    p[1] = static_cast<uint8_t>(rgb >> 8);
-    p[2] = static_cast<uint8_t>(rgb);
-  }
-
-  void fill(const Rect& r, uint32_t rgb) {
-    for (int y = r.y0; y <= r.y1; ++y)
-      for (int x = r.x0; x <= r.x1; ++x) set(x, y, rgb);
-  }
-
-  void outline(const Rect& r, uint32_t rgb) {
-    fill({r.x0, r.y0, r.x1, r.y0}, rgb);
-    fill({r.x0, r.y1, r.x1, r.y1}, rgb);
-    fill({r.x0, r.y0, r.x0, r.y1}, rgb);
-    fill({r.x1, r.y0, r.x1, r.y1}, rgb);
-  }
-
-  // Bresenham with a 2x2 pen, so that lines stay visible without anti-aliasing.
-  void line(int x0, int y0, int x1, int y1, uint32_t rgb) {
-    const int dx = std::abs(x1 - x0), dy = -std::abs(y1 - y0);
-    const int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-    int err = dx + dy;
-    while (true) {
-      fill({x0, y0, x0 + 1, y0 + 1}, rgb);
-      if (x0 == x1 && y0 == y1) break;
-      const int e2 = 2 * err;
-      if (e2 >= dy) err += dy, x0 += sx;
-      if (e2 <= dx) err += dx, y0 += sy;
+// Fits the ranges to every drawable point (with its error bar); false when there is none.
+bool fit_axes(Axes& a, const std::vector<ChartSeries>& series) {
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (const auto& s : series)
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      const double x = s.x[i], y = s.y[i];
+      if (!drawable(a, x, y)) continue;
+      const double e = i < s.y_err.size() && std::isfinite(s.y_err[i]) ? s.y_err[i] : 0.0;
+      const double lx = a.log_x ? std::log10(x) : x;
+      x0 = std::min(x0, lx), x1 = std::max(x1, lx);
+      y0 = std::min(y0, a.log_y ? std::log10(y) : y - e);
+      y1 = std::max(y1, a.log_y ? std::log10(y) : y + e);
     }
-  }
+  const bool any = std::isfinite(x0);
+  widen(x0, x1);
+  widen(y0, y1);
+  const double padx = 0.04 * (x1 - x0), pady = 0.06 * (y1 - y0);
+  a.x0 = x0 - padx, a.x1 = x1 + padx, a.y0 = y0 - pady, a.y1 = y1 + pady;
+  return any;
+}
 
-  // A filled disc; radius 2 marks the points of a sparse line, 3 an isolated point.
-  void dot(int x, int y, int radius, uint32_t rgb) {
-    for (int dy = -radius; dy <= radius; ++dy)
-      for (int dx = -radius; dx <= radius; ++dx)
-        if (dx * dx + dy * dy <= radius * radius + 1) set(x + dx, y + dy, rgb);
+// Tick positions (in axis units: log10 on a log axis) and their labels.
+struct Tick {
+  double at;
+  std::string label;
+};
+std::vector<Tick> axis_ticks(double lo, double hi, bool log) {
+  std::vector<Tick> out;
+  if (log) {  // 1, 2 and 5 times the powers of ten, when at least three fall inside
+    for (double e = std::floor(lo); e <= hi; ++e)
+      for (double m : {1.0, 2.0, 5.0})
+        if (const double t = e + std::log10(m); t >= lo && t <= hi)
+          out.push_back({t, tick_label(std::pow(10.0, t), std::pow(10.0, t))});
+    if (out.size() >= 3) return out;
+    out.clear();  // less than a decade: nice values of the range itself, placed on the log axis
+    const std::vector<double> values = nice_ticks(std::pow(10.0, lo), std::pow(10.0, hi));
+    const double step = values.size() > 1 ? values[1] - values[0] : 0;
+    for (double v : values)
+      if (v > 0) out.push_back({std::log10(v), tick_label(v, step)});
+    return out;
   }
+  const std::vector<double> values = nice_ticks(lo, hi);
+  const double step = values.size() > 1 ? values[1] - values[0] : 0;
+  for (double v : values) out.push_back({v, tick_label(v, step)});
+  return out;
+}
 
-  static int text_width(const std::string& text, int scale) {
-    return text.empty() ? 0 : static_cast<int>(text.size()) * (kGlyphW + 1) * scale - scale;
+std::string line(double x1, double y1, double x2, double y2, const std::string& style) {
+  return "<line x1=\"" + svg_px(x1) + "\" y1=\"" + svg_px(y1) + "\" x2=\"" + svg_px(x2) +
+         "\" y2=\"" + svg_px(y2) + "\" " + style + "/>\n";
+}
+
+// Frame, grid, ticks with labels, axis labels and the title.
+std::string draw_axes(const Axes& a, const std::string& title, const std::string& x_label,
+                      const std::string& y_label, bool has_data) {
+  std::string s = svg_text(a.left, 24, title, 16, "font-weight=\"bold\"");
+  s += "<rect x=\"" + svg_px(a.left) + "\" y=\"" + svg_px(a.top) + "\" width=\"" + svg_px(a.width) +
+       "\" height=\"" + svg_px(a.height) + "\" fill=\"none\" stroke=\"#444\"/>\n";
+  const double bottom = a.top + a.height;
+  for (const Tick& t : axis_ticks(a.x0, a.x1, a.log_x)) {
+    const double x = a.left + (t.at - a.x0) / (a.x1 - a.x0) * a.width;
+    s += line(x, a.top, x, bottom, "stroke=\"#e4e4e4\"");
+    s += line(x, bottom, x, bottom + 5, "stroke=\"#444\"");
+    s += svg_text(x, bottom + 18, t.label, 11, "class=\"tick-x\" text-anchor=\"middle\"");
   }
-  static int text_height(int scale) { return kGlyphH * scale; }
-
-  // (x, y) is the top-left corner of the first glyph.
-  void text(int x, int y, const std::string& text, int scale, uint32_t rgb) {
-    for (char c : text) {
-      const char* rows = glyph_rows(c);
-      for (int gy = 0; gy < kGlyphH; ++gy)
-        for (int gx = 0; gx < kGlyphW; ++gx)
-          if (rows[gy * kGlyphW + gx] == '#')
-            fill({x + gx * scale, y + gy * scale, x + gx * scale + scale - 1,
-                  y + gy * scale + scale - 1},
-                 rgb);
-      x += (kGlyphW + 1) * scale;
-    }
+  for (const Tick& t : axis_ticks(a.y0, a.y1, a.log_y)) {
+    const double y = bottom - (t.at - a.y0) / (a.y1 - a.y0) * a.height;
+    s += line(a.left, y, a.left + a.width, y, "stroke=\"#e4e4e4\"");
+    s += line(a.left - 5, y, a.left, y, "stroke=\"#444\"");
+    s += svg_text(a.left - 8, y + 4, t.label, 11, "class=\"tick-y\" text-anchor=\"end\"");
   }
+  s += svg_text(a.left + a.width / 2, bottom + 38, x_label + (a.log_x ? " (log scale)" : ""), 12,
+                "class=\"axis-label\" text-anchor=\"middle\"");
+  s += "<text class=\"axis-label\" transform=\"translate(16," + svg_px(a.top + a.height / 2) +
+       ") rotate(-90)\" font-size=\"12\" text-anchor=\"middle\">" +
+       xml_escape(y_label + (a.log_y ? " (log scale)" : "")) + "</text>\n";
+  if (!has_data)
+    s += svg_text(a.left + a.width / 2, a.top + a.height / 2, "no data", 14,
+                  "text-anchor=\"middle\" fill=\"#888\"");
+  return s;
+}
 
- private:
-  int w_, h_;
-  std::vector<uint8_t> pixels_;
-  Rect clip_{0, 0, w_ - 1, h_ - 1};
+// Marker i, a whole element: a colour, and past ten a shape (circle, square, triangle,
+// diamond); `inner` (e.g. a <title> tooltip) goes inside it.
+std::string marker(size_t i, const std::string& fill, double x, double y, double r,
+                   const std::string& extra = "", const std::string& inner = "") {
+  const std::string attributes = " fill=\"" + fill + "\" " + extra;
+  std::string tag, shape;
+  switch ((i / kPalette.size()) % 4) {
+    case 1:
+      tag = "rect";
+      shape = "x=\"" + svg_px(x - r) + "\" y=\"" + svg_px(y - r) + "\" width=\"" + svg_px(2 * r) +
+              "\" height=\"" + svg_px(2 * r) + "\"";
+      break;
+    case 2:
+      tag = "polygon";
+      shape = "points=\"" + svg_px(x) + "," + svg_px(y - 1.2 * r) + " " + svg_px(x - 1.1 * r) +
+              "," + svg_px(y + 0.8 * r) + " " + svg_px(x + 1.1 * r) + "," + svg_px(y + 0.8 * r) +
+              "\"";
+      break;
+    case 3:
+      tag = "polygon";
+      shape = "points=\"" + svg_px(x) + "," + svg_px(y - 1.3 * r) + " " + svg_px(x + 1.3 * r) +
+              "," + svg_px(y) + " " + svg_px(x) + "," + svg_px(y + 1.3 * r) + " " +
+              svg_px(x - 1.3 * r) + "," + svg_px(y) + "\"";
+      break;
+    default:
+      tag = "circle";
+      shape = "cx=\"" + svg_px(x) + "\" cy=\"" + svg_px(y) + "\" r=\"" + svg_px(r) + "\"";
+  }
+  const std::string open = "<" + tag + " " + shape + attributes;
+  return (inner.empty() ? open + "/>" : open + ">" + inner + "</" + tag + ">") + "\n";
+}
+
+std::string line_style(size_t i, const std::string& stroke) {
+  std::string s = "stroke=\"" + stroke + "\"";
+  if (i >= kPalette.size()) s += " stroke-dasharray=\"6 3\"";
+  return s;
+}
+
+std::string legend(const Axes& a, const std::vector<ChartSeries>& series, bool lines) {
+  std::string s;
+  const double x = a.left + a.width + 16;
+  double y = a.top + 8;
+  for (size_t i = 0; i < series.size(); ++i, y += 17) {
+    if (lines)
+      s += line(x, y, x + 22, y, "stroke-width=\"2\" " + line_style(i, series_colour(series, i)));
+    else
+      s += marker(i, series_colour(series, i), x + 11, y, 4.5);
+    s += svg_text(x + 28, y + 4, series[i].name, 12, "class=\"legend\"");
+  }
+  return s;
+}
+
+double legend_width(const std::vector<ChartSeries>& series) {
+  double w = 0;
+  for (const auto& s : series) w = std::max(w, svg_text_width(s.name, 12));
+  return w + 60;
+}
+
+// A chart's elements (no <svg> element) and its size.
+struct Body {
+  std::string svg;
+  double width = 0, height = 0;
 };
 
-// ---- axes ---------------------------------------------------------------------------------------
-
-struct Range {
-  double lo = std::numeric_limits<double>::infinity();
-  double hi = -std::numeric_limits<double>::infinity();
-  bool empty() const { return !(lo <= hi); }
-  void add(double v) { lo = std::min(lo, v), hi = std::max(hi, v); }
-};
-
-// Widens a zero-width range around its value (or makes [0, 1] of an empty one), then pads by
-// `pad` of the width on each side so that extreme points and the end ticks' labels do not sit
-// on the frame's corners.
-Range finish_range(Range r, double pad) {
-  if (r.empty()) {
-    r = Range{0.0, 1.0};
-  } else if (r.hi - r.lo <= 1e-12 * std::max(std::fabs(r.lo), std::fabs(r.hi))) {
-    const double half = r.lo == 0 ? 1.0 : std::fabs(r.lo) * 0.1;
-    r = Range{r.lo - half, r.hi + half};
-  }
-  const double margin = (r.hi - r.lo) * pad;
-  return Range{r.lo - margin, r.hi + margin};
+Body frame(Axes& a, const std::string& title, const std::string& x_label,
+           const std::string& y_label, const std::vector<ChartSeries>& series) {
+  const bool has_data = fit_axes(a, series);
+  Body b;
+  b.width = a.left + a.width + legend_width(series);
+  b.height = a.top + a.height + 52;
+  b.svg = draw_axes(a, title, x_label, y_label, has_data);
+  return b;
 }
 
-// A 1, 2 or 5 times a power of ten step giving about `target` intervals over the range.
-double nice_step(double width, int target) {
-  const double raw = width / target;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  const double norm = raw / magnitude;
-  const double factor = norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10;
-  return factor * magnitude;
-}
-
-std::vector<double> ticks_for(const Range& r, int target) {
-  const double step = nice_step(r.hi - r.lo, target);
-  std::vector<double> ticks;
-  for (double k = std::ceil(r.lo / step); k * step <= r.hi + step * 1e-9; k += 1) {
-    const double v = k * step;
-    ticks.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);  // no "-0"
-  }
-  return ticks;
-}
-
-// Short tick labels: fixed notation with just enough decimals for the step ("0.25", "1500"),
-// or "2.5e-4" / "1.2e6" style when fixed notation would be long, with the same number of
-// mantissa digits on every label of the axis.
-std::vector<std::string> tick_labels(const std::vector<double>& ticks) {
-  if (ticks.empty()) return {};
-  const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : std::max(1.0, std::fabs(ticks[0]));
-  const int step_exp = static_cast<int>(std::floor(std::log10(step) + 1e-9));
-  double max_abs = 0;
-  for (double t : ticks) max_abs = std::max(max_abs, std::fabs(t));
-  auto exponent = [](double v) {
-    return static_cast<int>(std::floor(std::log10(std::fabs(v)) + 1e-9));
-  };
-  const bool scientific = max_abs >= 1e6 || (step_exp < -3 && max_abs < 1e-2);
-  int digits = 0;
-  if (scientific) {
-    for (double t : ticks)
-      if (t != 0) digits = std::max(digits, exponent(t) - step_exp);
-    digits = std::min(digits, 4);
-  }
-  std::vector<std::string> labels;
-  char buffer[48];
-  for (double t : ticks) {
-    if (!scientific) {
-      std::snprintf(buffer, sizeof buffer, "%.*f", std::max(0, -step_exp), t);
-    } else if (t == 0) {
-      std::snprintf(buffer, sizeof buffer, "0");
-    } else {
-      const int exp = exponent(t);
-      std::snprintf(buffer, sizeof buffer, "%.*fe%d", digits, t / std::pow(10.0, exp), exp);
-    }
-    labels.push_back(buffer);
-  }
-  return labels;
-}
-
-constexpr uint32_t kBlack = 0x000000, kGrid = 0xe4e4e4, kFrame = 0x404040, kText = 0x202020;
-constexpr int kTitleScale = 2, kLabelScale = 2, kLegendScale = 2;
-constexpr size_t kDotThreshold = 60;  // series with at most this many finite points get dots
-
-}  // namespace
-
-uint32_t plot_color(size_t i) {
-  // Tableau-like colours that stay distinct on white.
-  static constexpr std::array<uint32_t, 8> kPalette = {0x1f77b4, 0xd62728, 0x2ca02c, 0xff7f0e,
-                                                       0x9467bd, 0x8c564b, 0xe377c2, 0x17becf};
-  return kPalette[i % kPalette.size()];
-}
-
-std::vector<uint8_t> render_curves_png(const std::string& title, const std::vector<Series>& series,
-                                       const std::string& x_label) {
-  Range xr, yr;
-  for (const Series& s : series) {
-    check(s.x.size() == s.y.size(), "plot: series '", s.name, "' has ", s.x.size(), " x and ",
-          s.y.size(), " y values");
-    for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
-      xr.add(s.x[i]);
-      yr.add(s.y[i]);
-    }
-  }
-  const bool no_data = xr.empty();
-  xr = finish_range(xr, 0.02);
-  yr = finish_range(yr, 0.05);
-  const std::vector<double> xticks = ticks_for(xr, 8), yticks = ticks_for(yr, 6);
-  const std::vector<std::string> xlabels = tick_labels(xticks), ylabels = tick_labels(yticks);
-
-  Canvas canvas(kPlotWidth, kPlotHeight);
-  const int char_h = Canvas::text_height(kLabelScale);
-  int ylabel_w = 0;
-  for (const auto& l : ylabels) ylabel_w = std::max(ylabel_w, Canvas::text_width(l, kLabelScale));
-  // The plot area leaves room for the title above, y labels on the left, x labels and the axis
-  // label below.
-  const Rect area{ylabel_w + 20, 16 + Canvas::text_height(kTitleScale) + 14, kPlotWidth - 24,
-                  kPlotHeight - 1 - (8 + char_h + 10 + (x_label.empty() ? 0 : char_h + 10))};
-  auto px = [&](double x) {
-    return area.x0 +
-           static_cast<int>(std::lround((x - xr.lo) / (xr.hi - xr.lo) * (area.x1 - area.x0)));
-  };
-  auto py = [&](double y) {
-    return area.y1 -
-           static_cast<int>(std::lround((y - yr.lo) / (yr.hi - yr.lo) * (area.y1 - area.y0)));
-  };
-
-  // Grid, ticks and tick labels.
-  for (size_t i = 0; i < yticks.size(); ++i) {
-    const int y = py(yticks[i]);
-    canvas.fill({area.x0 + 1, y, area.x1 - 1, y}, kGrid);
-    canvas.fill({area.x0 - 5, y, area.x0 - 1, y}, kFrame);
-    canvas.text(area.x0 - 9 - Canvas::text_width(ylabels[i], kLabelScale), y - char_h / 2,
-                ylabels[i], kLabelScale, kText);
-  }
-  // Skip x labels that would overlap their neighbours.
-  int widest = 0;
-  for (const auto& l : xlabels) widest = std::max(widest, Canvas::text_width(l, kLabelScale));
-  const int spacing = xticks.size() > 1 ? std::max(1, px(xticks[1]) - px(xticks[0])) : 1 << 20;
-  const size_t stride = static_cast<size_t>((widest + 12 + spacing - 1) / spacing);
-  for (size_t i = 0; i < xticks.size(); ++i) {
-    const int x = px(xticks[i]);
-    canvas.fill({x, area.y0 + 1, x, area.y1 - 1}, kGrid);
-    canvas.fill({x, area.y1 + 1, x, area.y1 + 5}, kFrame);
-    if (i % stride != 0) continue;
-    const int w = Canvas::text_width(xlabels[i], kLabelScale);
-    canvas.text(std::clamp(x - w / 2, 0, kPlotWidth - w), area.y1 + 9, xlabels[i], kLabelScale,
-                kText);
-  }
-  canvas.outline(area, kFrame);
-  canvas.text((kPlotWidth - Canvas::text_width(title, kTitleScale)) / 2, 12, title, kTitleScale,
-              kBlack);
-  if (!x_label.empty()) {
-    canvas.text((area.x0 + area.x1 - Canvas::text_width(x_label, kLabelScale)) / 2,
-                area.y1 + 9 + char_h + 10, x_label, kLabelScale, kText);
-  }
-  if (no_data) {
-    const std::string message = "no data";
-    canvas.text((area.x0 + area.x1 - Canvas::text_width(message, kTitleScale)) / 2,
-                (area.y0 + area.y1 - Canvas::text_height(kTitleScale)) / 2, message, kTitleScale,
-                0x909090);
-  }
-
-  // Curves, clipped to the inside of the frame.
-  canvas.set_clip({area.x0 + 1, area.y0 + 1, area.x1 - 1, area.y1 - 1});
-  std::vector<std::pair<int, int>> points;  // where curves were drawn, to place the legend
-  for (const Series& s : series) {
-    const size_t n = s.x.size();
-    auto finite = [&](size_t i) { return std::isfinite(s.x[i]) && std::isfinite(s.y[i]); };
-    size_t count = 0;
-    for (size_t i = 0; i < n; ++i) count += finite(i);
-    for (size_t i = 0; i < n; ++i) {
-      if (!finite(i)) continue;
-      const int x = px(s.x[i]), y = py(s.y[i]);
-      points.emplace_back(x, y);
-      const bool prev = i > 0 && finite(i - 1), next = i + 1 < n && finite(i + 1);
-      if (prev) {
-        const int x0 = px(s.x[i - 1]), y0 = py(s.y[i - 1]);
-        canvas.line(x0, y0, x, y, s.rgb);
-        // Samples along the segment too, so that the legend avoids lines, not just points.
-        const int samples = std::max(std::abs(x - x0), std::abs(y - y0)) / 4;
-        for (int k = 1; k < samples; ++k)
-          points.emplace_back(x0 + (x - x0) * k / samples, y0 + (y - y0) * k / samples);
+Body line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
+                const std::vector<ChartSeries>& series, bool log_y) {
+  Axes a;
+  a.log_y = log_y;
+  Body b = frame(a, title, x_label, y_label, series);
+  for (size_t i = 0; i < series.size(); ++i) {
+    const ChartSeries& c = series[i];
+    check(c.x.size() == c.y.size(), "chart '", title, "': series '", c.name, "' has ", c.x.size(),
+          " x values and ", c.y.size(), " y values");
+    std::string points;
+    auto flush = [&] {
+      if (!points.empty())
+        b.svg += "<polyline fill=\"none\" stroke-width=\"1.8\" " +
+                 line_style(i, series_colour(series, i)) + " points=\"" + points + "\"/>\n";
+      points.clear();
+    };
+    for (size_t k = 0; k < c.x.size(); ++k) {
+      if (!drawable(a, c.x[k], c.y[k])) {
+        flush();
+        continue;
       }
-      if (!prev && !next) {
-        canvas.dot(x, y, 3, s.rgb);
-      } else if (count <= kDotThreshold) {
-        canvas.dot(x, y, 2, s.rgb);
-      }
+      const double x = a.fx(c.x[k]), y = a.fy(c.y[k]);
+      points += svg_px(x) + "," + svg_px(y) + " ";
+      if (c.x.size() <= 12) b.svg += marker(i, series_colour(series, i), x, y, 3);
     }
+    flush();
   }
-  canvas.clear_clip();
-
-  // Legend: a framed box in whichever corner of the plot area covers the fewest points.
-  std::vector<const Series*> named;
-  for (const Series& s : series)
-    if (!s.name.empty()) named.push_back(&s);
-  if (!named.empty()) {
-    int name_w = 0;
-    for (const Series* s : named)
-      name_w = std::max(name_w, Canvas::text_width(s->name, kLegendScale));
-    const int row_h = Canvas::text_height(kLegendScale) + 8, sample_w = 24;
-    const int box_w = 10 + sample_w + 8 + name_w + 10;
-    const int box_h = 8 + static_cast<int>(named.size()) * row_h;
-    const int m = 10;
-    const std::array<Rect, 4> corners = {
-        Rect{area.x1 - m - box_w, area.y0 + m, area.x1 - m, area.y0 + m + box_h},
-        Rect{area.x1 - m - box_w, area.y1 - m - box_h, area.x1 - m, area.y1 - m},
-        Rect{area.x0 + m, area.y0 + m, area.x0 + m + box_w, area.y0 + m + box_h},
-        Rect{area.x0 + m, area.y1 - m - box_h, area.x0 + m + box_w, area.y1 - m}};
-    Rect box = corners[0];
-    size_t best = std::numeric_limits<size_t>::max();
-    for (const Rect& r : corners) {
-      // With a margin: a dot or a thick line just outside the box still touches it.
-      const Rect near{r.x0 - 4, r.y0 - 4, r.x1 + 4, r.y1 + 4};
-      const size_t covered = std::count_if(points.begin(), points.end(), [&](const auto& p) {
-        return near.contains(p.first, p.second);
-      });
-      if (covered < best) best = covered, box = r;
-    }
-    canvas.fill(box, 0xffffff);
-    canvas.outline(box, 0xa0a0a0);
-    for (size_t i = 0; i < named.size(); ++i) {
-      const int top = box.y0 + 8 + static_cast<int>(i) * row_h;
-      const int mid = top + Canvas::text_height(kLegendScale) / 2;
-      canvas.fill({box.x0 + 10, mid - 1, box.x0 + 10 + sample_w, mid + 1}, named[i]->rgb);
-      canvas.text(box.x0 + 10 + sample_w + 8, top, named[i]->name, kLegendScale, kText);
-    }
-  }
-
-  std::vector<uint8_t> png;
-  const int ok = stbi_write_png_to_func(
-      [](void* context, void* data, int size) {
-        auto* out = static_cast<std::vector<uint8_t>*>(context);
-        const auto* bytes = static_cast<const uint8_t*>(data);
-        out->insert(out->end(), bytes, bytes + size);
-      },
-      &png, canvas.width(), canvas.height(), 3, canvas.pixels().data(), canvas.width() * 3);
-  check(ok != 0 && !png.empty(), "plot: PNG encoding failed");
-  return png;
+  b.svg += legend(a, series, true);
+  return b;
 }
 
-void plot_curves_png(const std::string& path, const std::string& title,
-                     const std::vector<Series>& series, const std::string& x_label) {
-  const std::vector<uint8_t> png = render_curves_png(title, series, x_label);
-  write_file_atomically(path, std::span<const uint8_t>(png));
+// A label's box, for keeping labels apart.
+struct Box {
+  double x0, y0, x1, y1;
+  bool overlaps(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
+};
+
+Body scatter(const std::string& title, const std::string& x_label, const std::string& y_label,
+             const std::vector<ChartSeries>& series, bool log_x) {
+  Axes a;
+  a.log_x = log_x;
+  Body b = frame(a, title, x_label, y_label, series);
+  struct Point {
+    size_t series;
+    double x, y;
+  };
+  std::vector<Point> points;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const ChartSeries& c = series[i];
+    check(c.x.size() == c.y.size(), "chart '", title, "': series '", c.name, "' has ", c.x.size(),
+          " x values and ", c.y.size(), " y values");
+    for (size_t k = 0; k < c.x.size(); ++k) {
+      if (!drawable(a, c.x[k], c.y[k])) continue;
+      const double x = a.fx(c.x[k]), y = a.fy(c.y[k]);
+      if (k < c.y_err.size() && std::isfinite(c.y_err[k]) && c.y_err[k] > 0)
+        b.svg += line(x, a.fy(c.y[k] - c.y_err[k]), x, a.fy(c.y[k] + c.y_err[k]),
+                      "stroke=\"" + series_colour(series, i) + "\"");
+      b.svg += marker(i, series_colour(series, i), x, y, 5, "fill-opacity=\"0.85\"",
+                      "<title>" + xml_escape(c.name) + "</title>");
+      points.push_back({i, x, y});
+    }
+  }
+  // Direct labels, first come first placed: beside the point where the label stays inside the
+  // plot and clear of every point and label placed so far; else the legend names it.
+  std::vector<Box> taken;
+  for (const Point& p : points) taken.push_back({p.x - 5, p.y - 5, p.x + 5, p.y + 5});
+  for (const Point& p : points) {
+    const std::string& name = series[p.series].name;
+    const double w = svg_text_width(name, 10), h = 10;
+    const std::array<std::pair<double, double>, 6> offsets = {
+        {{7, -4}, {7, 10}, {-7 - w, -4}, {-7 - w, 10}, {-w / 2, -9}, {-w / 2, 17}}};
+    for (const auto& [dx, dy] : offsets) {
+      const Box box{p.x + dx, p.y + dy - h, p.x + dx + w, p.y + dy + 2};
+      const bool inside = box.x0 >= a.left && box.x1 <= a.left + a.width && box.y0 >= a.top &&
+                          box.y1 <= a.top + a.height;
+      if (!inside ||
+          std::any_of(taken.begin(), taken.end(), [&](const Box& t) { return t.overlaps(box); }))
+        continue;
+      b.svg += svg_text(box.x0, p.y + dy, name, 10, "class=\"point-label\" fill=\"#333\"");
+      taken.push_back(box);
+      break;
+    }
+  }
+  b.svg += legend(a, series, false);
+  return b;
 }
 
-namespace {
+std::string whole(const Body& b) { return svg_open(b.width, b.height) + b.svg + "</svg>\n"; }
 
-// One series per phase (train, valid, test, then any other, in first-seen order) that has a
-// finite `column` value.
-std::vector<Series> phase_series(const MetricsTable& table, const std::string& column) {
+// One series per phase (train, valid, test, then any other, in first-seen order) with a finite
+// value of `value(row)`.
+template <typename Value>
+std::vector<ChartSeries> phase_series(const MetricsTable& table, const std::string& what,
+                                      Value value) {
   std::vector<std::string> phases = {"train", "valid", "test"};
   for (const auto& row : table.rows)
     if (std::find(phases.begin(), phases.end(), row.phase) == phases.end())
       phases.push_back(row.phase);
-  std::vector<Series> out;
+  std::vector<ChartSeries> out;
   for (size_t p = 0; p < phases.size(); ++p) {
     const std::string& phase = phases[p];
-    Series s;
-    s.name = phase + " " + column;
+    ChartSeries s;
+    s.name = phase + " " + what;
+    s.colour = colour(p);  // by phase, so that valid has one colour in both panels
     for (const auto& row : table.rows) {
-      if (row.phase != phase) continue;
-      const auto it = row.values.find(column);
-      if (it == row.values.end() || !std::isfinite(it->second)) continue;
+      const double v = row.phase == phase ? value(row) : NAN;
+      if (!std::isfinite(v)) continue;
       s.x.push_back(static_cast<double>(row.step));
-      s.y.push_back(it->second);
+      s.y.push_back(v);
     }
-    if (s.x.empty()) continue;
-    s.rgb = plot_color(p);  // by phase, so that valid has one colour in every plot
-    out.push_back(std::move(s));
+    if (!s.x.empty()) out.push_back(std::move(s));
   }
   return out;
 }
 
+double column_value(const MetricsRow& row, const std::string& column) {
+  const auto it = row.values.find(column);
+  return it == row.values.end() ? NAN : it->second;
+}
+
 bool is_metric_column(const std::string& name) {
-  if (name == "loss" || name == "lr") return false;
+  if (name.rfind("loss", 0) == 0 || name == "lr") return false;
   for (const char* word : {"/s", "time", "norm", "elapsed"})
     if (name.find(word) != std::string::npos) return false;
   return true;
@@ -477,21 +335,33 @@ bool is_metric_column(const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> plot_training_curves(const std::string& metrics_csv_path,
-                                              const std::string& png_path,
-                                              const std::string& primary_metric) {
-  const MetricsTable table = read_metrics_csv(metrics_csv_path);
-  // The run's directory name tells plots of different runs apart.
-  const std::string run = std::filesystem::path(metrics_csv_path).parent_path().filename().string();
-  const std::string prefix = run.empty() ? "" : run + ": ";
+std::string line_chart_svg(const std::string& title, const std::string& x_label,
+                           const std::string& y_label, const std::vector<ChartSeries>& series,
+                           bool log_y) {
+  return whole(line_chart(title, x_label, y_label, series, log_y));
+}
 
+std::string scatter_svg(const std::string& title, const std::string& x_label,
+                        const std::string& y_label, const std::vector<ChartSeries>& series,
+                        bool log_x) {
+  return whole(scatter(title, x_label, y_label, series, log_x));
+}
+
+double row_loss(const MetricsRow& row) {
+  if (const auto it = row.values.find("loss"); it != row.values.end()) return it->second;
+  for (const auto& [name, value] : row.values)
+    if (name.rfind("loss", 0) == 0) return value;
+  return NAN;
+}
+
+std::string training_curves_svg(const MetricsTable& table, const std::string& title,
+                                const std::string& primary_metric) {
   std::string metric = primary_metric;
   if (metric.empty()) {
     for (const auto& column : table.columns) {
       if (!is_metric_column(column)) continue;
       const bool in_valid = std::any_of(table.rows.begin(), table.rows.end(), [&](const auto& r) {
-        const auto it = r.values.find(column);
-        return r.phase == "valid" && it != r.values.end() && std::isfinite(it->second);
+        return r.phase == "valid" && std::isfinite(column_value(r, column));
       });
       if (in_valid) {
         metric = column;
@@ -500,68 +370,61 @@ std::vector<std::string> plot_training_curves(const std::string& metrics_csv_pat
     }
   } else {
     check(std::find(table.columns.begin(), table.columns.end(), metric) != table.columns.end(),
-          metrics_csv_path, ": no column '", metric, "' to plot");
+          title, ": no column '", metric, "' to plot");
   }
-  // The best checkpoint is the valid row with the highest primary metric (the lowest loss when
-  // there is none), as the trainer chooses it: marked with a dot in both plots.
+  // The best checkpoint: the valid row with the highest primary metric (the lowest loss when
+  // there is none), marked in both panels.
+  auto score = [&](const MetricsRow& r) {
+    return metric.empty() ? -row_loss(r) : column_value(r, metric);
+  };
   const MetricsRow* best = nullptr;
-  for (const auto& row : table.rows) {
-    if (row.phase != "valid") continue;
-    const auto it = row.values.find(metric.empty() ? "loss" : metric);
-    if (it == row.values.end() || !std::isfinite(it->second)) continue;
-    if (best == nullptr) {
+  for (const auto& row : table.rows)
+    if (row.phase == "valid" && std::isfinite(score(row)) &&
+        (best == nullptr || score(row) > score(*best)))
       best = &row;
-      continue;
-    }
-    const double b = best->values.at(metric.empty() ? "loss" : metric);
-    if (metric.empty() ? it->second < b : it->second > b) best = &row;
-  }
-  auto with_best = [&](std::vector<Series> series, const std::string& column, bool log10_y) {
-    if (best == nullptr) return series;
-    const auto it = best->values.find(column);
-    if (it != best->values.end() && std::isfinite(it->second)) {
-      Series mark;
-      mark.name = "best checkpoint (step " + std::to_string(best->step) + ")";
-      mark.x = {static_cast<double>(best->step)};
-      mark.y = {log10_y ? std::log10(it->second) : it->second};
-      mark.rgb = 0x000000;
-      series.push_back(std::move(mark));
-    }
+  auto with_best = [&](std::vector<ChartSeries> series, double value) {
+    if (best != nullptr && std::isfinite(value))
+      series.push_back({"best checkpoint (step " + std::to_string(best->step) + ")",
+                        {static_cast<double>(best->step)},
+                        {value},
+                        {},
+                        "#000000"});
     return series;
   };
-
-  // A loss that falls over more than two decades is drawn on a log scale, where its late
-  // progress stays visible.
-  std::vector<Series> loss = phase_series(table, "loss");
+  std::vector<ChartSeries> loss = phase_series(table, "loss", row_loss);
   double lo = INFINITY, hi = -INFINITY;
-  for (const auto& se : loss)
-    for (double y : se.y) lo = std::min(lo, y), hi = std::max(hi, y);
-  const bool log_loss = lo > 0 && hi / lo > 100;
-  if (log_loss)
-    for (auto& se : loss)
-      for (double& y : se.y) y = std::log10(y);
-  std::vector<std::string> written;
-  plot_curves_png(png_path, prefix + (log_loss ? "log10 loss" : "loss"),
-                  with_best(std::move(loss), "loss", log_loss), "step");
-  written.push_back(png_path);
-
-  if (!metric.empty()) {
-    std::string stem = png_path;
-    if (stem.size() >= 4 && stem.compare(stem.size() - 4, 4, ".png") == 0)
-      stem.resize(stem.size() - 4);
-    std::string safe = metric;
-    for (char& c : safe)
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
-    const std::string path = stem + "_" + safe + ".png";
-    plot_curves_png(path, prefix + metric, with_best(phase_series(table, metric), metric, false),
-                    "step");
-    written.push_back(path);
+  for (const auto& s : loss)
+    for (double y : s.y) lo = std::min(lo, y), hi = std::max(hi, y);
+  const bool log_loss = lo > 0 && hi / lo > 100;  // late progress stays visible
+  const std::string prefix = title.empty() ? "" : title + ": ";
+  std::vector<Body> panels;
+  panels.push_back(line_chart(prefix + "loss", "step", "loss",
+                              with_best(std::move(loss), best ? row_loss(*best) : NAN), log_loss));
+  if (!metric.empty())
+    panels.push_back(line_chart(
+        prefix + metric, "step", metric,
+        with_best(phase_series(table, metric,
+                               [&](const MetricsRow& r) { return column_value(r, metric); }),
+                  best ? column_value(*best, metric) : NAN),
+        false));
+  double width = 0, height = 0;
+  for (const Body& p : panels) width = std::max(width, p.width), height += p.height;
+  std::string s = svg_open(width, height);
+  double y = 0;
+  for (const Body& p : panels) {
+    s += "<g transform=\"translate(0," + svg_px(y) + ")\">\n" + p.svg + "</g>\n";
+    y += p.height;
   }
-  return written;
+  return s + "</svg>\n";
 }
 
-void write_run_curves(const std::string& out_dir, const std::string& primary_metric) {
-  plot_training_curves(out_dir + "/metrics.csv", out_dir + "/curves.png", primary_metric);
+std::string write_run_curves(const std::string& out_dir, const std::string& primary_metric) {
+  const std::string path = out_dir + "/curves.svg";
+  const std::string name = std::filesystem::path(out_dir).filename().string();
+  write_file_atomically(
+      path, std::string_view(training_curves_svg(read_metrics_csv(out_dir + "/metrics.csv"), name,
+                                                 primary_metric)));
+  return path;
 }
 
 }  // namespace mixlab::lab

@@ -1,57 +1,56 @@
-// A small self-contained line-plot renderer for training curves: kPlotWidth x kPlotHeight RGB
-// PNGs with a frame, grid, ticks with numeric labels, a title, an x-axis label and a legend, in
-// a built-in 5x7 bitmap font (upper case only: lower-case letters are drawn as capitals).
+// The lab's one plot writer: line charts and scatter plots as SVG, with real text a browser
+// draws (lab/svg.h). The training curves of every run (curves.svg) and the study's figures come
+// from it.
 //
-// Data handling: non-finite points (NaN, inf) are skipped and break the line there; points with
-// no finite neighbour (a single point, or one between NaNs) are drawn as dots, and every point
-// gets a dot when a series has few of them. Ranges of zero width (one point, a flat curve) are
-// widened around the value; with no finite point at all, the axes are drawn with "NO DATA".
-// The legend goes in the corner of the plot area that covers the fewest points.
+// Every chart has a title, axis labels, and on both axes ticks with labels at "nice" values
+// (nice_ticks: a range like 1347..1957 gets 1400, 1500, ..., 1900; a log axis gets 1, 2 and 5
+// times the powers of ten when at least three fall inside, else nice values of its own range).
+// Tick labels carry class="tick-x" / class="tick-y", so tests (and scripts) can find them.
+//
+// Data handling: non-finite points are skipped and break a line there; a series of few points
+// is drawn with a dot at each; ranges of zero width are widened around the value; a chart with
+// no finite point says "no data". Scatter points are told apart by colour and marker shape (ten
+// colours times four shapes) and named in a legend beside the plot; each point also carries its
+// name next to it where that label overlaps no other label or point.
 #pragma once
-#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "io/run_log.h"
+
 namespace mixlab::lab {
 
-constexpr int kPlotWidth = 800;
-constexpr int kPlotHeight = 500;
-
-struct Series {
-  std::string name;       // legend entry; empty leaves the series out of the legend
-  std::vector<double> x;  // same length as y (Error otherwise); drawn in the given order
-  std::vector<double> y;
-  uint32_t rgb = 0x1f77b4;  // 0xRRGGBB
+struct ChartSeries {
+  std::string name;
+  std::vector<double> x, y;
+  std::vector<double> y_err;  // optional half-widths of an interval around y (error bars)
+  std::string colour;         // "#rrggbb"; empty: the palette's colour for the series' place
 };
 
-// A palette of distinct line colours for series i (cycles after 8).
-uint32_t plot_color(size_t i);
+std::string line_chart_svg(const std::string& title, const std::string& x_label,
+                           const std::string& y_label, const std::vector<ChartSeries>& series,
+                           bool log_y = false);
+std::string scatter_svg(const std::string& title, const std::string& x_label,
+                        const std::string& y_label, const std::vector<ChartSeries>& series,
+                        bool log_x = false);
 
-// The PNG file's bytes.
-std::vector<uint8_t> render_curves_png(const std::string& title, const std::vector<Series>& series,
-                                       const std::string& x_label);
+// A row's training or evaluation loss: the column "loss", else the first column whose name
+// starts with "loss" (a train row may name its window, e.g. "loss_window"). NaN when none.
+double row_loss(const MetricsRow& row);
 
-// Renders and writes the PNG atomically (write_file_atomically); Error on failure.
-void plot_curves_png(const std::string& path, const std::string& title,
-                     const std::vector<Series>& series, const std::string& x_label);
-
-// Plots a MetricsLog CSV (io/run_log.h) against step, one PNG per quantity:
-//  - `png_path`: the "loss" column, one series per phase that has it (train, valid, test; each
-//    phase keeps its colour across plots);
-//  - `<png_path without .png>_<metric>.png`: the same for the primary metric, when there is one.
-// The primary metric is `primary_metric` if given (Error if it is not a column), else the first
-// column in file order, other than loss, that has a finite value in a valid row and is not a
-// learning rate, rate, time or norm column (lr, names containing "/s", "time", "norm",
-// "elapsed"). Two separate PNGs rather than two panels keep each at the full plot size.
+// The curves of a metrics log (io/run_log.h) against step, one SVG with two panels:
+//  - the loss, one series per phase that has it (train, valid, test), on a log axis when it
+//    falls over more than two decades;
+//  - the primary metric, the same way, when there is one: `primary_metric` if given (Error if it
+//    is not a column), else the first column in file order, other than the loss, that has a
+//    finite value in a valid row and is not a rate, time or norm column.
 // Both mark the best checkpoint (the valid row with the highest primary metric, or the lowest
-// loss without one) with a black dot; a loss spanning more than two decades is drawn as log10.
-// Returns the paths written.
-std::vector<std::string> plot_training_curves(const std::string& metrics_csv_path,
-                                              const std::string& png_path,
-                                              const std::string& primary_metric = "");
+// loss without one). `title` heads the picture (e.g. the run folder's name).
+std::string training_curves_svg(const MetricsTable& table, const std::string& title,
+                                const std::string& primary_metric = "");
 
-// The curves of the run in `out_dir` (its metrics.csv), as plot_training_curves draws them;
-// TrainerOptions::draw_curves for the commands.
-void write_run_curves(const std::string& out_dir, const std::string& primary_metric);
+// OUT_DIR/curves.svg from OUT_DIR/metrics.csv, written atomically; returns its path. The
+// commands' TrainerOptions::draw_curves.
+std::string write_run_curves(const std::string& out_dir, const std::string& primary_metric);
 
 }  // namespace mixlab::lab

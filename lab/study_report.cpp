@@ -8,8 +8,9 @@
 #include <set>
 #include <sstream>
 
-#include "lab/svg.h"
+#include "lab/plot.h"
 #include "lab/study.h"
+#include "lab/svg.h"
 #include "core/strings.h"
 #include "nn/mixer_registry.h"
 #include "io/atomic_file.h"
@@ -382,9 +383,9 @@ std::vector<ChartSeries> learning_curves(const StudyTask& t, const std::vector<C
     try {
       MetricsTable table = read_metrics_csv(c.dir + "/metrics.csv");
       for (const auto& row : table.rows)
-        if (row.phase == "train" && row.values.count("loss")) {
+        if (row.phase == "train" && std::isfinite(row_loss(row))) {
           s.x.push_back(static_cast<double>(row.step));
-          s.y.push_back(row.values.at("loss"));
+          s.y.push_back(row_loss(row));
         }
     } catch (const std::exception&) {
       continue;  // no curve for this cell; the table still has its row

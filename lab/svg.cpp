@@ -33,51 +33,6 @@ constexpr std::array<std::array<int, 3>, 11> kViridis = {{{68, 1, 84},
                                                           {189, 223, 38},
                                                           {253, 231, 37}}};
 
-// Ten distinct line colours (matplotlib's tab10); series past ten are dashed.
-constexpr std::array<const char*, 10> kPalette = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                                                  "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                                                  "#bcbd22", "#17becf"};
-
-std::string num(double v, int precision = 3) {
-  if (!std::isfinite(v)) return "nan";
-  char buf[32];
-  if (std::abs(v) >= 1000 && std::abs(v) < 1e7) {  // 1580, not 1.58e+03
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-    return buf;
-  }
-  std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-  return buf;
-}
-
-std::string px(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
-std::string svg_open(double width, double height) {
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" "
-         "xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"" +
-         px(width) + "\" height=\"" + px(height) + "\" viewBox=\"0 0 " + px(width) + " " +
-         px(height) + "\" font-family=\"" + kFont + "\">\n<rect width=\"100%\" height=\"100%\" " +
-         "fill=\"white\"/>\n";
-}
-
-std::string text(double x, double y, const std::string& s, double size,
-                 const std::string& extra = "") {
-  return "<text x=\"" + px(x) + "\" y=\"" + px(y) + "\" font-size=\"" + px(size) + "\" " + extra +
-         ">" + xml_escape(s) + "</text>\n";
-}
-
-// Width of a label in a proportional font, roughly (0.6 em per character, counting UTF-8 code
-// points, not bytes).
-double text_width(const std::string& s, double size) {
-  size_t points = 0;
-  for (unsigned char c : s)
-    if ((c & 0xC0) != 0x80) ++points;
-  return 0.6 * size * static_cast<double>(points);
-}
-
 std::string base64(const std::vector<uint8_t>& bytes) {
   static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
@@ -106,134 +61,83 @@ std::vector<uint8_t> gray_png(const std::vector<uint8_t>& gray, int side) {
   return out;
 }
 
-// "Nice" tick values covering [lo, hi]: steps of 1, 2 or 5 times a power of ten.
-std::vector<double> ticks(double lo, double hi, int wanted = 5) {
-  double span = hi - lo;
+}  // namespace
+
+std::string svg_number(double v, int precision) {
+  if (!std::isfinite(v)) return "nan";
+  char buf[32];
+  if (std::abs(v) >= 1000 && std::abs(v) < 1e7) {  // 1580, not 1.58e+03
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+  return buf;
+}
+
+std::string svg_px(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::string svg_open(double width, double height) {
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" "
+         "xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"" +
+         svg_px(width) + "\" height=\"" + svg_px(height) + "\" viewBox=\"0 0 " + svg_px(width) +
+         " " + svg_px(height) + "\" font-family=\"" + kFont +
+         "\">\n<rect width=\"100%\" height=\"100%\" " + "fill=\"white\"/>\n";
+}
+
+std::string svg_text(double x, double y, const std::string& s, double size,
+                     const std::string& extra) {
+  return "<text x=\"" + svg_px(x) + "\" y=\"" + svg_px(y) + "\" font-size=\"" + svg_px(size) +
+         "\" " + extra + ">" + xml_escape(s) + "</text>\n";
+}
+
+// Width of a label in a proportional font, roughly (0.6 em per character, counting UTF-8 code
+// points, not bytes).
+double svg_text_width(const std::string& s, double size) {
+  size_t points = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++points;
+  return 0.6 * size * static_cast<double>(points);
+}
+
+std::vector<double> nice_ticks(double lo, double hi, int wanted) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return {};
+  if (hi < lo) std::swap(lo, hi);
+  const double span = hi - lo;
   if (!(span > 0)) return {lo};
-  double raw = span / wanted, mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = mag * (raw / mag < 1.5 ? 1 : raw / mag < 3.5 ? 2 : raw / mag < 7.5 ? 5 : 10);
+  const double raw = span / std::max(wanted, 2), mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double r = raw / mag;
+  const double step = mag * (r < 1.5 ? 1 : r < 3.5 ? 2 : r < 7.5 ? 5 : 10);
   std::vector<double> out;
-  for (double t = std::ceil(lo / step) * step; t <= hi + 1e-9 * span; t += step)
-    out.push_back(std::abs(t) < 1e-12 * span ? 0.0 : t);
+  // Integer multiples of the step, so that 0.1 + 0.2 never prints as 0.30000000000000004.
+  for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + 1e-9 * span; ++k)
+    out.push_back(k == 0 ? 0.0 : k * step);
   return out;
 }
 
-// The frame of a chart: plot area, grid, ticks and labels; maps data to pixels.
-struct Axes {
-  double left = 70, top = 44, width = 520, height = 320;
-  double x0 = 0, x1 = 1, y0 = 0, y1 = 1;
-  bool log_x = false, log_y = false;
-  double fx(double x) const {
-    double v = log_x ? std::log10(x) : x;
-    return left + (v - x0) / (x1 - x0) * width;
+std::string tick_label(double value, double step) {
+  if (!std::isfinite(value)) return "nan";
+  if (value == 0) return "0";
+  const double a = std::abs(value);
+  char buf[40];
+  if (a >= 1e7 || a < 1e-4) {  // far from 1: scientific, with as many digits as the step needs
+    const int digits =
+        std::isfinite(step) && step > 0
+            ? std::clamp(static_cast<int>(std::floor(std::log10(a)) - std::floor(std::log10(step))),
+                         0, 6)
+            : 2;
+    std::snprintf(buf, sizeof buf, "%.*e", digits, value);
+    return buf;
   }
-  double fy(double y) const {
-    double v = log_y ? std::log10(y) : y;
-    return top + height - (v - y0) / (y1 - y0) * height;
-  }
-};
-
-void widen(double& lo, double& hi) {
-  if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
-  if (hi - lo < 1e-12 * std::max(1.0, std::abs(hi))) lo -= 0.5, hi += 0.5;
+  const int decimals = std::isfinite(step) && step > 0 && step < 1
+                           ? std::clamp(static_cast<int>(std::ceil(-std::log10(step) - 1e-9)), 0, 8)
+                           : 0;
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
 }
-
-// Data ranges of every finite point (positive only on a log axis).
-void fit_axes(Axes& a, const std::vector<ChartSeries>& series) {
-  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-  for (const auto& s : series)
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      double x = s.x[i], y = s.y[i];
-      if (!std::isfinite(x) || !std::isfinite(y)) continue;
-      if ((a.log_x && x <= 0) || (a.log_y && y <= 0)) continue;
-      double e = i < s.y_err.size() && std::isfinite(s.y_err[i]) ? s.y_err[i] : 0.0;
-      x = a.log_x ? std::log10(x) : x;
-      x0 = std::min(x0, x), x1 = std::max(x1, x);
-      y0 = std::min(y0, a.log_y ? std::log10(y) : y - e);
-      y1 = std::max(y1, a.log_y ? std::log10(y) : y + e);
-    }
-  widen(x0, x1);
-  widen(y0, y1);
-  double padx = 0.04 * (x1 - x0), pady = 0.06 * (y1 - y0);
-  a.x0 = x0 - padx, a.x1 = x1 + padx, a.y0 = y0 - pady, a.y1 = y1 + pady;
-}
-
-std::string draw_axes(const Axes& a, const std::string& title, const std::string& x_label,
-                      const std::string& y_label) {
-  std::string s;
-  s += text(a.left, 24, title, 16, "font-weight=\"bold\"");
-  s += "<rect x=\"" + px(a.left) + "\" y=\"" + px(a.top) + "\" width=\"" + px(a.width) +
-       "\" height=\"" + px(a.height) + "\" fill=\"none\" stroke=\"#444\"/>\n";
-  auto axis_ticks = [&](double lo, double hi, bool log, bool is_x) {
-    std::vector<double> at = ticks(lo, hi);
-    if (log) {  // 1, 2 and 5 times the powers of ten inside the range
-      at.clear();
-      for (double e = std::floor(lo); e <= hi; ++e)
-        for (double m : {1.0, 2.0, 5.0})
-          if (double t = e + std::log10(m); t >= lo && t <= hi) at.push_back(t);
-    }
-    for (double t : at) {
-      double value = log ? std::pow(10.0, t) : t;
-      if (is_x) {
-        double x = a.left + (t - a.x0) / (a.x1 - a.x0) * a.width;
-        s += "<line x1=\"" + px(x) + "\" y1=\"" + px(a.top) + "\" x2=\"" + px(x) + "\" y2=\"" +
-             px(a.top + a.height) + "\" stroke=\"#e4e4e4\"/>\n";
-        s += text(x, a.top + a.height + 16, num(value), 11, "text-anchor=\"middle\"");
-      } else {
-        double y = a.top + a.height - (t - a.y0) / (a.y1 - a.y0) * a.height;
-        s += "<line x1=\"" + px(a.left) + "\" y1=\"" + px(y) + "\" x2=\"" + px(a.left + a.width) +
-             "\" y2=\"" + px(y) + "\" stroke=\"#e4e4e4\"/>\n";
-        s += text(a.left - 6, y + 4, num(value), 11, "text-anchor=\"end\"");
-      }
-    }
-  };
-  axis_ticks(a.x0, a.x1, a.log_x, true);
-  axis_ticks(a.y0, a.y1, a.log_y, false);
-  s += text(a.left + a.width / 2, a.top + a.height + 36, x_label + (a.log_x ? " (log scale)" : ""),
-            12, "text-anchor=\"middle\"");
-  s += "<text transform=\"translate(16," + px(a.top + a.height / 2) +
-       ") rotate(-90)\" font-size=\"12\" text-anchor=\"middle\">" +
-       xml_escape(y_label + (a.log_y ? " (log scale)" : "")) + "</text>\n";
-  return s;
-}
-
-std::string series_style(size_t i) {
-  std::string s = std::string("stroke=\"") + kPalette[i % kPalette.size()] + "\"";
-  if (i >= kPalette.size()) s += " stroke-dasharray=\"6 3\"";
-  return s;
-}
-
-std::string legend(const Axes& a, const std::vector<ChartSeries>& series, bool lines) {
-  std::string s;
-  double x = a.left + a.width + 16, y = a.top + 8;
-  for (size_t i = 0; i < series.size(); ++i, y += 17) {
-    const char* colour = kPalette[i % kPalette.size()];
-    if (lines)
-      s += "<line x1=\"" + px(x) + "\" y1=\"" + px(y) + "\" x2=\"" + px(x + 22) + "\" y2=\"" +
-           px(y) + "\" stroke-width=\"2\" " + series_style(i) + "/>\n";
-    else
-      s += "<circle cx=\"" + px(x + 11) + "\" cy=\"" + px(y) + "\" r=\"4.5\" fill=\"" + colour +
-           "\"/>\n";
-    s += text(x + 28, y + 4, series[i].name, 12);
-  }
-  return s;
-}
-
-double legend_width(const std::vector<ChartSeries>& series) {
-  double w = 0;
-  for (const auto& s : series) w = std::max(w, text_width(s.name, 12));
-  return w + 60;
-}
-
-// The SVG's opening, the fitted axes and their labels: the start of every chart.
-std::string chart_frame(Axes& a, const std::string& title, const std::string& x_label,
-                        const std::string& y_label, const std::vector<ChartSeries>& series) {
-  fit_axes(a, series);
-  return svg_open(a.left + a.width + legend_width(series), a.top + a.height + 52) +
-         draw_axes(a, title, x_label, y_label);
-}
-
-}  // namespace
 
 std::string viridis(double t) {
   if (!std::isfinite(t)) t = 0;
@@ -282,14 +186,14 @@ std::string heatmap_svg(const Heatmap& m) {
   };
   double row_w = 0, col_h = 0;
   for (int64_t i = 0; i < m.rows; ++i)
-    row_w = std::max(row_w, text_width(label(m.row_labels, i), font));
+    row_w = std::max(row_w, svg_text_width(label(m.row_labels, i), font));
   for (int64_t j = 0; j < m.cols; ++j)
-    col_h = std::max(col_h, text_width(label(m.col_labels, j), font));
+    col_h = std::max(col_h, svg_text_width(label(m.col_labels, j), font));
   double grid_w = cell * m.cols, grid_h = cell * m.rows;
   double left = row_w + 34, top = 62;
   double bar_x = left + grid_w + 24, bar_h = std::max(grid_h, 140.0);
-  double width =
-      std::max(bar_x + 90, std::max(text_width(m.title, 16), text_width(m.subtitle, 11)) + 24);
+  double width = std::max(
+      bar_x + 90, std::max(svg_text_width(m.title, 16), svg_text_width(m.subtitle, 11)) + 24);
   double height = top + std::max(grid_h + col_h * 0.8 + 44, bar_h + 20);
 
   double lo = INFINITY, hi = -INFINITY;
@@ -299,44 +203,46 @@ std::string heatmap_svg(const Heatmap& m) {
   double span = hi > lo ? hi - lo : 1.0;
 
   std::string s = svg_open(width, height);
-  s += text(12, 22, m.title, 16, "font-weight=\"bold\"");
-  s += text(12, 40, m.subtitle, 11, "fill=\"#444\"");
+  s += svg_text(12, 22, m.title, 16, "font-weight=\"bold\"");
+  s += svg_text(12, 40, m.subtitle, 11, "fill=\"#444\"");
   for (int64_t i = 0; i < m.rows; ++i)
     for (int64_t j = 0; j < m.cols; ++j) {
       double v = m.values[i * m.cols + j];
-      s += "<rect x=\"" + px(left + j * cell) + "\" y=\"" + px(top + i * cell) + "\" width=\"" +
-           px(cell + 0.3) + "\" height=\"" + px(cell + 0.3) + "\" fill=\"" +
+      s += "<rect x=\"" + svg_px(left + j * cell) + "\" y=\"" + svg_px(top + i * cell) +
+           "\" width=\"" + svg_px(cell + 0.3) + "\" height=\"" + svg_px(cell + 0.3) + "\" fill=\"" +
            (std::isfinite(v) ? viridis((v - lo) / span) : std::string("#ff00ff")) + "\"><title>" +
-           xml_escape(label(m.row_labels, i) + " → " + label(m.col_labels, j)) + ": " + num(v, 5) +
-           "</title></rect>\n";
+           xml_escape(label(m.row_labels, i) + " → " + label(m.col_labels, j)) + ": " +
+           svg_number(v, 5) + "</title></rect>\n";
     }
   for (int64_t i = 0; i < m.rows; ++i)
-    s += text(left - 4, top + (i + 0.5) * cell + font * 0.35, label(m.row_labels, i), font,
-              "text-anchor=\"end\"");
+    s += svg_text(left - 4, top + (i + 0.5) * cell + font * 0.35, label(m.row_labels, i), font,
+                  "text-anchor=\"end\"");
   for (int64_t j = 0; j < m.cols; ++j) {
     double x = left + (j + 0.5) * cell + font * 0.35, y = top + grid_h + 5;
-    s += "<text transform=\"translate(" + px(x) + "," + px(y) +
-         ") rotate(-60)\" text-anchor=\"end\" font-size=\"" + px(font) + "\">" +
+    s += "<text transform=\"translate(" + svg_px(x) + "," + svg_px(y) +
+         ") rotate(-60)\" text-anchor=\"end\" font-size=\"" + svg_px(font) + "\">" +
          xml_escape(label(m.col_labels, j)) + "</text>\n";
   }
   // Axis names: rows on the left, columns under their labels.
-  s += "<text transform=\"translate(12," + px(top + grid_h / 2) +
+  s += "<text transform=\"translate(12," + svg_px(top + grid_h / 2) +
        ") rotate(-90)\" font-size=\"12\" text-anchor=\"middle\" fill=\"#444\">" +
        xml_escape(m.row_axis) + "</text>\n";
-  s += text(left + grid_w / 2, top + grid_h + col_h * 0.87 + 28, m.col_axis, 12,
-            "text-anchor=\"middle\" fill=\"#444\"");
+  s += svg_text(left + grid_w / 2, top + grid_h + col_h * 0.87 + 28, m.col_axis, 12,
+                "text-anchor=\"middle\" fill=\"#444\"");
   // The colour bar: a vertical gradient (top = max) with five values.
   s += "<defs><linearGradient id=\"bar\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
   for (int k = 0; k <= 10; ++k)
-    s += "<stop offset=\"" + num(k / 10.0) + "\" stop-color=\"" + viridis(k / 10.0) + "\"/>";
+    s += "<stop offset=\"" + svg_number(k / 10.0) + "\" stop-color=\"" + viridis(k / 10.0) + "\"/>";
   s += "</linearGradient></defs>\n";
-  s += "<rect x=\"" + px(bar_x) + "\" y=\"" + px(top) + "\" width=\"16\" height=\"" + px(bar_h) +
-       "\" fill=\"url(#bar)\" stroke=\"#444\" stroke-width=\"0.5\"/>\n";
-  for (double v : ticks(lo, hi)) {
+  s += "<rect x=\"" + svg_px(bar_x) + "\" y=\"" + svg_px(top) + "\" width=\"16\" height=\"" +
+       svg_px(bar_h) + "\" fill=\"url(#bar)\" stroke=\"#444\" stroke-width=\"0.5\"/>\n";
+  const std::vector<double> bar_ticks = nice_ticks(lo, hi);
+  const double bar_step = bar_ticks.size() > 1 ? bar_ticks[1] - bar_ticks[0] : 0;
+  for (double v : bar_ticks) {
     double y = top + bar_h - bar_h * (v - lo) / span;
-    s += "<line x1=\"" + px(bar_x + 16) + "\" y1=\"" + px(y) + "\" x2=\"" + px(bar_x + 20) +
-         "\" y2=\"" + px(y) + "\" stroke=\"#444\"/>\n";
-    s += text(bar_x + 23, y + 4, num(v), 11);
+    s += "<line x1=\"" + svg_px(bar_x + 16) + "\" y1=\"" + svg_px(y) + "\" x2=\"" +
+         svg_px(bar_x + 20) + "\" y2=\"" + svg_px(y) + "\" stroke=\"#444\"/>\n";
+    s += svg_text(bar_x + 23, y + 4, tick_label(v, bar_step), 11, "class=\"tick-y\"");
   }
   return s + "</svg>\n";
 }
@@ -355,17 +261,18 @@ std::string patch_attention_svg(const std::string& title, const std::vector<uint
   double width = columns * (thumb + 8) + 24, height = 52 + rows * (thumb + gap);
   const std::string note =
       "red frame: the query patch; tint: the weight it gives each patch (yellow = its largest)";
-  width = std::max({width, text_width(title, 15) + 24, text_width(note, 11) + 24});
+  width = std::max({width, svg_text_width(title, 15) + 24, svg_text_width(note, 11) + 24});
   std::string s = svg_open(width, height);
-  s += text(12, 22, title, 15, "font-weight=\"bold\"");
-  s += text(12, 40, note, 11, "fill=\"#444\"");
+  s += svg_text(12, 22, title, 15, "font-weight=\"bold\"");
+  s += svg_text(12, 40, note, 11, "fill=\"#444\"");
   s += "<defs><image id=\"img\" width=\"" + std::to_string(side) + "\" height=\"" +
        std::to_string(side) +
        "\" style=\"image-rendering:pixelated\" xlink:href=\"data:image/png;base64," +
        base64(gray_png(gray, side)) + "\"/></defs>\n";
   for (int64_t q = 0; q < n; ++q) {
     double x = 12 + (q % columns) * (thumb + 8), y = 52 + (q / columns) * (thumb + gap);
-    s += "<g transform=\"translate(" + px(x) + "," + px(y) + ") scale(" + num(scale) + ")\">";
+    s += "<g transform=\"translate(" + svg_px(x) + "," + svg_px(y) + ") scale(" +
+         svg_number(scale) + ")\">";
     s += "<use xlink:href=\"#img\"/>";
     double peak = 0;
     for (double w : weights[q]) peak = std::max(peak, std::abs(w));
@@ -375,72 +282,14 @@ std::string patch_attention_svg(const std::string& title, const std::vector<uint
       s += "<rect x=\"" + std::to_string((k % per_side) * patch) + "\" y=\"" +
            std::to_string((k / per_side) * patch) + "\" width=\"" + std::to_string(patch) +
            "\" height=\"" + std::to_string(patch) + "\" fill=\"" + viridis(w) +
-           "\" fill-opacity=\"" + num(0.15 + 0.6 * w) + "\"/>";
+           "\" fill-opacity=\"" + svg_number(0.15 + 0.6 * w) + "\"/>";
     }
     s += "<rect x=\"" + std::to_string((q % per_side) * patch) + "\" y=\"" +
          std::to_string((q / per_side) * patch) + "\" width=\"" + std::to_string(patch) +
          "\" height=\"" + std::to_string(patch) +
          "\" fill=\"none\" stroke=\"red\" stroke-width=\"0.6\"/></g>\n";
-    s += text(x, y + thumb + 12, "patch " + std::to_string(q), 10);
+    s += svg_text(x, y + thumb + 12, "patch " + std::to_string(q), 10);
   }
-  return s + "</svg>\n";
-}
-
-std::string line_chart_svg(const std::string& title, const std::string& x_label,
-                           const std::string& y_label, const std::vector<ChartSeries>& series,
-                           bool log_y) {
-  Axes a;
-  a.log_y = log_y;
-  std::string s = chart_frame(a, title, x_label, y_label, series);
-  for (size_t i = 0; i < series.size(); ++i) {
-    const ChartSeries& c = series[i];
-    std::string points;
-    auto flush = [&] {
-      if (!points.empty())
-        s += "<polyline fill=\"none\" stroke-width=\"1.8\" " + series_style(i) + " points=\"" +
-             points + "\"/>\n";
-      points.clear();
-    };
-    for (size_t k = 0; k < c.x.size() && k < c.y.size(); ++k) {
-      bool ok = std::isfinite(c.x[k]) && std::isfinite(c.y[k]) && (!log_y || c.y[k] > 0);
-      if (!ok) {
-        flush();
-        continue;
-      }
-      points += px(a.fx(c.x[k])) + "," + px(a.fy(c.y[k])) + " ";
-      if (c.x.size() <= 12)
-        s += "<circle cx=\"" + px(a.fx(c.x[k])) + "\" cy=\"" + px(a.fy(c.y[k])) +
-             "\" r=\"2.5\" fill=\"" + kPalette[i % kPalette.size()] + "\"/>\n";
-    }
-    flush();
-  }
-  s += legend(a, series, true);
-  return s + "</svg>\n";
-}
-
-std::string scatter_svg(const std::string& title, const std::string& x_label,
-                        const std::string& y_label, const std::vector<ChartSeries>& series,
-                        bool log_x) {
-  Axes a;
-  a.log_x = log_x;
-  std::string s = chart_frame(a, title, x_label, y_label, series);
-  for (size_t i = 0; i < series.size(); ++i) {
-    const ChartSeries& c = series[i];
-    const char* colour = kPalette[i % kPalette.size()];
-    for (size_t k = 0; k < c.x.size() && k < c.y.size(); ++k) {
-      if (!std::isfinite(c.x[k]) || !std::isfinite(c.y[k]) || (log_x && c.x[k] <= 0)) continue;
-      double x = a.fx(c.x[k]), y = a.fy(c.y[k]);
-      if (k < c.y_err.size() && c.y_err[k] > 0)
-        s += "<line x1=\"" + px(x) + "\" y1=\"" + px(a.fy(c.y[k] - c.y_err[k])) + "\" x2=\"" +
-             px(x) + "\" y2=\"" + px(a.fy(c.y[k] + c.y_err[k])) + "\" stroke=\"" + colour +
-             "\"/>\n";
-      s += "<circle cx=\"" + px(x) + "\" cy=\"" + px(y) + "\" r=\"5\" fill=\"" + colour +
-           "\" fill-opacity=\"0.85\"" + (i >= kPalette.size() ? " stroke=\"black\"" : "") +
-           "><title>" + xml_escape(c.name) + "</title></circle>\n";
-      s += text(x + 7, y - 6, c.name, 10, "fill=\"#333\"");
-    }
-  }
-  s += legend(a, series, false);
   return s + "</svg>\n";
 }
 

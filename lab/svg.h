@@ -1,15 +1,36 @@
-// The pictures of `mixlab inspect` and `mixlab study`, written as SVG.
+// SVG, the lab's one picture format: the primitives every figure is built from (text, numbers,
+// "nice" axis ticks) and the pictures of `mixlab inspect` (heatmaps, patch overlays). The charts
+// (training curves, the study's figures) are in lab/plot.h.
 //
-// Why SVG and not the PNG writer of io/plot.cpp: that writer's 5x7 bitmap font has capitals
-// only, so mixed-case tokens ("Walk", "jump", "<bos>") and 40-60 labels per axis cannot be drawn
-// legibly with it. SVG text is drawn by the browser (or rsvg-convert) in a real font at any size,
-// stays sharp when zoomed, and each heatmap cell carries its exact value as a hover tooltip.
+// Why SVG: its text is drawn by the browser (or rsvg-convert) in a real font at any size, so
+// mixed-case tokens ("Walk", "jump", "<bos>") and 40-60 labels per axis stay legible and sharp
+// when zoomed, and each heatmap cell carries its exact value as a hover tooltip. A bitmap is used
+// only where the picture is one: an input image, embedded as a PNG data URI.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace mixlab::lab {
+
+// "1580", "0.25", "3e-05": a value in at most `precision` significant digits.
+std::string svg_number(double v, int precision = 3);
+// A coordinate with one decimal.
+std::string svg_px(double v);
+// The opening <svg> element at this size, with the font family and a white background.
+std::string svg_open(double width, double height);
+// A <text> element at (x, y) (the baseline's start), escaped; `extra` adds attributes.
+std::string svg_text(double x, double y, const std::string& s, double size,
+                     const std::string& extra = "");
+// Width of a label in a proportional font, roughly (0.6 em per UTF-8 code point).
+double svg_text_width(const std::string& s, double size);
+
+// "Nice" tick values inside [lo, hi]: integer multiples of a step of 1, 2 or 5 times a power of
+// ten, about `wanted` of them and never fewer than two when hi > lo (so 1347..1957 gets 1400,
+// 1500, ..., 1900). Empty for a non-finite range; {lo} for an empty one.
+std::vector<double> nice_ticks(double lo, double hi, int wanted = 5);
+// A tick's label with the digits its step needs: 1400, 0.25, 0.05, 2.5e-05.
+std::string tick_label(double value, double step);
 
 // Viridis (matplotlib's perceptually uniform map) at t in [0, 1] as "#rrggbb".
 std::string viridis(double t);
@@ -35,19 +56,5 @@ std::string heatmap_svg(const Heatmap& map);
 std::string patch_attention_svg(const std::string& title, const std::vector<uint8_t>& gray,
                                 int side, int patch,
                                 const std::vector<std::vector<double>>& weights);
-
-// Line charts and scatter plots for the study report.
-struct ChartSeries {
-  std::string name;
-  std::vector<double> x, y;
-  std::vector<double> y_err;  // optional error bars (same length as y) for scatter points
-};
-std::string line_chart_svg(const std::string& title, const std::string& x_label,
-                           const std::string& y_label, const std::vector<ChartSeries>& series,
-                           bool log_y = false);
-// One labelled point (or a few, one per seed) per series.
-std::string scatter_svg(const std::string& title, const std::string& x_label,
-                        const std::string& y_label, const std::vector<ChartSeries>& series,
-                        bool log_x = false);
 
 }  // namespace mixlab::lab

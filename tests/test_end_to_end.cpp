@@ -119,7 +119,7 @@ TEST_CASE("end to end: a small translator learns to reverse sequences") {
   CHECK(r.best_valid.at("exact_match") >= 0.9);
   CHECK(std::filesystem::exists(dir / "best.safetensors"));
   CHECK(std::filesystem::exists(dir / "metrics.csv"));
-  CHECK(std::filesystem::exists(dir / "curves.png"));
+  CHECK(std::filesystem::exists(dir / "curves.svg"));
   std::filesystem::remove_all(dir);
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "tests/cli_runner.h"
+#include "tests/svg_figure.h"
 #include "tests/temp_dir.h"
 #include "io/safetensors.h"
 
@@ -94,6 +95,18 @@ TEST_CASE("study app: tiny ListOps study, killed after one cell, resumes without
   for (const char* f : {"curves-listops.svg", "scatter-listops.svg", "length-listops.svg",
                         "gallery/listops/attention/index.html", "gallery/listops/fnet/index.html"})
     CHECK(fs::exists(out / f));
+  // Every figure reads: labelled ticks on both axes, and no bitmap standing in for text.
+  for (const char* f : {"curves-listops.svg", "scatter-listops.svg", "length-listops.svg"}) {
+    const std::string svg = read_file((out / f).string());
+    INFO(f);
+    CHECK(svg_tick_values(svg, "x").size() >= 2);
+    CHECK(svg_tick_values(svg, "y").size() >= 2);
+    CHECK(svg.find("<image") == std::string::npos);
+  }
+  for (const char* cell : {"attention", "fnet"})  // each cell's own curves, as SVG
+    CHECK(
+        svg_tick_values(read_file((cells / cell / "seed-0" / "curves.svg").string()), "y").size() >=
+        2);
 
   // A third run finds everything finished and trains nothing.
   auto all_before = folder_state(cells);
