@@ -214,7 +214,22 @@ InspectResult run_inspect(const InspectOptions& o) {
     Tensor source = Tensor::from_data(src_ids, {1, static_cast<int64_t>(src_ids.size())});
     std::vector<int32_t> out_ids;
     if (!o.target.empty()) {
-      out_ids = tgt.encode(tokenize_words(o.target));
+      // A target the model cannot read is refused, never mapped to <unk> or cut short: the
+      // matrices of a different target would be shown under this one's name.
+      const std::vector<std::string> words = tokenize_words(o.target);
+      std::vector<std::string> unknown;
+      for (const auto& w : words)
+        if (!tgt.contains(w) && std::find(unknown.begin(), unknown.end(), w) == unknown.end())
+          unknown.push_back(w);
+      if (!unknown.empty())
+        throw UsageError("--target: " + std::to_string(unknown.size()) +
+                         " token(s) not in the model's target vocabulary: " + join(unknown, ", "));
+      if (static_cast<int64_t>(words.size()) + 1 > c.tgt_max_len)
+        throw UsageError("--target has " + std::to_string(words.size()) +
+                         " tokens; with <bos> the model takes at most tgt_max_len = " +
+                         std::to_string(c.tgt_max_len) + ", so at most " +
+                         std::to_string(c.tgt_max_len - 1));
+      out_ids = tgt.encode(words);
     } else {
       DecodeOptions d;
       d.max_len = c.tgt_max_len - 1;

@@ -9,8 +9,10 @@
 #include <iostream>
 #include <sstream>
 #include <fcntl.h>
-#include <spawn.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 #include "lab/errors.h"
@@ -25,8 +27,8 @@
 #include "train/data/listops.h"
 #include "io/json.h"
 #include "io/run_log.h"
-
-extern char** environ;
+#include "train/run/interrupt.h"
+#include "core/strings.h"
 
 namespace mixlab::lab {
 
@@ -51,35 +53,80 @@ std::vector<std::string> split_words(const std::string& s) {
 
 std::string cell_base(const StudyOptions& o, const std::string& task, const std::string& mixer,
                       int seed) {
-  return o.out + "/cells/" + mixer_slug(task) + "/" + mixer_slug(mixer) + "/seed-" +
+  return o.out + "/cells/" + folder_name(task) + "/" + folder_name(mixer) + "/seed-" +
          std::to_string(seed);
 }
 
+// An open file descriptor, closed with its owner.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// An exclusive lock on `path` (created if missing). Without `wait`, an Fd of -1 when another
+// process holds it; with `wait`, blocks until it is free.
+Fd lock_file(const std::string& path, bool wait, bool close_on_exec) {
+  Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | (close_on_exec ? O_CLOEXEC : 0), 0644));
+  check(fd.get() >= 0, "study: cannot open ", path, " (", std::strerror(errno), ")");
+  while (::flock(fd.get(), LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK && !wait) return Fd();
+    check(false, "study: cannot lock ", path, " (", std::strerror(errno), ")");
+  }
+  return fd;
+}
+
 // Starts `mixlab args...` (this executable) with stdout and stderr in `log`; returns its pid.
-pid_t start_child(const std::vector<std::string>& args, const std::string& log) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+// The child gets a process group of its own (terminal signals reach only the study, which
+// passes them on), SIGTERM when the study dies, and keeps `lock` (the cell's lock) open for as
+// long as it lives. Between fork and exec only async-signal-safe calls are made.
+pid_t start_child(const std::vector<std::string>& args, const std::string& log, const Fd& lock) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  check(rc == 0, "study: could not start a training process (", std::strerror(rc), ")");
+  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  check(log_fd >= 0, "study: cannot write ", log, " (", std::strerror(errno), ")");
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(143);  // the study died before the line above
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    ::fcntl(lock.get(), F_SETFD, 0);  // the lock lives as long as this process
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::close(log_fd);
+  check(pid > 0, "study: could not start a training process (", std::strerror(fork_errno), ")");
+  ::setpgid(pid, pid);  // also from here, so that a signal sent at once finds the group
   return pid;
 }
 
-// Waits for any child; returns its pid and sets `code` to its exit status (128 + signal when
-// a signal ended it).
-pid_t wait_any_child(int& code) {
+// A child that ended (pid 0 when none has yet); `code` is its exit status (128 + signal when a
+// signal ended it).
+pid_t poll_child(int& code) {
   int status = 0;
   pid_t pid;
-  while ((pid = waitpid(-1, &status, 0)) < 0)
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) < 0)
     check(errno == EINTR, "study: waitpid failed (", std::strerror(errno), ")");
-  code =
-      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (pid > 0)
+    code = WIFEXITED(status) ? WEXITSTATUS(status)
+                             : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   return pid;
 }
 
@@ -217,22 +264,39 @@ CellResult cell_from_marker(const StudyOptions& o, const std::string& task,
   return r;
 }
 
-// Starts an unfinished cell's training from scratch.
-pid_t start_cell(const StudyOptions& o, const StudyTask& t, const CellResult& cell) {
-  fs::remove_all(cell.dir);  // an unfinished run: start it again
+// A cell that is running: its process, its lock and when it started.
+struct Running {
+  size_t cell;
+  Fd lock;
+  std::chrono::steady_clock::time_point start;
+};
+
+// Starts an unfinished cell's training from scratch. A training process of an earlier study may
+// still hold the cell (it was told to stop and is saving): its lock is waited for first.
+pid_t start_cell(const StudyOptions& o, const StudyTask& t, const CellResult& cell, Fd& lock) {
   fs::create_directories(fs::path(cell.dir).parent_path());
+  const std::string lock_path = cell.dir + ".lock";
+  lock = lock_file(lock_path, false, true);
+  if (lock.get() < 0) {
+    std::cout << "study: waiting for an earlier training process of " << cell.dir << " to end"
+              << std::endl;
+    lock = lock_file(lock_path, true, true);
+  }
+  fs::remove_all(cell.dir);  // an unfinished run: start it again
   std::vector<std::string> cmd = cell_command(o, t, cell.mixer, cell.seed, cell.dir);
   std::string shown;
   for (size_t i = 1; i < cmd.size(); ++i) shown += (i > 1 ? " " : "") + cmd[i];
   std::cout << "study: " << t.name << " / " << cell.mixer << " / seed " << cell.seed << ": mixlab "
             << shown << std::endl;
-  return start_child(cmd, cell.dir + ".log");
+  return start_child(cmd, cell.dir + ".log", lock);
 }
 
 // Measures a cell whose training exited with `code` and marks it finished.
 void finish_cell(const StudyTask& t, CellResult& r, int code, double seconds) {
   std::string log = r.dir + ".log";
   if (code != 0) {
+    r.failed = true;
+    r.exit_code = code;
     std::cout << "study: " << t.name << " / " << r.mixer << " / seed " << r.seed << " failed (exit "
               << code << "); see " << log << " (retried on the next run)\n";
     return;
@@ -257,7 +321,9 @@ void finish_cell(const StudyTask& t, CellResult& r, int code, double seconds) {
 }
 
 // Every cell of the grid: finished ones from their markers, the others trained, `jobs` at a
-// time. An interrupted child (Ctrl-C reaches every child) stops the study once all have ended.
+// time. A SIGINT or SIGTERM to the study is passed on once to every running cell; the study
+// waits for them (each saves its checkpoint) and throws Interrupted. A cell that was stopped
+// by a signal of its own stops the study the same way.
 std::vector<CellResult> run_grid(const StudyOptions& o, const std::vector<StudyTask>& tasks) {
   std::vector<CellResult> cells;
   std::vector<const StudyTask*> task_of;
@@ -267,31 +333,55 @@ std::vector<CellResult> run_grid(const StudyOptions& o, const std::vector<StudyT
         cells.push_back(cell_from_marker(o, t.name, m, s));
         task_of.push_back(&t);
       }
-  std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
+  install_interrupt_handler();
+  std::map<pid_t, Running> running;
   size_t next = 0;
-  bool interrupted = false;
-  while (true) {
-    while (!interrupted && running.size() < static_cast<size_t>(o.jobs) && next < cells.size()) {
-      size_t i = next++;
-      if (cells[i].done) continue;
-      running[start_cell(o, *task_of[i], cells[i])] = {i, std::chrono::steady_clock::now()};
+  bool stopping = false, passed_on = false;
+  try {
+    while (true) {
+      stopping = stopping || interrupted();
+      while (!stopping && running.size() < static_cast<size_t>(o.jobs) && next < cells.size()) {
+        const size_t i = next++;
+        if (cells[i].done) continue;
+        Fd lock;
+        const pid_t pid = start_cell(o, *task_of[i], cells[i], lock);
+        running.emplace(pid, Running{i, std::move(lock), std::chrono::steady_clock::now()});
+      }
+      if (running.empty()) break;
+      if (interrupted() && !passed_on) {
+        std::cout << "study: stopping " << running.size()
+                  << " running cell(s); each saves its last checkpoint" << std::endl;
+        for (const auto& [pid, r] : running) ::kill(pid, interrupt_signal());
+        passed_on = true;
+      }
+      int code = 0;
+      const pid_t pid = poll_child(code);
+      if (pid == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      auto it = running.find(pid);
+      if (it == running.end()) continue;
+      const size_t i = it->second.cell;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.start)
+              .count();
+      running.erase(it);
+      if (stopping || code == 130 || code == 128 + SIGINT || code == 128 + SIGTERM) {
+        stopping = true;
+        continue;
+      }
+      finish_cell(*task_of[i], cells[i], code, seconds);
     }
-    if (running.empty()) break;
-    int code = 0;
-    pid_t pid = wait_any_child(code);
-    auto it = running.find(pid);
-    if (it == running.end()) continue;
-    auto [i, start] = it->second;
-    running.erase(it);
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (code == 130 || code == 128 + SIGINT || code == 128 + SIGTERM) {
-      interrupted = true;
-      continue;
-    }
-    finish_cell(*task_of[i], cells[i], code, seconds);
+  } catch (...) {
+    // Leave no cell behind: stop the running ones and wait for them.
+    for (const auto& [pid, r] : running) ::kill(pid, SIGTERM);
+    for (const auto& [pid, r] : running) ::waitpid(pid, nullptr, 0);
+    uninstall_interrupt_handler();
+    throw;
   }
-  if (interrupted) throw Interrupted();
+  uninstall_interrupt_handler();
+  if (stopping) throw Interrupted();
   return cells;
 }
 
@@ -305,7 +395,7 @@ void write_gallery(const StudyOptions& o, const StudyTask& t,
     io.checkpoint = c.dir + "/best.safetensors";
     io.input = t.inspect_input;
     io.image = t.inspect_image;
-    io.out = o.out + "/gallery/" + mixer_slug(t.name) + "/" + mixer_slug(c.mixer);
+    io.out = o.out + "/gallery/" + folder_name(t.name) + "/" + folder_name(c.mixer);
     try {
       run_inspect(io);
     } catch (const std::exception& e) {
@@ -317,10 +407,15 @@ void write_gallery(const StudyOptions& o, const StudyTask& t,
 
 }  // namespace
 
-std::string mixer_slug(const std::string& mixer) {
-  std::string out;
-  for (char c : mixer) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '_';
-  return out;
+std::string folder_name(const std::string& name) {
+  std::string slug;
+  for (char c : name) slug += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '_';
+  if (slug == name && !name.empty()) return name;
+  uint32_t hash = 2166136261u;  // FNV-1a, 32 bits
+  for (unsigned char c : name) hash = (hash ^ c) * 16777619u;
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", hash);
+  return slug + "." + hex;
 }
 
 std::vector<std::string> all_study_mixers() {
@@ -411,15 +506,32 @@ void run_study(const StudyOptions& o) {
       throw UsageError(std::string("--mixers: ") + e.what());
     }
   }
+  for (const auto& [flag, list] :
+       {std::pair{"--tasks", &o.tasks}, std::pair{"--mixers", &o.mixers}})
+    for (size_t i = 0; i < list->size(); ++i)
+      if (std::find(list->begin(), list->begin() + i, (*list)[i]) != list->begin() + i)
+        throw UsageError(std::string(flag) + " names '" + (*list)[i] +
+                         "' twice; each one is trained once");
   std::vector<StudyTask> specs;
   for (const auto& t : o.tasks) specs.push_back(study_task(t, o.budget));
   fs::create_directories(o.out);
+  const Fd study_lock = lock_file(o.out + "/.study.lock", false, true);
+  if (study_lock.get() < 0)
+    throw UsageError("another `mixlab study` is running in " + o.out + "; wait for it to end");
   std::vector<CellResult> cells = run_grid(o, specs);
   for (const auto& t : specs) write_gallery(o, t, cells);
   write_study_report(o, specs, cells);
   std::cout << "study: report in " << o.out << "/report.md and " << o.out
             << "/report.html\nrerun the same command to finish or extend the study: finished "
                "cells are kept\n";
+  std::vector<std::string> failed;
+  for (const auto& c : cells)
+    if (c.failed)
+      failed.push_back(c.task + " / " + c.mixer + " / seed " + std::to_string(c.seed) + " (exit " +
+                       std::to_string(c.exit_code) + ", log " + c.dir + ".log)");
+  if (!failed.empty())
+    throw Error("study: " + std::to_string(failed.size()) + " of " + std::to_string(cells.size()) +
+                " cells failed: " + join(failed, "; "));
 }
 
 }  // namespace mixlab::lab

@@ -5,10 +5,18 @@
 // Cells run as child processes of the same executable (`mixlab classify|translate train ...
 // --out CELL`), so a crash in one cell cannot take the study down, and each cell is an ordinary
 // run folder that `inspect`, `eval` and `--resume` understand. A cell is finished when its
-// marker OUT/cells/<task>/<mixer>/seed-<k>.done.json exists: it is written after the child exits
-// 0 and holds the cell's measurements. On a rerun finished cells are skipped; a cell without a
-// marker (interrupted, killed, failed) is trained again from scratch after its run folder is
-// removed (the marker and the log live beside the run folder, never inside it).
+// marker OUT/cells/<task>/<mixer>/seed-<k>.done.json exists (folder_name() of each): it is written
+// after the child exits 0 and holds the cell's measurements. On a rerun finished cells are skipped;
+// a cell without a marker (interrupted, killed, failed) is trained again from scratch after its run
+// folder is removed (the marker and the log live beside the run folder, never inside it).
+//
+// The study and its cells stop together. Each cell runs in a process group of its own, so a
+// Ctrl-C at the terminal reaches only the study, which passes the signal on once to every
+// running cell (each saves its last checkpoint and exits) and then exits 130 (SIGINT) or 143
+// (SIGTERM). A cell whose study dies without a word (SIGKILL) gets SIGTERM from the kernel
+// (PR_SET_PDEATHSIG) and stops the same way. A cell holds a lock on OUT/cells/.../seed-<k>.lock
+// for as long as its process lives, so a rerun waits for a cell of an earlier study to end
+// before it trains that cell again, and OUT/.study.lock keeps a second study out of the folder.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -34,6 +42,8 @@ struct CellResult {
   std::string task, mixer;
   int seed = 0;
   bool done = false;
+  bool failed = false;  // its training exited non-zero in this run of the study
+  int exit_code = 0;
   std::string dir;  // the run folder
   double wall_seconds = 0, throughput = 0, metric = 0;
   bool has_metric = false, has_throughput = false;
@@ -54,7 +64,11 @@ struct StudyOptions {
 StudyTask study_task(const std::string& name, const std::string& budget);
 // Every registered mixer (families by one member: synth-mix:R+V).
 std::vector<std::string> all_study_mixers();
-std::string mixer_slug(const std::string& mixer);
+// A task's or mixer's folder name, unique by construction: the name itself when it is only
+// letters, digits, '-' and '_', else its slug (other characters as '_') + '.' + 8 hex digits of a
+// hash (FNV-1a) of the full name: "classify:a.tsv" and "classify:a_tsv" get two folders. A '.'
+// never appears in a slug, so a hashed name never equals a plain one.
+std::string folder_name(const std::string& name);
 
 // Writes OUT/report.md, OUT/report.html and the pictures from the finished cells.
 void write_study_report(const StudyOptions& options, const std::vector<StudyTask>& tasks,

@@ -457,7 +457,7 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
   doc.push_back(summary_table(o, tasks, all));
   for (const auto& t : tasks) {
     const auto& rows = all.at(t.name);
-    std::string slug = mixer_slug(t.name);
+    std::string slug = folder_name(t.name);
     doc.push_back({Block::Heading, "Task: " + t.name, "", {}});
     doc.push_back(
         {Block::Paragraph,
@@ -554,7 +554,7 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
     }
     Block gallery{Block::Links, "", "", {}};
     for (const auto& m : o.mixers) {
-      std::string dir = "gallery/" + slug + "/" + mixer_slug(m);
+      std::string dir = "gallery/" + slug + "/" + folder_name(m);
       if (!fs::exists(o.out + "/" + dir + "/index.html")) continue;
       std::string first;
       if (fs::exists(o.out + "/" + dir + "/heatmaps")) {

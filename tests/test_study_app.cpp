@@ -10,6 +10,9 @@
 #include <fstream>
 #include <map>
 #include <thread>
+#include <algorithm>
+#include <fcntl.h>
+#include <iterator>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 #include "tests/svg_figure.h"
 #include "tests/temp_dir.h"
 #include "io/safetensors.h"
+#include "lab/study.h"
 
 using namespace mixlab::testing;
 namespace fs = std::filesystem;
@@ -120,12 +124,149 @@ TEST_CASE("study app: usage errors exit 2 before anything is trained") {
   TempDir dir;
   for (const char* args : {"--tasks nosuchtask --mixers attention", "--tasks listops --mixers gmpl",
                            "--tasks listops --mixers attention --budget huge",
-                           "--tasks classify:/no/such/file.tsv --mixers attention"}) {
+                           "--tasks classify:/no/such/file.tsv --mixers attention",
+                           "--tasks listops,scan,listops --mixers attention",
+                           "--tasks listops --mixers attention,fnet,attention"}) {
     CliResult r = mixlab_cli(std::string("study ") + args + " --out " + dir.file("s"));
     INFO(args << ": " << r.output);
     CHECK(r.code == 2);
     CHECK_FALSE(fs::exists(dir.file("s") + "/cells"));
+    if (std::string(args).find("attention,fnet,attention") != std::string::npos)
+      CHECK(r.output.find("--mixers names 'attention' twice") != std::string::npos);
+    if (std::string(args).find("listops,scan,listops") != std::string::npos)
+      CHECK(r.output.find("--tasks names 'listops' twice") != std::string::npos);
   }
+}
+
+TEST_CASE("study app: cell folders are unique by construction") {
+  using mixlab::lab::folder_name;
+  CHECK(folder_name("listops") == "listops");
+  CHECK(folder_name("attention") == "attention");
+  CHECK(folder_name("classify:a.tsv") != folder_name("classify:a_tsv"));
+  CHECK(folder_name("classify:a.tsv").rfind("classify_a_tsv.", 0) == 0);
+  CHECK(folder_name("classify:a.tsv").size() == std::string("classify_a_tsv.").size() + 8);
+  CHECK(folder_name("synth-mix:R+V") != folder_name("synth-mix:R_V"));
+  CHECK(folder_name("a_b") == "a_b");
+  CHECK(folder_name("a:b") != folder_name("a_b"));  // a hashed name holds a '.', a slug never
+}
+
+TEST_CASE("study app: tasks whose slugs agree train apart; a failed cell is named, exit 1") {
+  TempDir dir;
+  // Two data sets whose names have one slug, with different labels, and one malformed file.
+  {
+    std::ofstream a(dir.file("a.tsv")), b(dir.file("a_tsv")), bad(dir.file("bad.tsv"));
+    for (int i = 0; i < 60; ++i) {
+      a << (i % 2 ? "pos\tgood fine nice good\n" : "neg\tbad poor sad bad\n");
+      b << (i % 3 ? "x\tp q p\n" : "y\tr s r\n");
+    }
+    bad << "no tab on this line\n";
+  }
+  const std::string a = "classify:" + dir.file("a.tsv"), b = "classify:" + dir.file("a_tsv"),
+                    bad = "classify:" + dir.file("bad.tsv");
+  fs::path out = dir.root / "s";
+  CliResult r = mixlab_cli("study --tasks " + a + "," + b + "," + bad +
+                           " --mixers attention --steps 5 --threads 1 --out " + out.string());
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK(r.output.find("1 of 3 cells failed: " + bad + " / attention / seed 0") !=
+        std::string::npos);
+  const fs::path cell_a = out / "cells" / mixlab::lab::folder_name(a) / "attention";
+  const fs::path cell_b = out / "cells" / mixlab::lab::folder_name(b) / "attention";
+  CHECK(cell_a != cell_b);
+  REQUIRE(fs::exists(cell_a / "seed-0.done.json"));
+  REQUIRE(fs::exists(cell_b / "seed-0.done.json"));
+  // Each folder holds its own data set's run: the labels its checkpoint learned.
+  CHECK(read_file((cell_a / "seed-0" / "config.ini").string()).find("a.tsv") != std::string::npos);
+  CHECK(read_file((cell_b / "seed-0" / "config.ini").string()).find("a_tsv") != std::string::npos);
+  CHECK(read_file((out / "report.md").string()).find("n/a (1 unfinished)") != std::string::npos);
+}
+
+namespace {
+
+// The processes (other than this one) whose command line mentions `text`.
+std::vector<std::string> processes_mentioning(const std::string& text) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (name == std::to_string(::getpid())) continue;
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(text) != std::string::npos) out.push_back(name + ": " + cmdline);
+  }
+  return out;
+}
+
+// Starts a study on one long ListOps cell (its output in `log`); returns the study's pid once
+// the cell has logged training rows.
+pid_t start_long_study(const fs::path& out, const std::string& log) {
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    const std::string binary = std::string(MIXLAB_BINARY_DIR) + "/mixlab";
+    ::execl(binary.c_str(), "mixlab", "study", "--budget", "tiny", "--tasks", "listops", "--mixers",
+            "attention", "--steps", "100000", "--threads", "1", "--out", out.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const fs::path csv = out / "cells" / "listops" / "attention" / "seed-0" / "metrics.csv";
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!(fs::exists(csv) && fs::file_size(csv) > 0) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return pid;
+}
+
+// Waits up to a minute for `pid`; its exit status (128 + signal when a signal ended it).
+int wait_for(pid_t pid) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("study app: SIGINT or SIGTERM to the study stops its cell, which saves; none is left") {
+  for (int sig : {SIGTERM, SIGINT}) {
+    TempDir dir;
+    const fs::path out = dir.root / "s";
+    const pid_t study = start_long_study(out, dir.file("study.log"));
+    ::kill(study, sig);  // the study alone, not its cell
+    const int code = wait_for(study);
+    INFO("signal " << sig << ": " << read_file(dir.file("study.log")));
+    CHECK(code == 128 + sig);
+    const fs::path cell = out / "cells" / "listops" / "attention";
+    CHECK(fs::exists(cell / "seed-0" / "last.safetensors"));  // the cell saved before it ended
+    CHECK_FALSE(fs::exists(cell / "seed-0.done.json"));       // and is not counted finished
+    CHECK(processes_mentioning(out.string()).empty());
+  }
+}
+
+TEST_CASE("study app: a study killed outright takes its cell with it") {
+  TempDir dir;
+  const fs::path out = dir.root / "s";
+  const pid_t study = start_long_study(out, dir.file("study.log"));
+  ::kill(study, SIGKILL);
+  ::waitpid(study, nullptr, 0);
+  // The cell is told (SIGTERM, from the kernel) and stops after saving; nothing keeps training.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!processes_mentioning(out.string()).empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  INFO(read_file(dir.file("study.log")));
+  CHECK(processes_mentioning(out.string()).empty());
+  CHECK(fs::exists(out / "cells" / "listops" / "attention" / "seed-0" / "last.safetensors"));
 }
 
 TEST_CASE("study app: the claims are judged from the cells' numbers, contradictions included") {
@@ -146,9 +287,7 @@ TEST_CASE("study app: the claims are judged from the cells' numbers, contradicti
   std::string mixers;
   for (const Cell& c : cells) {
     mixers += std::string(mixers.empty() ? "" : ",") + c.mixer;
-    std::string slug = c.mixer;
-    for (char& ch : slug)
-      if (ch == ':' || ch == '+') ch = '_';
+    const std::string slug = mixlab::lab::folder_name(c.mixer);
     for (int seed = 0; seed < 2; ++seed) {
       fs::path marker =
           out / "cells" / "scan" / slug / ("seed-" + std::to_string(seed) + ".done.json");
