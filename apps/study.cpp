@@ -36,8 +36,9 @@ void add_study_command(CLI::App& root) {
   cmd->add_option("--budget", o->budget, "tiny, small or full")
       ->check(CLI::IsMember({"tiny", "small", "full"}))
       ->capture_default_str();
-  cmd->add_option("--seeds", o->seeds, "seeds per (task, mixer)")
-      ->check(CLI::Range(1, 100))
+  cmd->add_option("--seeds", o->seeds,
+                  "seeds per (task, mixer); 0: the budget's (tiny 1, small and full 3)")
+      ->check(CLI::Range(0, 100))
       ->capture_default_str();
   cmd->add_option("--steps", o->steps, "cap every cell at N optimizer steps (0: the budget's)")
       ->check(CLI::NonNegativeNumber)

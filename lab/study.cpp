@@ -28,6 +28,7 @@
 #include "io/json.h"
 #include "io/run_log.h"
 #include "train/run/interrupt.h"
+#include "lab/study_stats.h"
 #include "core/strings.h"
 
 namespace mixlab::lab {
@@ -49,6 +50,36 @@ std::vector<std::string> split_words(const std::string& s) {
   std::stringstream ss(s);
   for (std::string w; ss >> w;) out.push_back(w);
   return out;
+}
+
+// The majority class's share of fresh ListOps expressions of the training lengths.
+double listops_majority_share(int64_t max_len) {
+  ListOpsConfig c;
+  c.max_depth = 6;
+  c.max_args = 5;
+  c.min_len = 16;
+  c.max_len = max_len;
+  c.count = 5000;
+  c.seed = 2000003;
+  InMemoryDataset data = listops_dataset(c);
+  std::map<int64_t, int64_t> counts;
+  int64_t top = 0;
+  for (size_t i = 0; i < data.size(); ++i) top = std::max(top, ++counts[data.at(i).label]);
+  return data.size() ? static_cast<double>(top) / static_cast<double>(data.size()) : NAN;
+}
+
+// The most frequent label's share of a label<TAB>text file (NaN when it has no such line).
+double majority_label_share(const std::string& path) {
+  std::ifstream in(path);
+  std::map<std::string, int64_t> counts;
+  int64_t total = 0, top = 0;
+  for (std::string line; std::getline(in, line);) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    top = std::max(top, ++counts[line.substr(0, tab)]);
+    ++total;
+  }
+  return total ? static_cast<double>(top) / static_cast<double>(total) : NAN;
 }
 
 std::string cell_base(const StudyOptions& o, const std::string& task, const std::string& mixer,
@@ -172,8 +203,8 @@ std::string read_file_text(const std::string& path) {
   return ss.str();
 }
 
-// Accuracy of a ListOps checkpoint on fresh expressions of each length bin (100 per bin, seeds
-// apart from training's).
+// Accuracy of a ListOps checkpoint on fresh expressions of each length bin (kLengthBinSize per
+// bin, seeds apart from training's).
 std::vector<double> length_accuracy(const std::string& checkpoint, const StudyTask& task) {
   CheckpointInfo info = read_checkpoint_info(checkpoint);
   Classifier model(info.config);
@@ -187,7 +218,7 @@ std::vector<double> length_accuracy(const std::string& checkpoint, const StudyTa
     c.max_args = 5;
     c.min_len = task.length_bins[b].first;
     c.max_len = task.length_bins[b].second;
-    c.count = 100;
+    c.count = kLengthBinSize;
     c.seed = 1000003 + b;
     InMemoryDataset data = listops_dataset(c);
     int64_t right = 0;
@@ -203,6 +234,35 @@ std::vector<double> length_accuracy(const std::string& checkpoint, const StudyTa
   return out;
 }
 
+// The test set's size from the training command's first line ("data: ..., 1000 test").
+int64_t test_set_size(const std::string& log) {
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("data:", 0) != 0) continue;
+    const size_t end = line.rfind(" test");
+    if (end == std::string::npos || end + 5 != line.size()) continue;
+    size_t start = line.find_last_not_of("0123456789", end - 1);
+    start = start == std::string::npos ? 0 : start + 1;
+    if (start < end) return std::stoll(line.substr(start, end - start));
+  }
+  return 0;
+}
+
+// The validation metric's gain over the last 20% of the cell's training (NaN: not known).
+double validation_late_improvement(const std::string& csv, const StudyTask& t) {
+  std::vector<std::pair<int64_t, double>> evaluations;
+  try {
+    for (const auto& row : read_metrics_csv(csv).rows) {
+      const auto it = row.values.find(t.metric);
+      if (row.phase == "valid" && it != row.values.end() && std::isfinite(it->second))
+        evaluations.push_back({row.step, it->second});
+    }
+  } catch (const std::exception&) {
+    return NAN;
+  }
+  return late_improvement(evaluations, t.higher_is_better);
+}
+
 Json cell_json(const CellResult& r) {
   Json j = Json::object();
   j.set("task", r.task);
@@ -215,6 +275,8 @@ Json cell_json(const CellResult& r) {
   Json lengths = Json::array();
   for (double a : r.length_accuracy) lengths.push_back(a);
   j.set("length_accuracy", lengths);
+  if (r.test_size > 0) j.set("test_size", r.test_size);
+  if (std::isfinite(r.late_improvement)) j.set("late_improvement", r.late_improvement);
   return j;
 }
 
@@ -230,6 +292,9 @@ CellResult cell_from_json(const Json& j) {
     r.throughput = t->as_double(), r.has_throughput = true;
   for (const Json& a : j.at("length_accuracy").as_array())
     r.length_accuracy.push_back(a.as_double());
+  if (const Json* n = j.find("test_size")) r.test_size = n->as_int64();
+  const Json* late = j.find("late_improvement");
+  r.late_improvement = late ? late->as_double() : NAN;
   r.done = true;
   return r;
 }
@@ -306,6 +371,8 @@ void finish_cell(const StudyTask& t, CellResult& r, int code, double seconds) {
   r.has_metric = find_value(text, "test " + t.metric, r.metric);
   r.has_throughput = find_value(text, "throughput", r.throughput);
   if (!r.has_metric || !r.has_throughput) read_metrics_fallback(r.dir + "/metrics.csv", t, r);
+  r.test_size = test_set_size(text);
+  r.late_improvement = validation_late_improvement(r.dir + "/metrics.csv", t);
   std::string best = r.dir + "/best.safetensors";
   CheckpointInfo info = read_checkpoint_info(best);
   if (info.config.task == ModelTask::Classify)
@@ -438,20 +505,33 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
     sizes = "--data listops --listops-min-len 16 --listops-len " + std::to_string(t.train_len) +
             " --pos sinusoidal --max-len 128 " +
             Sizes{"--listops-train 20000 --dim 32 --epochs 5 --batch 64 --log-every 20",
-                  "--listops-train 20000 --dim 64 --epochs 3 --log-every 20",
+                  "--listops-train 20000 --dim 64 --epochs 6 --batch 64 --eval-every 150 "
+                  "--log-every 50",
                   "--listops-train 20000 --dim 64 --epochs 10 --log-every 50"}
                 .pick(budget);
-    t.length_bins = {{16, 32}, {33, 48}, {49, 64}, {65, 80}, {81, 96}, {97, 128}};
+    // Up to 96 tokens: the generator (depth 6, 5 arguments) rarely draws longer expressions, too
+    // rarely for kLengthBinSize distinct ones of 97-128 tokens in its draw budget.
+    t.length_bins = {{16, 32}, {33, 48}, {49, 64}, {65, 80}, {81, 96}};
+    t.chance = listops_majority_share(t.train_len);
+    t.chance_note = "the majority class's share of 5,000 fresh expressions of the training lengths";
+    t.published_note =
+        "no published setting matches: the Long Range Arena's ListOps (Tay et al., 2021) uses "
+        "sequences of up to 2,000 tokens, these are 16-" +
+        std::to_string(t.train_len);
     t.inspect_input = "[MAX 3 [MIN 4 7 ] 2 [SM 1 9 ] [MED 5 0 8 ] ]";
   } else if (name == "fashion-mnist") {
     t.command = "classify";
     t.metric = "accuracy";
     sizes = "--data fashion-mnist --patch 7 " +
-            Sizes{"--dim 32 --epochs 2 --log-every 20", "--dim 64 --epochs 2 --log-every 20",
+            Sizes{"--dim 32 --epochs 2 --log-every 20",
+                  "--dim 64 --epochs 4 --eval-every 400 --log-every 50",
                   "--dim 128 --layers 4 --epochs 8 --lr 2e-3 --warmup 400 --weight-decay 0.05 "
                   "--label-smoothing 0.1 --log-every 50"}
                 .pick(budget);
     t.inspect_image = 0;
+    t.chance = 0.1;
+    t.chance_note = "ten classes of equal size in the test set";
+    t.published_note = "no published setting matches these small patch classifiers (7x7 patches)";
   } else if (name == "scan" || name == "scan-length" || name == "scan-jump") {
     t.command = "translate";
     // A tiny budget's models get no whole SCAN sequence right (exact match 0 for every mixer),
@@ -462,10 +542,27 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
                                                 : "addprim_jump";
     sizes = "--data scan --split " + split + " " +
             Sizes{"--dim 32 --epochs 8 --batch 64 --log-every 20",
-                  "--dim 64 --epochs 5 --batch 64 --log-every 20",
+                  "--dim 64 --epochs 8 --batch 64 --eval-every 250 --log-every 50",
                   "--dim 64 --epochs 20 --batch 64 --warmup 400 --log-every 50"}
                 .pick(budget);
     t.inspect_input = "jump around left twice and walk opposite right";
+    if (t.metric == "exact_match") {
+      t.chance = 0;
+      t.chance_note = "a whole action sequence right by guessing: practically 0";
+    } else {
+      t.chance = NAN;
+      t.chance_note = "not computed for the share of correct tokens";
+    }
+    // Lake & Baroni (2018), "Generalization without systematicity", ICML: the overall-best
+    // sequence-to-sequence model of each experiment, exact match on the test split.
+    t.published = split == "simple"   ? "99.7% exact match"
+                  : split == "length" ? "13.8% exact match"
+                                      : "0.08% exact match";
+    t.published += std::string(" (Lake & Baroni, 2018, overall-best seq2seq model, experiment ") +
+                   (split == "simple"   ? "1"
+                    : split == "length" ? "2"
+                                        : "3") +
+                   "; larger recurrent models trained far longer)";
   } else if (name == "g2p") {
     t.command = "translate";
     t.metric = "wer";
@@ -477,12 +574,19 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
                               "--label-smoothing 0.1 --log-every 50"}
                             .pick(budget);
     t.inspect_input = "mixing";
+    t.chance = NAN;
+    t.chance_note = "not defined for a word error rate";
+    t.published_note = "no published setting matches this split of CMUdict";
   } else if (name.rfind("classify:", 0) == 0 || name.rfind("translate:", 0) == 0) {
     auto colon = name.find(':');
     t.command = name.substr(0, colon);
     std::string path = name.substr(colon + 1);
     if (!fs::is_regular_file(path)) throw UsageError("--tasks " + name + ": no file " + path);
     t.metric = t.command == "classify" ? "accuracy" : "exact_match";
+    t.chance = t.command == "classify" ? majority_label_share(path) : 0.0;
+    t.chance_note = t.command == "classify" ? "the most frequent label's share of " + path
+                                            : "a whole target right by guessing: practically 0";
+    t.published_note = "a data set of the user's own";
     sizes = "--data " + path + " " +
             Sizes{"--dim 32 --epochs 2 --log-every 5", "--dim 64 --epochs 5 --log-every 20",
                   "--dim 64 --epochs 20 --log-every 50"}
@@ -493,10 +597,13 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
                      "classify:FILE.tsv (label<TAB>text), translate:FILE.tsv (source<TAB>target)");
   }
   t.args = split_words(sizes);
+  t.verdicts = budget != "tiny";
   return t;
 }
 
-void run_study(const StudyOptions& o) {
+void run_study(const StudyOptions& options) {
+  StudyOptions o = options;
+  if (o.seeds == 0) o.seeds = o.budget == "tiny" ? 1 : 3;
   if (o.tasks.empty()) throw UsageError("--tasks is empty");
   if (o.mixers.empty()) throw UsageError("--mixers is empty");
   for (const auto& m : o.mixers) {

@@ -36,7 +36,18 @@ struct StudyTask {
   // Length generalisation (ListOps): trained on lengths up to train_len, tested on these bins.
   int64_t train_len = 0;
   std::vector<std::pair<int64_t, int64_t>> length_bins;
+  // What the numbers are read against: the chance rate of the metric (NaN: not known) and how
+  // it was found, and a published number for the same setting with its source (empty: none
+  // matches; `published_note` then says why).
+  double chance = 0;
+  std::string chance_note, published, published_note;
+  // The budget checks the papers' claims (false: a smoke test, no verdicts).
+  bool verdicts = true;
 };
+
+// Fresh ListOps expressions per length bin: enough that a bin's 95% binomial interval is at most
+// ±0.03 at any accuracy (Wilson, p = 0.5: 1.96 · sqrt(0.25 / 1100) = 0.0295).
+constexpr int64_t kLengthBinSize = 1100;
 
 struct CellResult {
   std::string task, mixer;
@@ -49,12 +60,16 @@ struct CellResult {
   bool has_metric = false, has_throughput = false;
   int64_t parameters = 0;
   std::vector<double> length_accuracy;  // one per StudyTask::length_bins
+  int64_t test_size = 0;                // examples in the test set (0: not known)
+  // The validation metric's gain over the last 20% of training (lab/study_stats.h; NaN: not
+  // known): above kConvergenceThreshold the cell is "not converged".
+  double late_improvement = 0;
 };
 
 struct StudyOptions {
   std::vector<std::string> tasks, mixers;
   std::string budget = "tiny";
-  int seeds = 1;
+  int seeds = 0;  // 0: the budget's (1 for tiny, a smoke test; 3 for the budgets with verdicts)
   std::string out;
   int64_t steps = 0;  // 0: the budget's
   int threads = 1;    // per training process

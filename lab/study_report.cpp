@@ -10,6 +10,7 @@
 
 #include "lab/plot.h"
 #include "lab/study.h"
+#include "lab/study_stats.h"
 #include "lab/svg.h"
 #include "core/strings.h"
 #include "nn/mixer_registry.h"
@@ -134,27 +135,7 @@ std::string to_html(const std::vector<Block>& blocks, const std::string& title) 
   return h + "</body></html>\n";
 }
 
-// ---- statistics over seeds ----
-
-struct Stats {
-  int n = 0;
-  double mean = NAN, sd = NAN;
-};
-
-Stats stats(const std::vector<double>& v) {
-  Stats s;
-  s.n = static_cast<int>(v.size());
-  if (v.empty()) return s;
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean = sum / s.n;
-  if (s.n > 1) {
-    double ss = 0;
-    for (double x : v) ss += (x - s.mean) * (x - s.mean);
-    s.sd = std::sqrt(ss / (s.n - 1));
-  }
-  return s;
-}
+// ---- numbers over seeds ----
 
 std::string fmt(double v, int digits = 3) {
   if (!std::isfinite(v)) return "n/a";
@@ -165,18 +146,41 @@ std::string fmt(double v, int digits = 3) {
   return o.str();
 }
 
-std::string with_spread(const Stats& s) {
-  if (s.n == 0) return "n/a";
-  return fmt(s.mean) + (s.n > 1 ? " ± " + fmt(s.sd) : "") + " (" + std::to_string(s.n) +
-         (s.n == 1 ? " seed)" : " seeds)");
+// "0.912 ± 0.014 (3 seeds)": the mean and its 95% t-interval over seeds.
+std::string with_interval(const std::vector<double>& v, int digits = 3, bool count = true) {
+  if (v.empty()) return "n/a";
+  const SeedInterval s = seed_interval(v);
+  std::string text = fmt(s.mean, digits);
+  if (s.n > 1) text += " ± " + fmt(s.half_width, digits);
+  if (count) text += s.n == 1 ? " (1 seed)" : " (" + std::to_string(s.n) + " seeds)";
+  return text;
+}
+
+bool is_proportion(const std::string& metric) {
+  return metric == "accuracy" || metric == "exact_match" || metric == "token_accuracy";
 }
 
 struct Row {  // one (task, mixer) over its seeds
   std::string mixer;
-  Stats metric, throughput, wall;
-  int64_t parameters = 0;
-  std::vector<Stats> length;
-  int failed = 0;
+  std::vector<double> metric, throughput, wall, late;
+  int64_t parameters = 0, test_size = 0;
+  std::vector<std::vector<double>> length;  // per bin, per seed
+  int unfinished = 0;
+  // Every seed's validation metric settled (late gain known and at most the threshold).
+  bool converged() const {
+    if (late.empty()) return false;
+    for (double g : late)
+      if (!std::isfinite(g) || g > kConvergenceThreshold) return false;
+    return true;
+  }
+  std::string convergence() const {
+    if (late.empty()) return "n/a";
+    double worst = -INFINITY;
+    for (double g : late) worst = std::isfinite(g) ? std::max(worst, g) : INFINITY;
+    if (!std::isfinite(worst)) return "not converged (too few evaluations to tell)";
+    return (converged() ? "yes (" : "not converged (") + std::string(worst >= 0 ? "+" : "") +
+           fmt(worst) + ")";
+  }
 };
 
 std::string length_support(const std::string& mixer) {
@@ -197,67 +201,95 @@ std::map<std::string, Row> rows_of(const StudyTask& t, const std::vector<std::st
   for (const auto& m : mixers) {
     Row r;
     r.mixer = m;
-    std::vector<double> metric, speed, wall;
-    std::vector<std::vector<double>> lengths(t.length_bins.size());
+    r.length.resize(t.length_bins.size());
     for (const auto& c : cells) {
       if (c.task != t.name || c.mixer != m) continue;
       if (!c.done) {
-        ++r.failed;
+        ++r.unfinished;
         continue;
       }
-      if (c.has_metric) metric.push_back(c.metric);
-      if (c.has_throughput) speed.push_back(c.throughput);
-      wall.push_back(c.wall_seconds);
+      if (c.has_metric) r.metric.push_back(c.metric);
+      if (c.has_throughput) r.throughput.push_back(c.throughput);
+      r.wall.push_back(c.wall_seconds);
+      r.late.push_back(c.late_improvement);
       r.parameters = c.parameters;
-      for (size_t b = 0; b < c.length_accuracy.size() && b < lengths.size(); ++b)
-        lengths[b].push_back(c.length_accuracy[b]);
+      r.test_size = std::max(r.test_size, c.test_size);
+      for (size_t b = 0; b < c.length_accuracy.size() && b < r.length.size(); ++b)
+        r.length[b].push_back(c.length_accuracy[b]);
     }
-    r.metric = stats(metric);
-    r.throughput = stats(speed);
-    r.wall = stats(wall);
-    for (const auto& l : lengths) r.length.push_back(stats(l));
     out[m] = r;
   }
   return out;
 }
 
+// The 95% Wilson interval of a mean accuracy on a test set of n examples: "[0.871, 0.903]".
+std::string binomial_text(const Row& r) {
+  if (r.metric.empty() || r.test_size <= 0) return "n/a";
+  const Bounds b = wilson_interval(seed_interval(r.metric).mean, r.test_size);
+  return "[" + fmt(b.lo) + ", " + fmt(b.hi) + "]";
+}
+
 // ---- the papers' claims ----
 
+// The verdicts of one claim's comparisons, summed up.
 struct Verdicts {
-  int supported = 0, contradicted = 0;
-  std::vector<std::string> evidence;
+  std::vector<std::string> each, evidence;
+  void add(const std::string& verdict, const std::string& numbers) {
+    each.push_back(verdict);
+    evidence.push_back(numbers + ": " + verdict);
+  }
   std::string verdict() const {
-    if (supported + contradicted == 0) return "**not measured**";
-    if (contradicted == 0) return "**supported**";
-    if (supported == 0) return "**contradicted**";
-    return "**mixed** (supported on " + std::to_string(supported) + ", contradicted on " +
-           std::to_string(contradicted) + " tasks)";
+    int supported = 0, contradicted = 0, inconclusive = 0;
+    for (const auto& v : each) {
+      supported += v == "supported";
+      contradicted += v == "contradicted";
+      inconclusive += v.rfind("inconclusive", 0) == 0;
+    }
+    const int n = static_cast<int>(each.size());
+    if (n == 0) return "**not measured**";
+    if (supported == n) return "**supported**";
+    if (contradicted == n) return "**contradicted**";
+    if (inconclusive == n)
+      return n == 1 ? "**" + each[0] + "**" : "**inconclusive** (every comparison)";
+    return "**mixed** (supported in " + std::to_string(supported) + ", contradicted in " +
+           std::to_string(contradicted) + ", inconclusive in " + std::to_string(inconclusive) +
+           " of " + std::to_string(n) + " comparisons)";
   }
 };
 
 const Row* find_row(const std::map<std::string, Row>& rows, const std::string& m) {
   auto it = rows.find(m);
-  return it == rows.end() || it->second.metric.n == 0 ? nullptr : &it->second;
+  return it == rows.end() || it->second.metric.empty() ? nullptr : &it->second;
 }
 
-// a at least as good as b on the task's metric.
-bool at_least(const StudyTask& t, double a, double b) {
-  return t.higher_is_better ? a >= b : a <= b;
+std::string numbers(const StudyTask& t, const std::string& a, const Row& ra, const std::string& b,
+                    const Row& rb) {
+  return t.name + ": " + a + " " + with_interval(ra.metric) + " vs " + b + " " +
+         with_interval(rb.metric) + " (test " + t.metric + ")";
 }
 
-std::string compare_text(const StudyTask& t, const std::string& a, const Row& ra,
-                         const std::string& b, const Row& rb) {
-  std::string s = t.name + ": " + a + " " + with_spread(ra.metric) + " vs " + b + " " +
-                  with_spread(rb.metric) + " (test " + t.metric + ")";
-  double diff = std::abs(ra.metric.mean - rb.metric.mean);
-  if (diff == 0.0) return s + ", equal";
-  if (ra.metric.n > 1 && rb.metric.n > 1 && diff <= std::max(ra.metric.sd, rb.metric.sd))
-    s += ", a difference within the seeds' spread";
-  return s;
+// "a is better than b" on task t, by Welch's test over seeds; not converged cells decide nothing.
+std::string better(const StudyTask& t, const Row& a, const Row& b) {
+  if (!a.converged() || !b.converged()) return "inconclusive: not converged";
+  return verdict_better(a.metric, b.metric, t.higher_is_better);
 }
 
-std::vector<Block> claims(const std::vector<StudyTask>& tasks,
+std::vector<Block> claims(const StudyOptions& o, const std::vector<StudyTask>& tasks,
                           const std::map<std::string, std::map<std::string, Row>>& all) {
+  std::vector<Block> out;
+  out.push_back({Block::Heading, "The papers' claims, checked", "", {}});
+  const bool any_verdicts =
+      std::any_of(tasks.begin(), tasks.end(), [](const StudyTask& t) { return t.verdicts; });
+  if (!any_verdicts) {
+    out.push_back({Block::Paragraph,
+                   "**smoke test: no verdicts.** The " + o.budget +
+                       " budget checks that every mixer trains, is measured and is drawn; its "
+                       "cells are far from converged, so they say nothing about the papers' "
+                       "claims. Run `--budget small` (3 seeds) for verdicts.",
+                   "",
+                   {}});
+    return out;
+  }
   std::vector<std::vector<std::string>> items;
   auto add = [&](const std::string& claim, const Verdicts& v, const std::string& note,
                  const std::string& needs) {
@@ -267,39 +299,29 @@ std::vector<Block> claims(const std::vector<StudyTask>& tasks,
     if (!note.empty()) text += " " + note;
     items.push_back({text});
   };
-  auto pairwise = [&](const std::string& better, const std::string& worse, bool only_scan) {
+  auto pairwise = [&](const std::string& a, const std::string& b) {
     Verdicts v;
     for (const auto& t : tasks) {
-      if (only_scan && t.name.rfind("scan", 0) != 0) continue;
       const auto& rows = all.at(t.name);
-      const Row *a = find_row(rows, better), *b = find_row(rows, worse);
-      if (!a || !b) continue;
-      bool ok = at_least(t, a->metric.mean, b->metric.mean);
-      ++(ok ? v.supported : v.contradicted);
-      v.evidence.push_back(compare_text(t, better, *a, worse, *b));
+      const Row *ra = find_row(rows, a), *rb = find_row(rows, b);
+      if (t.verdicts && ra && rb) v.add(better(t, *ra, *rb), numbers(t, a, *ra, b, *rb));
     }
     return v;
   };
-  add("Synthesizer: the mixture R+V (synth-mix:R+V) is at least as good as V alone (dot-product "
+  add("Synthesizer: the mixture R+V (synth-mix:R+V) is better than V alone (dot-product "
       "attention)",
-      pairwise("synth-mix:R+V", "attention", false), "", "synth-mix:R+V and attention");
+      pairwise("synth-mix:R+V", "attention"), "", "synth-mix:R+V and attention");
   add("Synthesizer: Fix (synth-fixed, a frozen random matrix) is below R (synth-random, trained)",
-      pairwise("synth-random", "synth-fixed", false),
-      "(counted as supported when R is at least as good as Fix)", "synth-random and synth-fixed");
+      pairwise("synth-random", "synth-fixed"), "", "synth-random and synth-fixed");
   {
     Verdicts v;
     for (const auto& t : tasks) {
-      if (t.name.rfind("scan", 0) != 0) continue;
       const auto& rows = all.at(t.name);
       const Row* att = find_row(rows, "attention");
-      if (!att) continue;
-      for (const char* m : {"synth-random", "synth-fixed", "resmlp", "fnet"}) {
-        const Row* r = find_row(rows, m);
-        if (!r) continue;
-        bool behind = !at_least(t, r->metric.mean, att->metric.mean);
-        ++(behind ? v.supported : v.contradicted);
-        v.evidence.push_back(compare_text(t, m, *r, "attention", *att));
-      }
+      if (!t.verdicts || t.name.rfind("scan", 0) != 0 || !att) continue;
+      for (const char* m : {"synth-random", "synth-fixed", "resmlp", "fnet"})
+        if (const Row* r = find_row(rows, m))
+          v.add(better(t, *att, *r), numbers(t, "attention", *att, m, *r));
     }
     add("Input-independent mixers (synth-random, synth-fixed, resmlp, fnet) fall behind "
         "attention where the task needs input-dependent alignment (SCAN)",
@@ -314,62 +336,64 @@ std::vector<Block> claims(const std::vector<StudyTask>& tasks,
       for (auto [factorised, full] :
            {std::pair{"synth-frandom", "synth-random"}, std::pair{"synth-fdense", "synth-dense"}}) {
         const Row *f = find_row(rows, factorised), *r = find_row(rows, full);
-        if (!f || !r) continue;
-        double loss =
-            t.higher_is_better ? r->metric.mean - f->metric.mean : f->metric.mean - r->metric.mean;
-        bool ok = f->parameters < r->parameters && loss <= kLittle;
-        ++(ok ? v.supported : v.contradicted);
-        v.evidence.push_back(compare_text(t, factorised, *f, full, *r) + "; parameters " +
-                             std::to_string(f->parameters) + " vs " +
-                             std::to_string(r->parameters));
+        if (!t.verdicts || !f || !r) continue;
+        const std::string said = numbers(t, factorised, *f, full, *r) + "; parameters " +
+                                 std::to_string(f->parameters) + " vs " +
+                                 std::to_string(r->parameters);
+        const WelchResult w = welch_test(r->metric, f->metric);
+        const double lost = t.higher_is_better ? w.difference : -w.difference;
+        std::string verdict;
+        if (f->parameters >= r->parameters)
+          verdict = "contradicted";
+        else if (!f->converged() || !r->converged())
+          verdict = "inconclusive: not converged";
+        else if (!w.ok)
+          verdict = "inconclusive (one seed: no test)";
+        else if (lost + w.half_width <= kLittle)
+          verdict = "supported";
+        else if (lost - w.half_width > kLittle)
+          verdict = "contradicted";
+        else
+          verdict = "inconclusive (quality lost " + fmt(lost) + " ± " + fmt(w.half_width) + ")";
+        v.add(verdict, said);
       }
     }
     add("The factorised synthesizers trade little quality for fewer parameters", v,
-        "(\"little\": at most 0.02 of the metric lost, with fewer parameters)",
+        "(\"little\": at most 0.02 of the metric lost; supported when the whole 95% Welch "
+        "interval of the loss is within 0.02, contradicted when it is all above)",
         "synth-frandom with synth-random, or synth-fdense with synth-dense");
   }
   {
     Verdicts v;
-    const std::vector<std::string> fast = {"fnet", "mlp-mixer", "resmlp", "ffonly"};
     for (const auto& t : tasks) {
       const auto& rows = all.at(t.name);
-      std::vector<std::pair<double, std::string>> ranked;
-      for (const auto& [m, r] : rows)
-        if (r.throughput.n > 0) ranked.push_back({r.throughput.mean, m});
-      std::sort(ranked.rbegin(), ranked.rend());
       auto att = rows.find("attention");
-      if (ranked.empty() || att == rows.end() || att->second.throughput.n == 0) continue;
-      std::string ranks;
-      bool all_faster = true, any = false;
-      for (size_t i = 0; i < ranked.size(); ++i) {
-        if (std::find(fast.begin(), fast.end(), ranked[i].second) == fast.end()) continue;
-        any = true;
-        all_faster = all_faster && ranked[i].first > att->second.throughput.mean;
-        ranks += (ranks.empty() ? "" : ", ") + ranked[i].second + " #" + std::to_string(i + 1) +
-                 " (" + fmt(ranked[i].first, 0) + "/s)";
+      if (!t.verdicts || att == rows.end() || att->second.throughput.empty()) continue;
+      for (const char* m : {"fnet", "mlp-mixer", "resmlp", "ffonly"}) {
+        auto r = rows.find(m);
+        if (r == rows.end() || r->second.throughput.empty()) continue;
+        v.add(verdict_better(r->second.throughput, att->second.throughput, true),
+              t.name + ": " + m + " " + with_interval(r->second.throughput, 0) + " vs attention " +
+                  with_interval(att->second.throughput, 0) + " training examples/s");
       }
-      if (!any) continue;
-      bool top = std::find(fast.begin(), fast.end(), ranked[0].second) != fast.end();
-      ++((all_faster && top) ? v.supported : v.contradicted);
-      v.evidence.push_back(t.name + ": " + ranks + " of " + std::to_string(ranked.size()) +
-                           "; attention " + fmt(att->second.throughput.mean, 0) + "/s; fastest " +
-                           ranked[0].second);
     }
-    add("FNet and the MLP mixers (mlp-mixer, resmlp, ffonly) train fastest per example", v,
-        "(supported on a task when each of them measured is faster than attention and the "
-        "fastest mixer is one of them; training examples per second, cells run one after "
-        "another on a possibly shared machine)",
+    add("FNet and the MLP mixers (mlp-mixer, resmlp, ffonly) train faster per example than "
+        "attention",
+        v,
+        "(throughput needs no convergence; cells ran " +
+            (o.jobs > 1 ? std::to_string(o.jobs) + " at a time" : std::string("one at a time")) +
+            ", on a machine that may have been shared)",
         "attention and at least one of fnet, mlp-mixer, resmlp, ffonly");
   }
-  std::vector<Block> out;
-  out.push_back({Block::Heading, "The papers' claims, checked", "", {}});
-  out.push_back({Block::Paragraph,
-                 "Each claim is stated as supported, contradicted, mixed or not measured by "
-                 "this study's cells, with the numbers (mean ± sample standard deviation over "
-                 "seeds). A tiny budget trains for minutes: its verdicts describe these short "
-                 "runs, not the papers' settings.",
-                 "",
-                 {}});
+  out.push_back(
+      {Block::Paragraph,
+       "Each claim is judged per task from the per-seed results: **supported** or "
+       "**contradicted** only when Welch's t-test (unequal variances, two-sided) is significant "
+       "at 5%, else **inconclusive** with the difference and its 95% interval. A comparison "
+       "that rests on a cell marked not converged is **inconclusive: not converged**. Numbers "
+       "are means ± 95% t-intervals over seeds.",
+       "",
+       {}});
   out.push_back({Block::List, "", "", items});
   return out;
 }
@@ -395,6 +419,31 @@ std::vector<ChartSeries> learning_curves(const StudyTask& t, const std::vector<C
   return out;
 }
 
+// What one seed and the budget can and cannot show: the report's first paragraph.
+Block caveats(const StudyOptions& o, const std::vector<StudyTask>& tasks) {
+  const bool smoke =
+      std::none_of(tasks.begin(), tasks.end(), [](const StudyTask& t) { return t.verdicts; });
+  std::string text =
+      "**What these numbers can and cannot show.** Each cell is one training run of a small "
+      "model for a fixed budget (" +
+      o.budget + "), with " + std::to_string(o.seeds) + (o.seeds == 1 ? " seed" : " seeds") +
+      " per mixer. Seeds of one mixer differ by 0.01-0.02 in accuracy at this size, so one seed "
+      "cannot tell two mixers apart unless they differ by much more; with several seeds every "
+      "number carries its 95% t-interval over seeds, and a claim is supported or contradicted "
+      "only when Welch's t-test on the per-seed results is significant at 5%. A test accuracy "
+      "also carries its 95% binomial interval from the test set's size (Wilson score), the "
+      "noise of the test set alone. The budget bounds what a model learns: a cell whose "
+      "validation metric still improved by more than " +
+      fmt(kConvergenceThreshold, 2) +
+      " over the last 20% of its training is marked not converged, and claims resting on it are "
+      "inconclusive. The numbers describe these models at this budget, not the mixers at the "
+      "papers' scale.";
+  if (smoke)
+    text += " **This is a smoke test: no verdicts.** The " + o.budget +
+            " budget checks that the whole pipeline runs; its cells are far from converged.";
+  return {Block::Paragraph, text, "", {}};
+}
+
 }  // namespace
 
 // Every mixer on one line, every task's metric and throughput side by side: the table a reader
@@ -412,10 +461,8 @@ Block summary_table(const StudyOptions& o, const std::vector<StudyTask>& tasks,
     std::vector<std::string> line{m};
     for (const auto& t : tasks) {
       const Row& r = all.at(t.name).at(m);
-      line.push_back(r.metric.n
-                         ? fmt(r.metric.mean) + (r.metric.n > 1 ? " ± " + fmt(r.metric.sd) : "")
-                         : "n/a");
-      line.push_back(fmt(r.throughput.mean, 0));
+      line.push_back(with_interval(r.metric, 3, false) + (r.converged() ? "" : " (nc)"));
+      line.push_back(r.throughput.empty() ? "n/a" : fmt(seed_interval(r.throughput).mean, 0));
     }
     table.rows.push_back(line);
   }
@@ -425,6 +472,7 @@ Block summary_table(const StudyOptions& o, const std::vector<StudyTask>& tasks,
 void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tasks,
                         const std::vector<CellResult>& cells) {
   std::vector<Block> doc;
+  doc.push_back(caveats(o, tasks));
   int finished = 0;
   double cell_seconds = 0;
   for (const auto& c : cells) {
@@ -439,19 +487,26 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
              (o.steps > 0 ? " --steps " + std::to_string(o.steps) : "") + " --threads " +
              std::to_string(o.threads) + (o.jobs > 1 ? " --jobs " + std::to_string(o.jobs) : "") +
              " --out " + o.out;
-  doc.push_back(
-      {Block::Paragraph,
-       "Made by `" + command + "`: " + std::to_string(finished) + " of " +
-           std::to_string(cells.size()) +
-           " cells finished. Each cell is a run folder under `cells/` (its training "
-           "log beside it). Throughput is training examples per second as the "
-           "training command reports it; wall time includes data generation and the "
-           "final test. Cells trained side by side (--jobs) share the machine. The finished "
-           "cells' wall times add up to " +
-           fmt(cell_seconds / 60.0, 1) + " minutes" +
-           (o.jobs > 1 ? " (" + std::to_string(o.jobs) + " at a time)" : "") + ".",
-       "",
-       {}});
+  const std::string together =
+      o.jobs > 1
+          ? "Cells ran " + std::to_string(o.jobs) + " at a time (--jobs " + std::to_string(o.jobs) +
+                "), each with " + std::to_string(o.threads) +
+                " thread(s); cells side by side share the machine, so throughputs "
+                "compare only within one study run with the same settings."
+          : "Cells ran one at a time, each with " + std::to_string(o.threads) + " thread(s).";
+  doc.push_back({Block::Paragraph,
+                 "Made by `" + command + "`: " + std::to_string(finished) + " of " +
+                     std::to_string(cells.size()) +
+                     " cells finished. Each cell is a run folder under `cells/` (its training "
+                     "log beside it). Throughput is training examples per second as the "
+                     "training command reports it; wall time includes data generation and the "
+                     "final test. " +
+                     together + " The finished cells' wall times add up to " +
+                     fmt(cell_seconds / 60.0, 1) +
+                     " minutes. In the summary, (nc) marks a "
+                     "mixer with a cell that had not converged.",
+                 "",
+                 {}});
   std::map<std::string, std::map<std::string, Row>> all;
   for (const auto& t : tasks) all[t.name] = rows_of(t, o.mixers, cells);
   doc.push_back(summary_table(o, tasks, all));
@@ -459,34 +514,48 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
     const auto& rows = all.at(t.name);
     std::string slug = folder_name(t.name);
     doc.push_back({Block::Heading, "Task: " + t.name, "", {}});
+    std::string reference =
+        "Chance rate: " +
+        (std::isfinite(t.chance) ? fmt(t.chance) + " (" + t.chance_note + ")" : t.chance_note) +
+        ". Published: " + (t.published.empty() ? t.published_note : t.published) + ".";
     doc.push_back(
         {Block::Paragraph,
          "Training command: `mixlab " + t.command + " train " + join(t.args, " ") +
              " --mixer M --seed S`" +
-             (t.command == "translate" ? "; mixers that cannot be causal get an attention decoder."
-                                       : "."),
+             (t.command == "translate" ? "; mixers that cannot be causal get an attention decoder. "
+                                       : ". ") +
+             reference,
          "",
          {}});
     Block table{Block::Table, "", "", {}};
-    table.rows.push_back({"mixer", "parameters", "examples/s", "wall time (s)",
-                          "test " + t.metric + (t.higher_is_better ? " ↑" : " ↓"), "causal",
-                          "variable length"});
+    std::vector<std::string> header{"mixer", "parameters", "examples/s", "wall time (s)",
+                                    "test " + t.metric + (t.higher_is_better ? " ↑" : " ↓")};
+    if (is_proportion(t.metric)) header.push_back("binomial 95% (Wilson, test set)");
+    header.insert(header.end(), {"converged (late gain)", "causal", "variable length"});
+    table.rows.push_back(header);
     std::vector<ChartSeries> scatter;
     for (const auto& m : o.mixers) {
       const Row& r = rows.at(m);
       const MixerInfo& info = MixerRegistry::instance().find(m);
-      table.rows.push_back({m, r.metric.n ? std::to_string(r.parameters) : "n/a",
-                            fmt(r.throughput.mean, 0), fmt(r.wall.mean, 1),
-                            with_spread(r.metric) +
-                                (r.failed ? " (" + std::to_string(r.failed) + " unfinished)" : ""),
-                            info.capabilities.causal ? "yes" : "no", length_support(m)});
-      if (r.metric.n && r.throughput.n) {
-        ChartSeries p;
-        p.name = m;
-        p.x = {r.throughput.mean};
-        p.y = {r.metric.mean};
-        p.y_err = {std::isfinite(r.metric.sd) ? r.metric.sd : 0.0};
-        scatter.push_back(p);
+      std::vector<std::string> line{
+          m, r.metric.empty() ? "n/a" : std::to_string(r.parameters),
+          r.throughput.empty() ? "n/a" : with_interval(r.throughput, 0, false),
+          r.wall.empty() ? "n/a" : fmt(seed_interval(r.wall).mean, 1),
+          with_interval(r.metric) +
+              (r.unfinished ? " (" + std::to_string(r.unfinished) + " unfinished)" : "")};
+      if (is_proportion(t.metric))
+        line.push_back(binomial_text(r) +
+                       (r.test_size > 0 ? " n = " + std::to_string(r.test_size) : ""));
+      line.insert(line.end(),
+                  {r.convergence(), info.capabilities.causal ? "yes" : "no", length_support(m)});
+      table.rows.push_back(line);
+      if (!r.metric.empty() && !r.throughput.empty()) {
+        const SeedInterval q = seed_interval(r.metric);
+        scatter.push_back({m,
+                           {seed_interval(r.throughput).mean},
+                           {q.mean},
+                           {std::isfinite(q.half_width) ? q.half_width : 0.0},
+                           ""});
       }
     }
     doc.push_back(table);
@@ -502,22 +571,24 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
       std::string file = "scatter-" + slug + ".svg";
       write_file_atomically(
           o.out + "/" + file,
-          std::string_view(scatter_svg(t.name + ": test " + t.metric + " against throughput",
-                                       "training examples per second", "test " + t.metric, scatter,
-                                       true)));
+          std::string_view(scatter_svg(
+              t.name + ": test " + t.metric + " against throughput (bars: 95% over seeds)",
+              "training examples per second", "test " + t.metric, scatter, true)));
       doc.push_back({Block::Image, "quality against throughput, " + t.name, file, {}});
     }
     if (!t.length_bins.empty()) {
-      doc.push_back({Block::Paragraph,
-                     "**Length generalisation.** Trained on expressions of 16-" +
-                         std::to_string(t.train_len) +
-                         " tokens (every mixer built with ℓ = 128 and sinusoidal positions), "
-                         "tested on 100 fresh expressions per length bin. Mixers that take any "
-                         "length use the same weights at every length; mixers limited to ℓ use "
-                         "rows and columns of their ℓ-sized parameters that training never "
-                         "reached.",
-                     "",
-                     {}});
+      doc.push_back(
+          {Block::Paragraph,
+           "**Length generalisation.** Trained on expressions of 16-" +
+               std::to_string(t.train_len) +
+               " tokens (every mixer built with ℓ = 128 and sinusoidal positions), tested on " +
+               std::to_string(kLengthBinSize) +
+               " fresh expressions per length bin, so each bin's 95% binomial interval (Wilson, "
+               "shown after ±) is at most ±0.03. Mixers that take any length use the same "
+               "weights at every length; mixers limited to ℓ use rows and columns of their "
+               "ℓ-sized parameters that training never reached.",
+           "",
+           {}});
       Block lt{Block::Table, "", "", {}};
       std::vector<std::string> header{"mixer", "length support"};
       std::vector<double> mids;
@@ -529,14 +600,16 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
       std::vector<ChartSeries> lines;
       for (const auto& m : o.mixers) {
         const Row& r = rows.at(m);
-        if (r.length.empty() || r.length[0].n == 0) continue;
+        if (r.length.empty() || r.length[0].empty()) continue;
         std::vector<std::string> cells_text{m, length_support(m)};
         ChartSeries s;
         s.name = m + " (" + length_support(m) + ")";
         for (size_t b = 0; b < r.length.size(); ++b) {
-          cells_text.push_back(fmt(r.length[b].mean));
+          const double mean = seed_interval(r.length[b]).mean;
+          const Bounds w = wilson_interval(mean, kLengthBinSize);
+          cells_text.push_back(fmt(mean) + " ± " + fmt(0.5 * (w.hi - w.lo)));
           s.x.push_back(mids[b]);
-          s.y.push_back(r.length[b].mean);
+          s.y.push_back(mean);
         }
         lt.rows.push_back(cells_text);
         lines.push_back(s);
@@ -576,7 +649,7 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
       doc.push_back(gallery);
     }
   }
-  auto claim_blocks = claims(tasks, all);
+  auto claim_blocks = claims(o, tasks, all);
   doc.insert(doc.end(), claim_blocks.begin(), claim_blocks.end());
   write_file_atomically(o.out + "/report.md", std::string_view("# mixlab study (" + o.budget +
                                                                " budget)\n\n" + to_markdown(doc)));

@@ -269,65 +269,103 @@ TEST_CASE("study app: a study killed outright takes its cell with it") {
   CHECK(fs::exists(out / "cells" / "listops" / "attention" / "seed-0" / "last.safetensors"));
 }
 
-TEST_CASE("study app: the claims are judged from the cells' numbers, contradictions included") {
-  // Finished cells made by hand (markers only): the study trains nothing and reports them.
-  TempDir dir;
-  fs::path out = dir.root / "s";
-  struct Cell {
-    const char* mixer;
-    double metric[2];
-    double speed;
-    int64_t parameters;
-  };
-  const Cell cells[] = {
-      {"attention", {0.90, 0.92}, 500, 300},     {"synth-mix:R+V", {0.95, 0.93}, 450, 400},
-      {"synth-random", {0.50, 0.50}, 400, 250},  {"synth-fixed", {0.60, 0.60}, 400, 150},
-      {"synth-frandom", {0.49, 0.49}, 400, 180}, {"fnet", {0.30, 0.30}, 1000, 100},
-      {"resmlp", {0.20, 0.20}, 900, 120}};
-  std::string mixers;
-  for (const Cell& c : cells) {
-    mixers += std::string(mixers.empty() ? "" : ",") + c.mixer;
-    const std::string slug = mixlab::lab::folder_name(c.mixer);
-    for (int seed = 0; seed < 2; ++seed) {
-      fs::path marker =
-          out / "cells" / "scan" / slug / ("seed-" + std::to_string(seed) + ".done.json");
+namespace {
+
+struct HandCell {
+  const char* mixer;
+  double metric[3];
+  double speed[3];
+  int64_t parameters;
+};
+
+// Finished cells made by hand (markers only, 3 seeds): a study over them trains nothing.
+void write_markers(const fs::path& out, const std::vector<HandCell>& cells, double late_gain) {
+  for (const HandCell& c : cells)
+    for (int seed = 0; seed < 3; ++seed) {
+      fs::path marker = out / "cells" / "scan" / mixlab::lab::folder_name(c.mixer) /
+                        ("seed-" + std::to_string(seed) + ".done.json");
       fs::create_directories(marker.parent_path());
       std::ofstream(marker) << "{\"task\":\"scan\",\"mixer\":\"" << c.mixer
                             << "\",\"seed\":" << seed
                             << ",\"wall_seconds\":10,\"parameters\":" << c.parameters
                             << ",\"metric\":" << c.metric[seed]
-                            << ",\"examples_per_second\":" << c.speed
-                            << ",\"length_accuracy\":[]}\n";
+                            << ",\"examples_per_second\":" << c.speed[seed]
+                            << ",\"length_accuracy\":[],\"test_size\":1000"
+                            << ",\"late_improvement\":" << late_gain << "}\n";
     }
-  }
-  CliResult r =
-      mixlab_cli("study --tasks scan --seeds 2 --mixers " + mixers + " --out " + out.string());
+}
+
+// The verdict a report gives the claim starting with `claim_start`.
+std::string verdict_of(const std::string& report, const std::string& claim_start) {
+  size_t at = report.find("- " + claim_start);
+  if (at == std::string::npos) return "no such claim";
+  std::string line = report.substr(at, report.find('\n', at) - at);
+  size_t open = line.find(": **");
+  if (open == std::string::npos) return "none";
+  size_t close = line.find("**", open + 4);
+  return line.substr(open + 4, close - open - 4);
+}
+
+}  // namespace
+
+TEST_CASE("study app: the claims are judged by Welch's test on the seeds, with the noise rule") {
+  TempDir dir;
+  fs::path out = dir.root / "s";
+  // Means and spreads chosen so that Welch's test gives clear answers (sd 0.01 per mixer):
+  // R+V 0.94 vs attention 0.91: t = 3.67, df = 4, p = 0.021: supported.
+  const std::vector<HandCell> cells = {{"attention", {0.90, 0.92, 0.91}, {500, 510, 490}, 300},
+                                       {"synth-mix:R+V", {0.95, 0.93, 0.94}, {450, 455, 445}, 400},
+                                       {"synth-random", {0.50, 0.50, 0.51}, {400, 405, 395}, 250},
+                                       {"synth-fixed", {0.60, 0.61, 0.60}, {400, 405, 395}, 150},
+                                       {"synth-frandom", {0.50, 0.50, 0.51}, {400, 405, 395}, 180},
+                                       {"fnet", {0.30, 0.31, 0.30}, {1000, 1010, 990}, 100},
+                                       {"resmlp", {0.20, 0.21, 0.20}, {900, 910, 890}, 120}};
+  write_markers(out, cells, 0.001);
+  std::string mixers;
+  for (const HandCell& c : cells) mixers += std::string(mixers.empty() ? "" : ",") + c.mixer;
+  const std::string command =
+      "study --tasks scan --budget small --mixers " + mixers + " --out " + out.string();
+  CliResult r = mixlab_cli(command);
   INFO(r.output);
   REQUIRE(r.code == 0);
-  CHECK(r.output.find("study: scan /") == std::string::npos);  // nothing trained
+  CHECK(r.output.find("study: scan /") == std::string::npos);  // nothing trained: 3 seeds found
   std::string report = read_file((out / "report.md").string());
   INFO(report);
-  auto verdict = [&](const std::string& claim_start) {
-    size_t at = report.find("- " + claim_start);
-    REQUIRE(at != std::string::npos);
-    std::string line = report.substr(at, report.find('\n', at) - at);
-    for (const char* v : {"**supported**", "**contradicted**", "**not measured**", "**mixed**"})
-      if (line.find(v) != std::string::npos) return std::string(v);
-    return std::string("none");
-  };
-  CHECK(verdict("Synthesizer: the mixture R+V") == "**supported**");
-  CHECK(verdict("Synthesizer: Fix") == "**contradicted**");
-  CHECK(verdict("Input-independent mixers") == "**supported**");
-  CHECK(verdict("The factorised synthesizers") == "**supported**");
-  CHECK(verdict("FNet and the MLP mixers") == "**supported**");
-  CHECK(report.find("synth-mix:R+V 0.940 ± 0.014 (2 seeds) vs attention 0.910 ± 0.014 (2 seeds)") !=
+  CHECK(report.find("**What these numbers can and cannot show.**") < report.find("| mixer"));
+  CHECK(verdict_of(report, "Synthesizer: the mixture R+V") == "supported");
+  CHECK(verdict_of(report, "Synthesizer: Fix") == "contradicted");
+  CHECK(verdict_of(report, "Input-independent mixers") == "supported");
+  CHECK(verdict_of(report, "The factorised synthesizers") == "supported");
+  CHECK(verdict_of(report, "FNet and the MLP mixers") == "supported");
+  // Means ± 95% t-intervals over 3 seeds: 4.303 · 0.01 / sqrt(3) = 0.025.
+  CHECK(report.find("synth-mix:R+V 0.940 ± 0.025 (3 seeds) vs attention 0.910 ± 0.025 (3 seeds)") !=
         std::string::npos);
-  CHECK(
-      report.find("| synth-fixed | 150 | 400 | 10.0 | 0.600 ± 0.000 (2 seeds) | yes | up to ℓ |") !=
-      std::string::npos);
-  // The summary: every mixer on one line, each task's metric and throughput; the wall times of
-  // the 14 finished cells (10 s each) are added up.
-  CHECK(report.find(" ↑ | scan ex/s |") != std::string::npos);
-  CHECK(report.find("| synth-mix:R+V | 0.940 ± 0.014 | 450 |") != std::string::npos);
-  CHECK(report.find("add up to 2.3 minutes") != std::string::npos);
+  // The binomial interval of a test accuracy from the test set's size (Wilson, n = 1000):
+  // centre (0.91 + z²/2n) / (1 + z²/n) = 0.9084, half-width 0.0178.
+  CHECK(report.find("[0.891, 0.926] n = 1000") != std::string::npos);
+  CHECK(report.find("Chance rate: 0.000") != std::string::npos);
+  CHECK(report.find("Published: 99.7% exact match (Lake & Baroni, 2018") != std::string::npos);
+  CHECK(report.find("Cells ran one at a time") != std::string::npos);
+  CHECK(report.find("| synth-mix:R+V | 0.940 ± 0.025 | 450 |") != std::string::npos);
+  CHECK(report.find("add up to 3.5 minutes") != std::string::npos);  // 21 cells of 10 s
+
+  // A cell whose validation metric still rose by 0.05 in its last 20%: not converged, and the
+  // claims resting on it are inconclusive.
+  write_markers(out, cells, 0.05);
+  r = mixlab_cli(command);
+  REQUIRE(r.code == 0);
+  report = read_file((out / "report.md").string());
+  CHECK(verdict_of(report, "Synthesizer: the mixture R+V") == "inconclusive: not converged");
+  CHECK(report.find("not converged (+0.050)") != std::string::npos);
+  CHECK(verdict_of(report, "FNet and the MLP mixers") == "supported");  // speed needs no plateau
+
+  // The tiny budget is a smoke test: no verdicts at all.
+  write_markers(out, cells, 0.001);
+  r = mixlab_cli("study --tasks scan --budget tiny --seeds 3 --mixers " + mixers + " --out " +
+                 out.string());
+  REQUIRE(r.code == 0);
+  report = read_file((out / "report.md").string());
+  CHECK(report.find("smoke test: no verdicts") != std::string::npos);
+  CHECK(report.find("**supported**") == std::string::npos);
+  CHECK(report.find("**contradicted**") == std::string::npos);
 }
