@@ -23,7 +23,8 @@ using mixlab::testing::svg_tick_values;
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// A missing or broken value in a series.
+constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
 
 // Both axes have at least two tick labels, in increasing order, inside the data's range padded
 // by the chart (a tenth of the span either side is generous).
@@ -45,7 +46,7 @@ TEST_CASE("lab plot: nice ticks are round steps inside the range, never fewer th
   CHECK(nice_ticks(0.23, 0.4).size() >= 2);
   CHECK(nice_ticks(-3, 3).front() == -3);
   CHECK(nice_ticks(5, 5) == std::vector<double>{5});
-  CHECK(nice_ticks(kNaN, 1).empty());
+  CHECK(nice_ticks(kMissing, 1).empty());
   for (double span : {1e-6, 0.013, 1.0, 7.0, 610.0, 3e9}) {
     const auto t = nice_ticks(1.0, 1.0 + span);
     CHECK(t.size() >= 2);
@@ -98,11 +99,12 @@ TEST_CASE("lab plot: scatter points are named in the legend and their labels nev
 
 TEST_CASE("lab plot: line charts skip non-finite points; no data says so; bad series refused") {
   const std::string svg = line_chart_svg(
-      "loss", "step", "loss", {{"valid", {0, 500, 1000, 1500}, {2.0, kNaN, 1.0, 0.5}, {}, ""}});
+      "loss", "step", "loss", {{"valid", {0, 500, 1000, 1500}, {2.0, kMissing, 1.0, 0.5}, {}, ""}});
   CHECK(svg.find("nan") == std::string::npos);
   check_axis(svg, "x", 0, 1500);
   check_axis(svg, "y", 0.5, 2.0);
-  const std::string empty = line_chart_svg("nothing", "step", "loss", {{"x", {1}, {kNaN}, {}, ""}});
+  const std::string empty =
+      line_chart_svg("nothing", "step", "loss", {{"x", {1}, {kMissing}, {}, ""}});
   CHECK(empty.find("no data") != std::string::npos);
   CHECK(svg_tick_values(empty, "x").size() >= 2);
   CHECK_THROWS_AS(line_chart_svg("bad", "x", "y", {{"b", {1, 2}, {1}, {}, ""}}), Error);
