@@ -234,16 +234,21 @@ std::vector<double> length_accuracy(const std::string& checkpoint, const StudyTa
   return out;
 }
 
-// The test set's size from the training command's first line ("data: ..., 1000 test").
+// The test set's size from the training command's first line: "data: ... 1000 test" at its end
+// (classify) or before "; vocab ..." (translate).
 int64_t test_set_size(const std::string& log) {
   std::istringstream in(log);
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("data:", 0) != 0) continue;
-    const size_t end = line.rfind(" test");
-    if (end == std::string::npos || end + 5 != line.size()) continue;
-    size_t start = line.find_last_not_of("0123456789", end - 1);
-    start = start == std::string::npos ? 0 : start + 1;
-    if (start < end) return std::stoll(line.substr(start, end - start));
+    int64_t size = 0;
+    for (size_t at = line.find(" test"); at != std::string::npos; at = line.find(" test", at + 1)) {
+      const size_t after = at + 5;
+      if (after != line.size() && line[after] != ';' && line[after] != ',') continue;
+      size_t start = at;
+      while (start > 0 && std::isdigit(static_cast<unsigned char>(line[start - 1]))) --start;
+      if (start < at) size = std::stoll(line.substr(start, at - start));
+    }
+    return size;
   }
   return 0;
 }
@@ -524,7 +529,7 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
     t.metric = "accuracy";
     sizes = "--data fashion-mnist --patch 7 " +
             Sizes{"--dim 32 --epochs 2 --log-every 20",
-                  "--dim 64 --epochs 4 --eval-every 400 --log-every 50",
+                  "--dim 64 --epochs 5 --eval-every 400 --log-every 50",
                   "--dim 128 --layers 4 --epochs 8 --lr 2e-3 --warmup 400 --weight-decay 0.05 "
                   "--label-smoothing 0.1 --log-every 50"}
                 .pick(budget);
@@ -542,7 +547,7 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
                                                 : "addprim_jump";
     sizes = "--data scan --split " + split + " " +
             Sizes{"--dim 32 --epochs 8 --batch 64 --log-every 20",
-                  "--dim 64 --epochs 8 --batch 64 --eval-every 250 --log-every 50",
+                  "--dim 64 --epochs 12 --batch 64 --eval-every 250 --log-every 50",
                   "--dim 64 --epochs 20 --batch 64 --warmup 400 --log-every 50"}
                 .pick(budget);
     t.inspect_input = "jump around left twice and walk opposite right";

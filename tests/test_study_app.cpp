@@ -83,6 +83,7 @@ TEST_CASE("study app: tiny ListOps study, killed after one cell, resumes without
   CHECK(folder_state(cells / "attention") == before);
   // The unfinished cell was: its marker and a loadable checkpoint exist now.
   CHECK(fs::exists(fnet_done));
+  CHECK(read_file(fnet_done.string()).find("\"test_size\":1000") != std::string::npos);
   CHECK_NOTHROW(
       mixlab::load_safetensors((cells / "fnet" / "seed-0" / "best.safetensors").string()));
 
