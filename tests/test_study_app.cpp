@@ -1,7 +1,8 @@
-// `mixlab study` through the executable: the acceptance run of issue 19 (tiny budget, ListOps,
-// attention and fnet, 20 steps) writes the report with both rows, and a study killed after its
-// first cell resumes without retraining it (its files keep their bytes and times) while the
-// unfinished cell is trained.
+// `mixlab study` through the executable: a tiny ListOps study (attention and fnet, 20 steps)
+// writes the report with both rows, and a study killed after its first cell resumes without
+// retraining it (its files keep their bytes and times) while the unfinished cell is trained.
+// Also: usage errors, folder names, failed cells, signals reaching the cells, and the verdicts
+// of the report on hand-made cells.
 #include <doctest/doctest.h>
 
 #include <chrono>
