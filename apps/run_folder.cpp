@@ -28,7 +28,8 @@ bool is_run_file(const fs::directory_entry& e) {
   if (!e.is_regular_file()) return false;
   const std::string name = e.path().filename().string();
   if (name.find(".tmp.") != std::string::npos) return true;  // a killed run's temporary
-  for (const char* ext : {".safetensors", ".ini", ".json", ".jsonl", ".csv", ".png", ".log"})
+  for (const char* ext :
+       {".safetensors", ".ini", ".json", ".jsonl", ".csv", ".svg", ".png", ".log"})
     if (e.path().extension() == ext) return true;
   return false;
 }
