@@ -7,7 +7,7 @@
 //
 // Expected output of `mixlab classify train --steps 200`: a progress bar per epoch, the valid
 // accuracy, and a summary table; files in --out (default runs/classify): best.safetensors,
-// last.safetensors, metrics.csv, curves.png, config.ini, model.json.
+// last.safetensors, metrics.csv, curves.svg, config.ini, model.json.
 #include <cmath>
 #include <filesystem>
 #include <sstream>

@@ -14,6 +14,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "train/data/text_files.h"
+#include "lab/plot.h"
 #include "train/run/summary.h"
 
 namespace mixlab::app {
@@ -264,6 +265,7 @@ TrainerOptions trainer_options(const TrainFlags& f, const CommonFlags& c) {
   t.max_steps = f.steps;
   t.out_dir = c.out;
   t.seed = c.seed;
+  t.draw_curves = lab::write_run_curves;
   if (f.steps > 0 && f.steps < t.warmup) t.warmup = std::max<int64_t>(1, f.steps / 10);
   t.schedule_history.clear();
   for (const auto& item : f.schedule_history) {
@@ -307,33 +309,6 @@ void check_data_fits_checkpoint(const std::string& checkpoint, const std::string
     throw UsageError(both + std::to_string(unknown) + " of its " + std::to_string(tokens) +
                      " tokens are not in the checkpoint's vocabulary (another tokenisation or "
                      "another data set)");
-}
-
-CheckpointInfo read_checkpoint_info(const std::string& path) {
-  check(std::filesystem::exists(path), "checkpoint '", path, "' does not exist");
-  SafetensorsFile file = load_safetensors(path);
-  CheckpointInfo info;
-  auto get = [&](const char* key) {
-    auto it = file.metadata.find(key);
-    return it == file.metadata.end() ? std::string() : it->second;
-  };
-  std::string config = get("config");
-  check(!config.empty(), "checkpoint '", path, "' holds no model configuration");
-  info.config = ModelConfig::from_json(Json::parse(config));
-  for (auto [key, field] : {std::pair{"step", &info.step}, std::pair{"epoch", &info.epoch}}) {
-    const std::string text = get(key);
-    int64_t v = 0;
-    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (!text.empty() && error == std::errc() && end == text.data() + text.size()) *field = v;
-  }
-  info.vocab_src = get("vocab_src");
-  info.vocab_tgt = get("vocab_tgt");
-  std::string extra = get("extra");
-  if (!extra.empty()) {
-    Json parsed = Json::parse(extra);  // named: a loop over a temporary's member would dangle
-    for (const auto& [k, v] : parsed.as_object()) info.extra[k] = v.as_string();
-  }
-  return info;
 }
 
 void print_summary(const std::string& title, int64_t parameters, const TrainResult& r,

@@ -9,6 +9,7 @@
 
 #include "nn/model_config.h"
 #include "train/loop/trainer.h"
+#include "train/run/checkpoint_info.h"  // CheckpointInfo, read_checkpoint_info
 #include "train/data/vocab.h"
 
 namespace mixlab::app {
@@ -129,15 +130,6 @@ class UnknownTokens {
 void check_data_fits_checkpoint(const std::string& checkpoint, const std::string& trained_on,
                                 const std::string& given, int64_t unknown, int64_t tokens,
                                 int64_t longest, int64_t max_len);
-
-// The configuration a checkpoint was trained with.
-struct CheckpointInfo {
-  ModelConfig config;
-  int64_t step = -1, epoch = -1;  // a training checkpoint's position (-1: a weights file)
-  std::string vocab_src, vocab_tgt;
-  std::map<std::string, std::string> extra;
-};
-CheckpointInfo read_checkpoint_info(const std::string& path);
 
 // The end-of-run table: parameters, wall time, throughput and final metrics.
 void print_summary(const std::string& title, int64_t parameters, const TrainResult& result,

@@ -5,6 +5,7 @@
 //   mixlab translate train|eval|run [flags]       sequence to sequence (SCAN, CMUdict G2P, TSV)
 //   mixlab average --out AVG C1 C2 ...            checkpoint averaging
 //   mixlab export --checkpoint CK --out FILE      weights only (optionally f16)
+//   mixlab inspect | study                        the lab (lab/): mixing matrices, mixer studies
 //
 // Exit codes: 0 success, 1 runtime failure (data, files), 2 usage errors (bad flags, unknown
 // mixer names), 130 / 143 interrupted by SIGINT / SIGTERM (after saving a checkpoint).
@@ -18,6 +19,7 @@
 #include "apps/cli_style.h"
 #include "apps/common.h"
 #include "apps/run_folder.h"
+#include "lab/errors.h"
 #include "backends/cpu/openblas_kernels.h"
 #include "core/parallel.h"
 #include "nn/attention_core.h"
@@ -70,9 +72,14 @@ int main(int argc, char** argv) {
   } catch (const mixlab::app::UsageError& e) {
     std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";
     return 2;
+  } catch (const mixlab::lab::UsageError& e) {  // study and inspect: lists or inputs refused
+    std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";
+    return 2;
   } catch (const mixlab::MixerSpecError& e) {  // a mixer name or option the registry refused
     std::cerr << "error: " << e.what() << "\nRun `mixlab mixers` for every mixer and option.\n";
     return 2;
+  } catch (const mixlab::lab::Interrupted&) {
+    return 128 + (mixlab::interrupt_signal() != 0 ? mixlab::interrupt_signal() : SIGINT);
   } catch (const mixlab::app::Interrupted&) {
     // 128 + the signal, as a shell reports it: 130 for SIGINT, 143 for SIGTERM.
     return 128 + (mixlab::interrupt_signal() != 0 ? mixlab::interrupt_signal() : SIGINT);

@@ -199,7 +199,7 @@ namespace {
 // the run starts training (a file named here is removed by --overwrite only if it exists).
 const char* const kEveryRunWrites[] = {"config.ini",    "model.json",       "metrics.csv",
                                        "metrics.jsonl", "last.safetensors", "best.safetensors",
-                                       "curves.png"};
+                                       "curves.svg"};
 
 }  // namespace
 

@@ -82,11 +82,14 @@ mixlab_layer(mixlab_nn nn SOURCES ${MIXLAB_NN_SOURCES} LINKS mixlab_autograd)
 file(GLOB_RECURSE MIXLAB_TRAIN_SOURCES CONFIGURE_DEPENDS train/*.cpp)
 mixlab_layer(mixlab_train train SOURCES ${MIXLAB_TRAIN_SOURCES} LINKS mixlab_nn ZLIB::ZLIB)
 
+file(GLOB_RECURSE MIXLAB_LAB_SOURCES CONFIGURE_DEPENDS lab/*.cpp)
+mixlab_layer(mixlab_lab lab SOURCES ${MIXLAB_LAB_SOURCES} LINKS mixlab_train)
+
 # The whole engine for programs built on it (the app, tests, benchmarks, examples). Mixers are
 # registered by an explicit call (nn/mixers/builtin.cpp, reached from the registry), not by static
 # constructors, so plain static linking keeps every one of them: no whole-archive linking.
 add_library(mixlab_engine INTERFACE)
-target_link_libraries(mixlab_engine INTERFACE mixlab_train)
+target_link_libraries(mixlab_engine INTERFACE mixlab_lab)
 
 # Programs above the engine (apps, tests, benchmarks) see the whole source tree, first, so that
 # every header has one path in them.

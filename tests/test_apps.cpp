@@ -147,7 +147,7 @@ TEST_CASE("apps: classify train eval and predict on a tiny labelled text file") 
   CHECK(train.output.find(", on cpu, 2 threads\n") != std::string::npos);
   CHECK(fs::exists(fs::path(out) / "best.safetensors"));
   CHECK(fs::exists(fs::path(out) / "config.ini"));
-  CHECK(fs::exists(fs::path(out) / "curves.png"));
+  CHECK(fs::exists(fs::path(out) / "curves.svg"));
   auto [first, last] = loss_trend(fs::path(out) / "metrics.csv");
   CHECK(first > 0);
   CHECK(last < first);

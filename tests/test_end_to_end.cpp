@@ -12,6 +12,7 @@
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "train/data/data_loader.h"
+#include "lab/plot.h"
 #include "train/loop/trainer.h"
 #include "tests/test_helpers.h"
 
@@ -112,12 +113,13 @@ TEST_CASE("end to end: a small translator learns to reverse sequences") {
       std::filesystem::temp_directory_path() / ("mixlab_e2e_reverse_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   o.out_dir = dir.string();
+  o.draw_curves = lab::write_run_curves;
   Trainer trainer(task, train, &valid, o, TrainingState{});
   TrainResult r = trainer.run();
   CHECK(r.best_valid.at("exact_match") >= 0.9);
   CHECK(std::filesystem::exists(dir / "best.safetensors"));
   CHECK(std::filesystem::exists(dir / "metrics.csv"));
-  CHECK(std::filesystem::exists(dir / "curves.png"));
+  CHECK(std::filesystem::exists(dir / "curves.svg"));
   std::filesystem::remove_all(dir);
 }
 

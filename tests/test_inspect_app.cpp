@@ -150,6 +150,21 @@ TEST_CASE("inspect app: a translator shows encoder, decoder self and cross matri
       read_file((maps / "03-decoder-layers-0-cross-cross-attention-h0.svg").string());
   CHECK(cross.find("&lt;bos&gt;") != std::string::npos);  // target rows
   CHECK(cross.find(">Cat<") != std::string::npos);        // source columns
+
+  // A target the model cannot read is refused, naming what is wrong, and nothing is written:
+  // neither mapped to <unk> nor cut to tgt_max_len - 1 = 5 tokens.
+  for (const auto& [target, expected] :
+       {std::pair{"'Le chien assis'", "not in the model's target vocabulary: chien"},
+        std::pair{"'Le chat assis Le chat assis'", "--target has 6 tokens"}}) {
+    CliResult refused =
+        mixlab_cli("inspect --checkpoint " + dir.file("t.safetensors") +
+                   " --input 'the Cat sat' --target " + target + " --out " + dir.file("refused"));
+    INFO(refused.output);
+    CHECK(refused.code == 2);
+    CHECK(refused.output.find(expected) != std::string::npos);
+    CHECK_FALSE(fs::exists(dir.file("refused") + "/index.html"));
+    CHECK_FALSE(fs::exists(dir.file("refused") + "/mixing.safetensors"));
+  }
 }
 
 TEST_CASE("inspect app: an image classifier's patches drawn over the image") {

@@ -1,5 +1,6 @@
-// Terminal and file output for training runs: progress bar, metrics CSV, PNG plots, summary
-// tables and the Ctrl-C flag (train/run/progress.h, run_log.h, plot.h, summary.h, interrupt.h).
+// Terminal and file output for training runs: progress bar, metrics CSV, summary tables and the
+// Ctrl-C flag (train/run/progress.h, run_log.h, summary.h, interrupt.h). The curves' pictures
+// are tested with the lab's plot writer (tests/test_lab_plot.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -17,23 +18,10 @@
 #include "tests/temp_dir.h"
 #include "core/error.h"
 #include "train/run/interrupt.h"
-#include "io/plot.h"
 #include "train/run/progress.h"
 #include "io/run_log.h"
 #include "train/run/summary.h"
 #include "tests/file_helpers.h"
-
-// Decoding the PNGs back lets the tests look at pixels, not just headers.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#define STBI_ONLY_PNG
-#define STB_IMAGE_STATIC
-#define STB_IMAGE_IMPLEMENTATION
-#include <stb/stb_image.h>
-#pragma GCC diagnostic pop
 
 using namespace mixlab;
 using mixlab::testing::read_file;
@@ -48,40 +36,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
-}
-
-uint32_t read_big_endian32(const std::vector<uint8_t>& bytes, size_t at) {
-  return uint32_t{bytes[at]} << 24 | uint32_t{bytes[at + 1]} << 16 | uint32_t{bytes[at + 2]} << 8 |
-         uint32_t{bytes[at + 3]};
-}
-
-// The PNG signature, then the IHDR chunk first: length 13, "IHDR", width, height, bit depth 8,
-// colour type 2 (RGB).
-void check_png_header(const std::vector<uint8_t>& png) {
-  REQUIRE(png.size() > 33);
-  const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  CHECK(std::memcmp(png.data(), signature, 8) == 0);
-  CHECK(read_big_endian32(png, 8) == 13);
-  CHECK(std::memcmp(png.data() + 12, "IHDR", 4) == 0);
-  CHECK(read_big_endian32(png, 16) == static_cast<uint32_t>(kPlotWidth));
-  CHECK(read_big_endian32(png, 20) == static_cast<uint32_t>(kPlotHeight));
-  CHECK(png[24] == 8);
-  CHECK(png[25] == 2);
-}
-
-// How many pixels of the decoded PNG have exactly this colour.
-int64_t count_colour(const std::vector<uint8_t>& png, uint32_t rgb) {
-  int w = 0, h = 0, channels = 0;
-  uint8_t* pixels =
-      stbi_load_from_memory(png.data(), static_cast<int>(png.size()), &w, &h, &channels, 3);
-  REQUIRE(pixels != nullptr);
-  int64_t count = 0;
-  for (int64_t i = 0; i < int64_t{w} * h; ++i) {
-    const uint8_t* p = pixels + i * 3;
-    count += (uint32_t{p[0]} << 16 | uint32_t{p[1]} << 8 | p[2]) == rgb;
-  }
-  stbi_image_free(pixels);
-  return count;
 }
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -228,70 +182,6 @@ TEST_CASE("ui: metrics log takes its columns from the first row when none are gi
   log.log("valid", 2, 0, {{"acc", 0.25}});
   CHECK(log.columns() == std::vector<std::string>{"acc", "loss"});
   CHECK(read_file(path) == "phase,step,epoch,acc,loss\ntrain,1,0,0.5,1\nvalid,2,0,0.25,\n");
-}
-
-// ---- plots --------------------------------------------------------------------------------------
-
-TEST_CASE("ui: plots are PNGs of the expected size for normal empty and NaN series") {
-  Series loss{"train loss", {}, {}, 0xd62728};
-  for (int i = 0; i <= 200; ++i) {
-    loss.x.push_back(i * 10.0);
-    loss.y.push_back(3.0 * std::exp(-i / 50.0) + 0.1);
-  }
-  Series with_nan{"valid loss", {0, 500, 1000, 1500, 2000}, {2.0, kNaN, 1.0, kNaN, 0.5}, 0x2ca02c};
-  Series all_nan{"broken", {1, 2}, {kNaN, kNaN}, 0x9467bd};
-
-  const std::vector<uint8_t> normal = render_curves_png("loss", {loss}, "step");
-  check_png_header(normal);
-  CHECK(count_colour(normal, 0xd62728) > 500);  // the curve is drawn in its colour
-
-  check_png_header(render_curves_png("nothing", {}, "step"));
-  check_png_header(render_curves_png("empty series", {Series{"empty", {}, {}, 0x123456}}, ""));
-  const std::vector<uint8_t> nan_png = render_curves_png("nan", {with_nan, all_nan}, "step");
-  check_png_header(nan_png);
-  CHECK(count_colour(nan_png, 0x2ca02c) > 0);
-  // An all-NaN series only shows as its legend sample (24 x 3 pixels).
-  CHECK(count_colour(nan_png, 0x9467bd) == 25 * 3);
-
-  // A single point and a flat line have zero-width ranges.
-  check_png_header(render_curves_png("one", {Series{"p", {5}, {7}, 0x1f77b4}}, "x"));
-  check_png_header(render_curves_png("flat", {Series{"f", {0, 1, 2}, {0, 0, 0}, 0x1f77b4}}, "x"));
-  check_png_header(render_curves_png("tiny", {Series{"t", {0, 1}, {1e-7, 3e-7}, 0x1f77b4}}, "x"));
-  check_png_header(render_curves_png("huge", {Series{"h", {0, 1e7}, {-1e9, 1e9}, 0x1f77b4}}, "x"));
-
-  CHECK_THROWS_AS(render_curves_png("bad", {Series{"b", {1, 2}, {1}, 0}}, ""), Error);
-
-  TempDir dir;
-  const std::string path = dir.file("loss.png");
-  plot_curves_png(path, "loss", {loss, with_nan}, "step");
-  const std::string bytes = read_file(path);
-  check_png_header(std::vector<uint8_t>(bytes.begin(), bytes.end()));
-}
-
-TEST_CASE("ui: plot_training_curves draws loss and the primary metric") {
-  TempDir dir;
-  const fs::path run = dir.root / "run-1";
-  fs::create_directories(run);
-  const std::string csv = (run / "metrics.csv").string();
-  {
-    MetricsLog log(csv, {"loss", "lr", "ex/s", "accuracy"});
-    for (int step = 10; step <= 300; step += 10)
-      log.log("train", step, step / 100, {{"loss", 2.0 / step}, {"lr", 1e-3}, {"ex/s", 900}});
-    for (int step = 100; step <= 300; step += 100)
-      log.log("valid", step, step / 100 - 1, {{"loss", 3.0 / step}, {"accuracy", step / 400.0}});
-  }
-  const std::string png = (run / "curves.png").string();
-  const auto written = plot_training_curves(csv, png);
-  REQUIRE(written.size() == 2);
-  CHECK(written[0] == png);
-  CHECK(written[1] == (run / "curves_accuracy.png").string());
-  for (const auto& path : written) {
-    const std::string bytes = read_file(path);
-    check_png_header(std::vector<uint8_t>(bytes.begin(), bytes.end()));
-  }
-  // An explicit metric; a missing one is an error.
-  CHECK(plot_training_curves(csv, png, "lr").back() == (run / "curves_lr.png").string());
-  CHECK_THROWS_AS(plot_training_curves(csv, png, "bleu"), Error);
 }
 
 // ---- tables and numbers -------------------------------------------------------------------------

@@ -18,7 +18,6 @@
 #include "train/optim/grad_utils.h"
 #include "train/run/interrupt.h"
 #include "train/optim/optimizer.h"
-#include "io/plot.h"
 #include "train/run/progress.h"
 #include "io/run_log.h"
 #include "train/optim/schedule.h"
@@ -79,15 +78,15 @@ OptimizerKind parse_optimizer_kind(std::string_view name) {
 
 namespace {
 
-// curves.png (and the primary metric's plot), best checkpoint marked by the task's own criterion;
+// The curves (TrainerOptions::draw_curves), best checkpoint marked by the task's own criterion;
 // a failure to plot is a warning, never the end of a run.
-void plot_run_curves(const std::string& out_dir, const TrainTask& task) {
+void plot_run_curves(const TrainerOptions& o, const TrainTask& task) {
+  if (!o.draw_curves) return;
   const auto names = task.metric_names();
   const bool has_primary =
       std::find(names.begin(), names.end(), task.primary_metric()) != names.end();
   try {
-    plot_training_curves(Trainer::metrics_csv(out_dir), out_dir + "/curves.png",
-                         has_primary ? task.primary_metric() : "");
+    o.draw_curves(o.out_dir, has_primary ? task.primary_metric() : "");
   } catch (const Error& e) {
     std::cerr << "warning: could not plot the curves: " << e.what() << "\n";
   }
@@ -507,7 +506,7 @@ TrainResult Trainer::finish() {
   result_.tokens_per_second = tokens_ / train_seconds;
   if (files_ && log_) {
     log_.reset();
-    plot_run_curves(options_.out_dir, task_);
+    plot_run_curves(options_, task_);
   }
   loader_.reset();
   return result_;
@@ -519,7 +518,7 @@ void Trainer::log_test(const std::map<std::string, double>& metrics, int64_t mod
     std::unique_ptr<MetricsLog> log = open_metrics_log();
     log->log("test", model_step, epoch_ + 1, metrics);
   }
-  plot_run_curves(options_.out_dir, task_);
+  plot_run_curves(options_, task_);
 }
 
 std::unique_ptr<MetricsLog> Trainer::open_metrics_log() const {

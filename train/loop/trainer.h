@@ -1,9 +1,10 @@
 // The training loop shared by every app: batches from a seeded DataLoader through a task's
 // loss, gradient accumulation and clipping, an optimizer and a learning-rate schedule;
 // evaluation on the validation set every epoch; the best and the last checkpoints; metrics as
-// CSV and a PNG of the curves; exact resume; Ctrl-C saves before exiting.
+// CSV (and the curves, by a writer the caller gives); exact resume; Ctrl-C saves before exiting.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,7 +37,7 @@ struct TrainerOptions {
   std::vector<ScheduleSegment> schedule_history;
   double clip = 1.0;        // global gradient-norm clip (0: off)
   int64_t accumulate = 1;   // micro-batches per optimizer step
-  std::string out_dir;      // checkpoints, metrics.csv, curves.png ("" writes nothing)
+  std::string out_dir;      // checkpoints, metrics.csv, the curves ("" writes nothing)
   bool resume = false;      // continue from out_dir/last.safetensors
   uint64_t seed = 0;        // data order (dropout masks come from the default generator)
   int64_t log_every = 50;   // steps between train rows in metrics.csv (the log window)
@@ -60,6 +61,10 @@ struct TrainerOptions {
   // loss was bad, and no checkpoint holds a step after it. Distributed runs read every step (the
   // ranks agree on each micro-batch's loss).
   int64_t loss_read_every = 0;
+  // Draws the curves from out_dir/metrics.csv after training and after the test rows, given
+  // (out_dir, the task's primary metric or ""). The pictures live above the trainer
+  // (lab/plot.h: lab::write_run_curves); empty draws none. Its errors are warnings.
+  std::function<void(const std::string&, const std::string&)> draw_curves;
 };
 
 // The column of metrics.csv (and key of metrics.jsonl) that holds a train row's loss: the mean

@@ -10,11 +10,9 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "core/device.h"
 
-namespace mixlab::app {
+namespace mixlab::lab {
 
 struct InspectOptions {
   std::string checkpoint;
@@ -34,6 +32,4 @@ struct InspectResult {
 
 InspectResult run_inspect(const InspectOptions& options);
 
-void add_inspect_command(CLI::App& root);
-
-}  // namespace mixlab::app
+}  // namespace mixlab::lab
