@@ -99,10 +99,9 @@ class Mamba : public Mixer {
     Tensor delta, b, c;
     selection(u, delta, b, c);
     Tensor a = neg(exp(A_log));
-    capture_mixing(
-        *this, "implicit attention of the selective scan, mean over channels", RowRule::Free,
-        [&] { return implicit_attention(delta, a, b, c, ctx.valid); }, "output token",
-        "input token");
+    // Read as attention: row i (query) mixes the inputs u_j (keys) j ≤ i.
+    capture_mixing(*this, "implicit attention of the selective scan, mean over channels",
+                   RowRule::Free, [&] { return implicit_attention(delta, a, b, c, ctx.valid); });
     Tensor y = selective_scan(u, delta, a, b, c, D);
     return mixers::zero_invalid_rows(w_out->forward(mul(y, mamba_silu(in_half(x, e)))), ctx.valid);
   }
