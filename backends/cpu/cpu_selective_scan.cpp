@@ -7,12 +7,15 @@
 // group, state] (one item's worth, never [batch, tokens, channels, state]) and walks the tokens
 // backwards. Its sums over channels (dB, dC) go into one partial per group and its sums over
 // items (dA, dD) into one partial per item, combined in a fixed order afterwards: the groups are
-// fixed by the channel count, so the numbers do not depend on the thread count.
+// fixed by the channel count, so the numbers do not depend on the thread count. exp is
+// fast_math.h's (plain arithmetic in float32, so the loops over the state vectorise; libm in
+// float64).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/fast_math.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
 
@@ -50,7 +53,7 @@ void scan_row(const T* u, const T* delta, const T* a, const T* b, const T* c, co
     T* __restrict hj = h + j * n;
     T out = 0;
     for (int64_t k = 0; k < n; ++k) {
-      hj[k] = std::exp(dt * a_row[k]) * hj[k] + dt * b[k] * x;
+      hj[k] = cpu::exp_of(dt * a_row[k]) * hj[k] + dt * b[k] * x;
       out += c[k] * hj[k];
     }
     if (y) y[c0 + j] = out + d[c0 + j] * x;
@@ -136,7 +139,7 @@ void CpuBackend::selective_scan_backward(const View& u, const View& delta, const
                          T* __restrict da_row = da_i + ch * n;
                          T du_sum = 0, ddelta_sum = 0;
                          for (int64_t k = 0; k < n; ++k) {
-                           const T decay = std::exp(dt * a_row[k]);
+                           const T decay = cpu::exp_of(dt * a_row[k]);
                            const T dh = c_i[k] * g + cj[k];
                            du_sum += dh * dt * b_i[k];
                            ddelta_sum += dh * (a_row[k] * decay * h_prev[k] + b_i[k] * x);
