@@ -276,3 +276,49 @@ TEST_CASE("mamba and retnet: inspect records the matrices the spec names") {
     }
   }
 }
+
+// With one channel (d = 1, expand 1: E = 1) the recorded implicit attention is exactly the map
+// the scan applies: Σ_j α[i, j] u_j = y_i − D u_i, with u (after the convolution) and y (before
+// the gate) computed here as §17 writes them.
+TEST_CASE("mamba: the implicit attention it records is the matrix its scan applies") {
+  MixerConfig c = small_config("mamba", false);
+  c.dim = 1;
+  c.heads = 1;
+  c.options = {{"expand", "1"}, {"state", "5"}, {"conv", "3"}};
+  auto m = build64(c);
+  perturb(*m, 12);
+  NoGradGuard no_grad;
+  const int64_t len = 7, n = 5, k = 3;
+  Tensor x = rand64({1, len, 1}, 25, false);
+  MixingRecorder recorder(*m);
+  m->forward(x, context_for(x, {}, false));
+  REQUIRE(recorder.matrices().size() == 1);
+  const MixingMatrix& alpha = recorder.matrices()[0];
+  auto xv = x.to_double_vector();
+  auto w_in = param_values(*m, "w_in.weight"), w_conv = param_values(*m, "conv_weight"),
+       b_conv = param_values(*m, "conv_bias"), w_x = param_values(*m, "w_x.weight"),
+       w_dt = param_values(*m, "w_dt.weight"), b_dt = param_values(*m, "w_dt.bias"),
+       a_log = param_values(*m, "A_log");
+  // y here is Σ_k C_i[k] h_i[k], the scan's output without its D u_i term.
+  std::vector<double> pre(len), u(len), y(len), h(n, 0.0);
+  for (int64_t i = 0; i < len; ++i) pre[i] = w_in[0] * xv[i];
+  for (int64_t i = 0; i < len; ++i) {
+    double acc = b_conv[0];
+    for (int64_t t = 0; t < k; ++t)
+      if (i - k + 1 + t >= 0) acc += w_conv[t] * pre[i - k + 1 + t];
+    u[i] = silu_of(acc);
+    auto sel = affine(w_x, &u[i], 1, 1 + 2 * n);
+    double delta = softplus_of(w_dt[0] * sel[0] + b_dt[0]);
+    y[i] = 0;
+    for (int64_t s = 0; s < n; ++s) {
+      h[s] = std::exp(-std::exp(a_log[s]) * delta) * h[s] + delta * sel[1 + s] * u[i];
+      y[i] += sel[1 + n + s] * h[s];
+    }
+  }
+  for (int64_t i = 0; i < len; ++i) {
+    INFO("row " << i);
+    double mixed = 0;
+    for (int64_t j = 0; j < len; ++j) mixed += alpha.at(0, 0, i, j) * u[j];
+    CHECK(std::abs(mixed - y[i]) <= 1e-10 * (1 + std::abs(y[i])));
+  }
+}
