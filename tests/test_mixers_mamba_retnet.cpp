@@ -322,3 +322,11 @@ TEST_CASE("mamba: the implicit attention it records is the matrix its scan appli
     CHECK(std::abs(mixed - y[i]) <= 1e-10 * (1 + std::abs(y[i])));
   }
 }
+
+TEST_CASE("retnet: an odd head width is refused, naming d and h") {
+  MixerConfig c = small_config("retnet", true);
+  c.dim = 6;
+  c.heads = 2;
+  CHECK_THROWS_WITH_AS(make_mixer(c), doctest::Contains("d/h = 3 must be even"), MixerSpecError);
+  CHECK_THROWS_WITH_AS(make_mixer(c), doctest::Contains("d = 6, h = 2"), MixerSpecError);
+}

@@ -20,6 +20,8 @@
 //   - The per-head LayerNorm is a LayerNorm without affine over each head's d_h channels, then
 //     one affine map with the shared weight and bias [d] (the same numbers as LN_k with its
 //     slice); both start at gain 1, bias 0.
+//   - The heads are the model's h (--heads), as attention's; d_h = d/h must be even, and a
+//     mixer with an odd d_h is refused, naming d and h.
 //   - Inspect records Q_k K_kᵀ ⊙ D_k per head as computed (signed; invalid columns are 0 because
 //     K is zeroed there); its picture wants a colour scale centred on 0.
 // Params: W_Q, W_K, W_V, W_G, W_O (5d²), the LayerNorm's weight and bias (2d): 5d² + 2d.
