@@ -196,6 +196,13 @@ Tensor fused_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 // shared), H dividing d, 0 ≤ left < K (causal: K − 1; centred: K / 2). One kernel each way,
 // without padded or stacked copies of g; gradients for g and taps.
 Tensor token_conv(const Tensor& g, const Tensor& taps, int64_t left);
+// ---- the selective scan of mamba (autograd/ops/selective_scan.cpp; mixers.md §17) ----
+// y [batch, N, E] from u, delta [batch, N, E], A [E, n], B, C [batch, N, n], D [E]: for each
+// item and channel c, h_i[c, k] = exp(Δ_i[c] A[c, k]) h_{i−1}[c, k] + Δ_i[c] B_i[k] u_i[c]
+// (h_{−1} = 0), y_i[c] = Σ_k C_i[k] h_i[c, k] + D[c] u_i[c]. One kernel each way (the backward
+// a reverse scan), without forming the states of every token; gradients for all six inputs.
+Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& B,
+                      const Tensor& C, const Tensor& D);
 // ---- fused ops (autograd/ops/linear.cpp, residual.cpp, scale_shift.cpp): one kernel pass where
 // the unfused ops made several, with the same numbers ----
 // x * scale + shift along the last axis (scale, shift [cols]; shift may be undefined: x * scale)

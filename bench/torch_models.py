@@ -296,16 +296,92 @@ class LinearAttention(nn.Module):  # §15, non-causal
         return self.w_o(merge_heads((phi_q @ s) / (denominator + 1e-6)))
 
 
+class Mamba(nn.Module):  # §17: the selective state space unit (replaces mixer and FFN: see Block)
+    """The selective scan as a plain sequential loop over the tokens (left to right in every
+    mode, so the encoder's instance is the decoder's)."""
+
+    def __init__(self, d, heads, length, options):
+        super().__init__()
+        e, n = int(options.get("expand", 2)) * d, int(options.get("state", 16))
+        k, r = int(options.get("conv", 4)), int(options.get("dt-rank", 0)) or math.ceil(d / 16)
+        self.e, self.n, self.r = e, n, r
+        self.w_in = xavier_linear(d, 2 * e, bias=False)
+        self.conv = nn.Conv1d(e, e, k, groups=e, padding=k - 1)
+        nn.init.uniform_(self.conv.weight, -1 / math.sqrt(k), 1 / math.sqrt(k))
+        nn.init.zeros_(self.conv.bias)
+        self.w_x = xavier_linear(e, r + 2 * n, bias=False)
+        self.w_dt = nn.Linear(r, e)
+        nn.init.uniform_(self.w_dt.weight, -r ** -0.5, r ** -0.5)
+        dt = torch.exp(torch.empty(e).uniform_(math.log(0.001), math.log(0.1))).clamp(min=1e-4)
+        with torch.no_grad():
+            self.w_dt.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus⁻¹(dt)
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, n + 1, dtype=torch.float32)).repeat(e, 1))
+        self.D = nn.Parameter(torch.ones(e))
+        self.w_out = xavier_linear(e, d, bias=False)
+
+    def forward(self, x):
+        b, length, _ = x.shape
+        u, z = self.w_in(x).chunk(2, dim=-1)
+        u = F.silu(self.conv(u.transpose(1, 2))[..., :length].transpose(1, 2))
+        delta_low, bm, cm = self.w_x(u).split([self.r, self.n, self.n], dim=-1)
+        delta = F.softplus(self.w_dt(delta_low))
+        a = -torch.exp(self.A_log)
+        h = x.new_zeros(b, self.e, self.n)
+        ys = []
+        for i in range(length):
+            h = torch.exp(delta[:, i, :, None] * a) * h + \
+                (delta[:, i] * u[:, i])[:, :, None] * bm[:, i, None, :]
+            ys.append((h @ cm[:, i, :, None]).squeeze(-1))
+        y = torch.stack(ys, dim=1) + u * self.D
+        return self.w_out(y * F.silu(z))
+
+
+class RetNet(nn.Module):  # §19, non-causal: the two-sided decay γ^|n−m|
+    def __init__(self, d, heads, length, options):
+        super().__init__()
+        self.heads, dh = heads, d // heads
+        self.w_q, self.w_k, self.w_v, self.w_g, self.w_o = (
+            xavier_linear(d, d, bias=False) for _ in range(5))
+        self.ln_weight, self.ln_bias = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+        theta = 10000.0 ** (-2 * torch.arange(dh // 2, dtype=torch.float64) / dh)
+        angle = torch.arange(length, dtype=torch.float64)[:, None] * theta[None]  # [ℓ, d_h/2]
+        self.register_buffer("cos", angle.cos().float(), persistent=False)
+        self.register_buffer("sin", angle.sin().float(), persistent=False)
+        gamma = 1 - 2.0 ** (-5 - torch.arange(heads, dtype=torch.float64))
+        pos = torch.arange(length)
+        distance = (pos[:, None] - pos[None]).abs().double()
+        self.register_buffer("decay", (gamma[:, None, None] ** distance).float(), persistent=False)
+
+    def rotate(self, x):  # [B, h, N, d_h]: pair (2j, 2j+1) at position t turned by t·θ_j
+        n = x.size(2)
+        cos, sin = self.cos[:n, :, None], self.sin[:n, :, None]
+        pairs = x.unflatten(-1, (-1, 2))
+        even, odd = pairs[..., :1], pairs[..., 1:]
+        return torch.cat([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+
+    def forward(self, x):
+        n, dh = x.size(1), x.size(2) // self.heads
+        q = self.rotate(split_heads(self.w_q(x), self.heads))
+        k = self.rotate(split_heads(self.w_k(x), self.heads)) / math.sqrt(dh)
+        v = split_heads(self.w_v(x), self.heads)
+        ret = ((q @ k.transpose(2, 3)) * self.decay[:, :n, :n]) @ v
+        o = merge_heads(F.layer_norm(ret, (dh,), eps=1e-5)) * self.ln_weight + self.ln_bias
+        return self.w_o(F.silu(self.w_g(x)) * o)
+
+
 def make_mixer(name, d, heads, length, options, ffn_dim):
     """The mixer `name` (mixlab's registry names) and its block style (§1)."""
     simple = {"attention": Attention, "mlp-mixer": MlpMixer, "external": External, "fnet": FNet,
-              "hcsa": Hcsa, "linformer": Linformer, "linear-attention": LinearAttention}
+              "hcsa": Hcsa, "linformer": Linformer, "linear-attention": LinearAttention,
+              "retnet": RetNet}
     if name in simple:
         return simple[name](d, heads, length, options), "prenorm"
     if name == "resmlp":
         return ResMlp(d, heads, length, options), "resmlp"
     if name == "ffonly":
         return FfOnly(d, heads, length, options), "noprenorm"
+    if name == "mamba":
+        return Mamba(d, heads, length, options), "unit"
     if name in ("gmlp", "amlp"):
         return GatedMlp(d, heads, length, options, name == "amlp", ffn_dim), "unit"
     if name in ("lightconv", "dynconv"):

@@ -10,6 +10,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "backends/reference/selective_scan.h"
 #include "tests/op_harness.h"
 
 namespace mixlab::test {
@@ -1903,6 +1904,41 @@ void add_token_conv_cases(std::vector<OpCase>& t) {
           Tol{1e-3, 1e-4});
 }
 
+// ---- the selective scan of mamba (selective_scan; the plain loops of
+// backends/reference/selective_scan.h as the expected values) ----
+void add_selective_scan_cases(std::vector<OpCase>& t) {
+  // u, Δ > 0, A < 0 (as mamba makes them: softplus and −exp), B, C, D.
+  auto add = [&t](const char* kernel, reference::ScanDims s, bool grad, Tol f32) {
+    const Shape rows{s.batch, s.tokens, s.channels}, states{s.batch, s.tokens, s.state};
+    t.push_back({kernel,
+                 std::string("selective_scan u ") + dims_str({s.batch, s.tokens, s.channels}) +
+                     " state " + std::to_string(s.state),
+                 {Input::leaf(rows, 300, -1, 1), Input::leaf(rows, 301, 0.05, 0.8),
+                  Input::leaf({s.channels, s.state}, 302, -1.5, -0.1), Input::leaf(states, 303),
+                  Input::leaf(states, 304), Input::leaf({s.channels}, 305)},
+                 [](const Ctx&, const In& x) {
+                   return Out{selective_scan(x[0], x[1], x[2], x[3], x[4], x[5])};
+                 },
+                 f32,
+                 kF64Loose,
+                 grad,
+                 {DType::F32, DType::F64},
+                 [s](const std::vector<std::vector<double>>& v) {
+                   std::vector<double> y(static_cast<size_t>(s.batch * s.tokens * s.channels));
+                   reference::selective_scan<double>(v[0].data(), v[1].data(), v[2].data(),
+                                                     v[3].data(), v[4].data(), v[5].data(),
+                                                     y.data(), s);
+                   return y;
+                 }});
+  };
+  // Small, every element perturbed in gradient mode: one token, one channel, one state; a
+  // channel count past one task's group (33) and the mixers' sizes (E = 2d, n = 16).
+  add("selective_scan_backward", {2, 5, 3, 4}, true, kF32Loose);
+  add("selective_scan_backward", {1, 1, 1, 1}, true, kF32Loose);
+  add("selective_scan", {2, 3, 33, 2}, true, kF32Loose);
+  add("selective_scan_backward", {3, 49, 256, 16}, false, Tol{1e-3, 1e-4});
+}
+
 std::vector<OpCase> build_table() {
   std::vector<OpCase> t;
   add_memory_cases(t);
@@ -1926,6 +1962,7 @@ std::vector<OpCase> build_table() {
   add_outer_product_cases(t);
   add_linear_attention_cases(t);
   add_glu_cases(t);
+  add_selective_scan_cases(t);
   return t;
 }
 
