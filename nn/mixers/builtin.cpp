@@ -17,13 +17,16 @@ MIXLAB_MIXER_FAMILY(register_hcsa_mixer)
 MIXLAB_MIXER_FAMILY(register_conv_mixers)
 MIXLAB_MIXER_FAMILY(register_linformer_mixer)
 MIXLAB_MIXER_FAMILY(register_linear_attention_mixer)
+MIXLAB_MIXER_FAMILY(register_s4d_mixer)
+MIXLAB_MIXER_FAMILY(register_hyena_mixer)
 #undef MIXLAB_MIXER_FAMILY
 
 void register_builtin_mixers(MixerRegistry& registry) {
-  for (auto fn : {register_attention_mixer, register_synthesizer_mixers, register_mlp_mixer_mixer,
-                  register_resmlp_mixer, register_ffonly_mixer, register_external_mixer,
-                  register_fnet_mixer, register_gmlp_mixers, register_hcsa_mixer,
-                  register_conv_mixers, register_linformer_mixer, register_linear_attention_mixer})
+  for (auto fn :
+       {register_attention_mixer, register_synthesizer_mixers, register_mlp_mixer_mixer,
+        register_resmlp_mixer, register_ffonly_mixer, register_external_mixer, register_fnet_mixer,
+        register_gmlp_mixers, register_hcsa_mixer, register_conv_mixers, register_linformer_mixer,
+        register_linear_attention_mixer, register_s4d_mixer, register_hyena_mixer})
     fn(registry);
 }
 
