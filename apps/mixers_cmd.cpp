@@ -1,6 +1,7 @@
 // `mixlab mixers`: the table of every registered mixer, read from the registry (never typed by
-// hand): lengths it accepts, the padding and length-equivalence properties, causal use, cross
-// use, and its options with their defaults.
+// hand): lengths it accepts, the padding and length-equivalence properties, causal use, its
+// direction (left to right in every mode, or as the causal flag says), cross use, and its options
+// with their defaults.
 #include <iostream>
 
 #include "apps/commands.h"
@@ -37,11 +38,12 @@ void add_mixers_command(CLI::App& root) {
         options += (options.empty() ? "" : " ") + o.key + "=" + o.default_value;
       rows.push_back({info.name + (info.is_family ? ":<C1+C2+...>" : ""), length_text(c.length),
                       c.padding_property ? "yes" : "no", c.exact_length_equivalence ? "yes" : "no",
-                      c.causal ? "yes" : "refuse", c.cross ? "yes" : "no",
-                      options.empty() ? "-" : options});
+                      c.causal ? "yes" : "refuse", c.left_to_right ? "left to right" : "by mode",
+                      c.cross ? "yes" : "no", options.empty() ? "-" : options});
     }
     std::cout << format_table(
-        {"mixer", "length", "padding", "exact length", "causal", "cross", "options"}, rows);
+        {"mixer", "length", "padding", "exact length", "causal", "direction", "cross", "options"},
+        rows);
     std::cout << "Every mixer runs on each device of this build (--device): " << built_devices()
               << " (ref: the reference kernels, plain loops).\n";
     if (*verbose)

@@ -30,6 +30,8 @@ enum class GeluForm { Erf, Tanh };
 Tensor gelu(const Tensor& x, GeluForm form = GeluForm::Erf);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+Tensor sin(const Tensor& x);       // its gradient is cos(x)
+Tensor cos(const Tensor& x);       // its gradient is −sin(x)
 Tensor softplus(const Tensor& x);  // log(1 + exp(x)); its gradient is sigmoid(x)
 Tensor elu_plus_one(
     const Tensor& x);  // elu(x) + 1: x + 1 above 0, exp(x) below (linear attention's φ)

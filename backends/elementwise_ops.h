@@ -25,6 +25,8 @@ namespace mixlab {
   X(Relu)                             \
   X(Sigmoid)                          \
   X(Tanh)                             \
+  X(Sin)                              \
+  X(Cos)                              \
   X(GeluErf)                          \
   X(GeluTanh)                         \
   X(GeluErfGrad)                      \
@@ -75,6 +77,10 @@ MIXLAB_HOST_DEVICE T apply_unary(T x, T alpha) {
     return T(1) / (T(1) + M::exp(-x));
   else if constexpr (OP == UnaryOp::Tanh)
     return M::tanh(x);
+  else if constexpr (OP == UnaryOp::Sin)
+    return M::sin(x);
+  else if constexpr (OP == UnaryOp::Cos)
+    return M::cos(x);
   else if constexpr (OP == UnaryOp::GeluErf)
     return T(0.5) * x * (T(1) + M::erf(x * T(kInvSqrt2)));
   else if constexpr (OP == UnaryOp::GeluTanh) {

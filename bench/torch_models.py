@@ -369,11 +369,88 @@ class RetNet(nn.Module):  # §19, non-causal: the two-sided decay γ^|n−m|
         return self.w_o(F.silu(self.w_g(x)) * o)
 
 
+def fft_conv(x, kernel):
+    """y[:, i] = Σ_j kernel[(i − j) mod L] x[:, j] over x [B, N, d], kernel [L, d], L ≥ 2N − 1, by
+    real FFT (torch.fft.rfft/irfft, as a PyTorch user would write it)."""
+    n, length = x.shape[1], kernel.shape[0]
+    y = torch.fft.irfft(torch.fft.rfft(x, n=length, dim=1) * torch.fft.rfft(kernel, n=length, dim=0),
+                        n=length, dim=1)
+    return y[:, :n]
+
+
+class S4d(nn.Module):  # §16, non-causal: K_f at lags 0…N−1 and K_b at lags −1…−(N−1), one FFT
+    def __init__(self, d, heads, length, options):
+        super().__init__()
+        n = int(options.get("state", 32))
+        self.log_dt = nn.Parameter(torch.empty(d).uniform_(math.log(0.001), math.log(0.1)))
+        self.A_re_log = nn.Parameter(torch.full((d, n), math.log(0.5)))
+        self.A_im = nn.Parameter(math.pi * torch.arange(n, dtype=torch.float32).repeat(d, 1))
+        self.C_f = nn.Parameter(torch.randn(d, n, 2) * math.sqrt(0.5))
+        self.C_b = nn.Parameter(torch.randn(d, n, 2) * math.sqrt(0.5))
+        self.D = nn.Parameter(torch.randn(d))
+        self.w_out = xavier_linear(d, 2 * d)
+
+    def kernel(self, c, lags):
+        """K[l, c] = 2·Re(Σ_k C B̄ Ā^l) for the given lags, in complex arithmetic."""
+        a = torch.complex(-torch.exp(self.A_re_log), self.A_im)
+        dt_a = torch.exp(self.log_dt)[:, None] * a
+        b_bar = (torch.exp(dt_a) - 1) / a
+        w = torch.view_as_complex(c.contiguous()) * b_bar                 # [d, n]
+        powers = torch.exp(dt_a[:, :, None] * lags.to(dt_a.dtype))        # [d, n, M]
+        return (2 * torch.einsum("dn,dnm->dm", w, powers).real).t()       # [M, d]
+
+    def forward(self, x):
+        n = x.shape[1]
+        length = 2 * n
+        lags = torch.arange(n, device=x.device)
+        k_f = self.kernel(self.C_f, lags)
+        k_b = self.kernel(self.C_b, torch.arange(n - 1, 0, -1, device=x.device))
+        gap = x.new_zeros(length - 2 * n + 1, x.shape[2])
+        s = fft_conv(x, torch.cat([k_f, gap, k_b])) + self.D * x
+        return F.glu(self.w_out(F.gelu(s)), dim=-1)
+
+
+class Hyena(nn.Module):  # §18, order 2; left to right in every mode
+    def __init__(self, d, heads, length, options):
+        super().__init__()
+        bands = int(options.get("bands", 8))
+        self.d = d
+        self.w_in = xavier_linear(d, 3 * d)
+        self.w_conv = nn.Parameter(torch.empty(3 * d, 1, 3))
+        nn.init.uniform_(self.w_conv, -math.sqrt(6 / (3 * d + 3)), math.sqrt(6 / (3 * d + 3)))
+        self.b_conv = nn.Parameter(torch.zeros(3 * d))
+        self.w_out = xavier_linear(d, d)
+        self.beta_1, self.beta_2 = nn.Parameter(torch.randn(d)), nn.Parameter(torch.randn(d))
+        self.filter = nn.Sequential(xavier_linear(1 + 2 * bands, 64), Sine(), xavier_linear(64, 64),
+                                    Sine(), xavier_linear(64, 2 * d))
+        t = torch.arange(length, dtype=torch.float32)[:, None] / length
+        f = torch.arange(1, bands + 1, dtype=torch.float32)[None, :]
+        waves = torch.stack([torch.cos(2 * math.pi * f * t), torch.sin(2 * math.pi * f * t)], 2)
+        self.register_buffer("features", torch.cat([t, waves.reshape(length, 2 * bands)], 1))
+        self.register_buffer("window", torch.exp(-t * torch.linspace(3.07, 15.35, d)[None, :]))
+
+    def forward(self, x):
+        n, d = x.shape[1], self.d
+        u = F.conv1d(self.w_in(x).transpose(1, 2), self.w_conv, self.b_conv, padding=2,
+                     groups=3 * d)[..., :n].transpose(1, 2)
+        v, x1, x2 = u.split(d, dim=-1)
+        h1, h2 = (self.filter(self.features[:n]) * self.window[:n].repeat(1, 2)).split(d, dim=-1)
+        length = 2 * n
+        z1 = x1 * (fft_conv(v, F.pad(h1, (0, 0, 0, length - n))) + self.beta_1 * v)
+        z2 = x2 * (fft_conv(z1, F.pad(h2, (0, 0, 0, length - n))) + self.beta_2 * z1)
+        return self.w_out(z2)
+
+
+class Sine(nn.Module):
+    def forward(self, x):
+        return torch.sin(x)
+
+
 def make_mixer(name, d, heads, length, options, ffn_dim):
     """The mixer `name` (mixlab's registry names) and its block style (§1)."""
     simple = {"attention": Attention, "mlp-mixer": MlpMixer, "external": External, "fnet": FNet,
               "hcsa": Hcsa, "linformer": Linformer, "linear-attention": LinearAttention,
-              "retnet": RetNet}
+              "retnet": RetNet, "s4d": S4d, "hyena": Hyena}
     if name in simple:
         return simple[name](d, heads, length, options), "prenorm"
     if name == "resmlp":

@@ -178,6 +178,8 @@ void add_elementwise_cases(std::vector<OpCase>& t) {
       {"gelu tanh", [](const Tensor& x) { return gelu(x, GeluForm::Tanh); }},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
       {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"sin", [](const Tensor& x) { return sin(x); }},
+      {"cos", [](const Tensor& x) { return cos(x); }},
       {"neg and scalar ops", [](const Tensor& x) { return mul(add(neg(x), 0.25), 3.0); }},
   };
   for (const Fn& fn : fns) {

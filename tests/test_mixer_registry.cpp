@@ -110,6 +110,7 @@ TEST_CASE("registry: a built mixer holds its entry's capabilities, adjusted by i
     CHECK(got.block == want.block);
     CHECK(got.causal == want.causal);
     CHECK(got.cross == want.cross);
+    CHECK(got.left_to_right == want.left_to_right);
     CHECK(got.padding_property == want.padding_property);
     CHECK(got.exact_length_equivalence == want.exact_length_equivalence);
   }

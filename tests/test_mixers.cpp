@@ -8,10 +8,27 @@ using namespace mixlab;
 using namespace mixlab::testing;
 
 TEST_CASE("mixers: the registry holds every mixer of the specification") {
-  for (const char* name :
-       {"attention", "synth-random", "synth-fixed", "synth-dense", "synth-frandom", "synth-fdense",
-        "synth-mix:R+V", "mlp-mixer", "resmlp", "ffonly", "external", "fnet", "gmlp", "amlp",
-        "hcsa", "lightconv", "dynconv", "linformer", "linear-attention"}) {
+  for (const char* name : {"attention",
+                           "synth-random",
+                           "synth-fixed",
+                           "synth-dense",
+                           "synth-frandom",
+                           "synth-fdense",
+                           "synth-mix:R+V",
+                           "mlp-mixer",
+                           "resmlp",
+                           "ffonly",
+                           "external",
+                           "fnet",
+                           "gmlp",
+                           "amlp",
+                           "hcsa",
+                           "lightconv",
+                           "dynconv",
+                           "linformer",
+                           "linear-attention",
+                           "s4d",
+                           "hyena"}) {
     INFO(name);
     CHECK(MixerRegistry::instance().contains(name));
   }
@@ -131,6 +148,31 @@ TEST_CASE("mixers: left-to-right mixers are causal in their non-causal instance 
     ++checked;
   }
   CHECK(checked > 0);  // mamba claims it
+}
+
+TEST_CASE("mixers: left-to-right mixers see only the past in an encoder too") {
+  // A mixer that reads left to right in every mode (mamba, hyena: §17, §18) keeps the causal
+  // property when built for an encoder (causal = false); every other mixer that is not refused
+  // in an encoder lets some later input change an earlier output there, so the claim is
+  // checked both ways.
+  for (const auto& name : all_test_names()) {
+    auto m = build64(small_config(name, false));
+    INFO(name);
+    NoGradGuard no_grad;
+    Tensor x1 = rand64({2, 6, 8}, 17, false);
+    Tensor later = reshape(length_mask({3, 3}, 6, DType::F64), {2, 6, 1});  // 1 for i < 3
+    Tensor x2 = add(mul(x1, later), mul(rand64({2, 6, 8}, 18, false), add(neg(later), 1.0)));
+    Tensor y1 = m->forward(x1, context_for(x1, {}, false));
+    Tensor y2 = m->forward(x2, context_for(x2, {}, false));
+    bool past_unchanged = true;
+    for (int b = 0; b < 2; ++b) {
+      auto before = rows_of(y1, b, 0, 3), after = rows_of(y2, b, 0, 3);
+      for (size_t e = 0; e < before.size(); ++e)
+        past_unchanged = past_unchanged && std::abs(before[e] - after[e]) <= 1e-12;
+    }
+    CHECK(past_unchanged == m->capabilities().left_to_right);
+    if (m->capabilities().left_to_right) CHECK(rows_of(y1, 0, 3, 6) != rows_of(y2, 0, 3, 6));
+  }
 }
 
 TEST_CASE("mixers: refusals and the length limit are clear errors") {

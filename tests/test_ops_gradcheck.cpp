@@ -31,6 +31,8 @@ TEST_CASE("gradcheck: unary ops") {
   CHECK_GRADS([](const Inputs& x) { return gelu(x[0], GeluForm::Tanh); }, in);
   CHECK_GRADS([](const Inputs& x) { return sigmoid(x[0]); }, in);
   CHECK_GRADS([](const Inputs& x) { return tanh(x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return sin(x[0]); }, in);
+  CHECK_GRADS([](const Inputs& x) { return cos(x[0]); }, in);
 }
 
 TEST_CASE("gradcheck: matmul batched and broadcast with transposed inputs") {

@@ -132,6 +132,18 @@ Tensor tanh(const Tensor& x) {
   });
 }
 
+Tensor sin(const Tensor& x) {
+  return record("sin", unary_forward(UnaryOp::Sin, "sin", x), {x}, [x](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, cos(x))};  // d sin = cos
+  });
+}
+
+Tensor cos(const Tensor& x) {
+  return record("cos", unary_forward(UnaryOp::Cos, "cos", x), {x}, [x](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, neg(sin(x)))};  // d cos = −sin
+  });
+}
+
 Tensor elu_plus_one(const Tensor& x) {
   return record("elu_plus_one", unary_forward(UnaryOp::EluPlusOne, "elu_plus_one", x), {x},
                 [x](const Tensor& g) {

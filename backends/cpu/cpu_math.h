@@ -32,6 +32,14 @@ struct CpuMath {
     return std::tanh(x);
   }
   template <typename T>
+  static T sin(T x) {
+    return std::sin(x);
+  }
+  template <typename T>
+  static T cos(T x) {
+    return std::cos(x);
+  }
+  template <typename T>
   static T pow(T x, T y) {
     return std::pow(x, y);
   }

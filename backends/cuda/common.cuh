@@ -52,6 +52,11 @@ __device__ __forceinline__ float d_abs(float x) { return fabsf(x); }
 __device__ __forceinline__ double d_abs(double x) { return fabs(x); }
 __device__ __forceinline__ float d_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double d_tanh(double x) { return tanh(x); }
+// The accurate forms (not __sinf): the arguments of the state-space kernels reach π·n·Δ.
+__device__ __forceinline__ float d_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double d_sin(double x) { return sin(x); }
+__device__ __forceinline__ float d_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double d_cos(double x) { return cos(x); }
 __device__ __forceinline__ float d_erf(float x) { return erff(x); }
 __device__ __forceinline__ double d_erf(double x) { return erf(x); }
 __device__ __forceinline__ float d_pow(float x, float y) { return powf(x, y); }

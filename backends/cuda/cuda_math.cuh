@@ -28,6 +28,14 @@ struct CudaMath {
     return d_tanh(x);
   }
   template <typename T>
+  static __device__ __forceinline__ T sin(T x) {
+    return d_sin(x);
+  }
+  template <typename T>
+  static __device__ __forceinline__ T cos(T x) {
+    return d_cos(x);
+  }
+  template <typename T>
   static __device__ __forceinline__ T pow(T x, T y) {
     return d_pow(x, y);
   }

@@ -19,6 +19,8 @@ MIXLAB_MIXER_FAMILY(register_linformer_mixer)
 MIXLAB_MIXER_FAMILY(register_linear_attention_mixer)
 MIXLAB_MIXER_FAMILY(register_mamba_mixer)
 MIXLAB_MIXER_FAMILY(register_retnet_mixer)
+MIXLAB_MIXER_FAMILY(register_s4d_mixer)
+MIXLAB_MIXER_FAMILY(register_hyena_mixer)
 #undef MIXLAB_MIXER_FAMILY
 
 void register_builtin_mixers(MixerRegistry& registry) {
@@ -26,7 +28,8 @@ void register_builtin_mixers(MixerRegistry& registry) {
        {register_attention_mixer, register_synthesizer_mixers, register_mlp_mixer_mixer,
         register_resmlp_mixer, register_ffonly_mixer, register_external_mixer, register_fnet_mixer,
         register_gmlp_mixers, register_hcsa_mixer, register_conv_mixers, register_linformer_mixer,
-        register_linear_attention_mixer, register_mamba_mixer, register_retnet_mixer})
+        register_linear_attention_mixer, register_mamba_mixer, register_retnet_mixer,
+        register_s4d_mixer, register_hyena_mixer})
     fn(registry);
 }
 
