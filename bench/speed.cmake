@@ -21,3 +21,21 @@ if(MIXLAB_TESTS AND MIXLAB_BENCH)
     COMMAND sh -c "py=${CMAKE_CURRENT_SOURCE_DIR}/.venv/bin/python; \"$py\" -c 'import torch' 2>/dev/null || py=python3; \"$py\" -c 'import torch' 2>/dev/null || { echo 'SKIP: no PyTorch'; exit 77; }; exec \"$py\" ${CMAKE_CURRENT_SOURCE_DIR}/bench/gemm_vs_torch.py --threads 1 --build ${CMAKE_BINARY_DIR}")
   set_tests_properties("${MIXLAB_GEMM_TEST}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
+
+# How each mixer's cost grows with the sequence length (bench/scaling.py, docs/study/scaling/):
+# its --quick mode (two mixers, N up to 256, one round) runs the pipeline end to end against
+# PyTorch and checks its figures for tick and axis labels; skipped (77) without torch. Its
+# examples (the fit, the ticks, the figure check) need no PyTorch.
+if(MIXLAB_TESTS AND MIXLAB_BENCH)
+  find_package(Python3 COMPONENTS Interpreter)
+  if(Python3_Interpreter_FOUND)
+    set(MIXLAB_SCALING_TEST "bench: cost against length --quick against PyTorch (skipped without torch)")
+    add_test(NAME "${MIXLAB_SCALING_TEST}"
+      COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/scaling.py --quick
+              --skip-without-torch --build ${CMAKE_BINARY_DIR}
+              --out ${CMAKE_BINARY_DIR}/scaling-quick)
+    set_tests_properties("${MIXLAB_SCALING_TEST}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+    add_test(NAME "bench: scaling.py's examples (fit, ticks, the figure check)"
+      COMMAND ${Python3_EXECUTABLE} -m doctest ${CMAKE_CURRENT_SOURCE_DIR}/bench/scaling.py)
+  endif()
+endif()
