@@ -358,7 +358,7 @@ def loglog_svg(path, title, xlabel, ylabel, series, x_ticks=None):
     """series: [(label, [(x, y), ...], dashed)]; one line and marker per series, a legend with
     each label on the right. Ticks on both axes, each with its label."""
     points = [p for _, pts, _ in series for p in pts]
-    width, height = 980, 560
+    width, height = 980, max(560, 70 + 15 * len(series))  # room for every legend line
     left, right, top, bottom = 80, 400, 40, 60
     pw, ph = width - left - right, height - top - bottom
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -401,7 +401,7 @@ def loglog_svg(path, title, xlabel, ylabel, series, x_ticks=None):
                f'{esc(xlabel)}</text>')
     out.append(f'<text class="ylabel" transform="translate(20,{top + ph / 2}) rotate(-90)" '
                f'text-anchor="middle">{esc(ylabel)}</text>')
-    legend_step = min(18, (height - top - 10) / max(1, len(series)))
+    legend_step = min(18, (height - top - 10) / max(1, len(series)))  # 15 or more
     for i, (label, pts, dashed) in enumerate(series):
         colour = COLOURS[i % len(COLOURS)]
         dash = DASHES[(i // len(COLOURS) + (1 if dashed else 0)) % len(DASHES)]
@@ -586,6 +586,40 @@ def figures(out, table, args):
                "sequence length N (tokens)", "peak RSS (MiB)", series, lengths)
 
 
+def report_fits(out, rows, mixers, args):
+    """exponents.csv, the figures and the printed table of fits; the figures' problems."""
+    table = exponents(rows, mixers, args.lengths_list)
+    write_csv(os.path.join(out, "exponents.csv"), table.values(), EXPONENT_FIELDS)
+    figures(out, table, args)
+    print("# fitted exponent of the time per sequence in N (least squares of log time on log N "
+          "over the lengths that ran; end: the slope between the two longest)")
+    print(f"{'mixer':<22} {'spec':>20} {'mixlab fit':>10} {'end':>5} {'PyTorch fit':>11} "
+          f"{'end':>5}  lengths (mixlab; PyTorch)")
+    for e in table.values():
+        spec = f"{e['predicted']} ({e['predicted_exponent']})" if e["predicted"] == "N log N" \
+            else e["predicted"]
+        print(f"{e['mixer']:<22} {spec:>20} {e['mixlab_exponent']:>10} {e['mixlab_end_slope']:>5} "
+              f"{e['torch_exponent']:>11} {e['torch_end_slope']:>5}  {e['mixlab_lengths']}"
+              f"{' ' + e['mixlab_stopped'] if e['mixlab_stopped'] else ''}; {e['torch_lengths']}"
+              f"{' ' + e['torch_stopped'] if e['torch_stopped'] else ''}")
+    problems = [q for f in ("time-mixlab.svg", "time-torch.svg", "memory.svg")
+                for q in check_svg(os.path.join(out, f))]
+    for q in problems:
+        print(f"FIGURE: {q}")
+    return problems
+
+
+def replot(out, args):
+    """--replot: the fits and figures of a results.csv written before (a run stopped early)."""
+    rows = read_rows(os.path.join(out, "results.csv"))
+    for r in rows:
+        r["n"] = int(r["n"])
+    mixers = list(dict.fromkeys(r["mixer"] for r in rows))
+    args.lengths_list = sorted({r["n"] for r in rows})
+    args.tokens = int(rows[0]["tokens_per_batch"]) if rows else args.tokens
+    return 1 if report_fits(out, rows, mixers, args) else 0
+
+
 def blocks(args):
     return f"{args.layers} block" + ("s" if args.layers != 1 else "")
 
@@ -646,6 +680,9 @@ def main():
     p.add_argument("--python", default="", help="a Python with torch (default: found)")
     p.add_argument("--skip-without-torch", action="store_true",
                    help="exit 77 (CTest's skipped) when no Python here imports torch")
+    p.add_argument("--replot", action="store_true",
+                   help="run nothing: the fits and figures again from DIR/results.csv (give the "
+                        "--dim and --layers it was run with)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     args.steps = args.steps or 2
@@ -659,6 +696,8 @@ def main():
     args.lengths_list = ([int(n) for n in args.lengths.split(",")] if args.lengths else
                          [64, 128, 256] if args.quick else [64 << i for i in range(7)])
     out = args.out or os.path.join(os.path.dirname(HERE), "docs", "study", "scaling")
+    if args.replot:
+        return replot(out, args)
     args.python = args.python or find_torch_python()
     if not args.python:
         if args.skip_without_torch:
@@ -724,24 +763,7 @@ def main():
             print(describe(row), flush=True)
             write_csv(os.path.join(out, "results.csv"), rows, CSV_FIELDS)
     server.close()
-    table = exponents(rows, mixers, args.lengths_list)
-    write_csv(os.path.join(out, "exponents.csv"), table.values(), EXPONENT_FIELDS)
-    figures(out, table, args)
-    print("# fitted exponent of the time per sequence in N (least squares of log time on log N "
-          "over the lengths that ran; end: the slope between the two longest)")
-    print(f"{'mixer':<22} {'spec':>20} {'mixlab fit':>10} {'end':>5} {'PyTorch fit':>11} "
-          f"{'end':>5}  lengths (mixlab; PyTorch)")
-    for e in table.values():
-        spec = f"{e['predicted']} ({e['predicted_exponent']})" if e["predicted"] == "N log N" \
-            else e["predicted"]
-        print(f"{e['mixer']:<22} {spec:>20} {e['mixlab_exponent']:>10} {e['mixlab_end_slope']:>5} "
-              f"{e['torch_exponent']:>11} {e['torch_end_slope']:>5}  {e['mixlab_lengths']}"
-              f"{' ' + e['mixlab_stopped'] if e['mixlab_stopped'] else ''}; {e['torch_lengths']}"
-              f"{' ' + e['torch_stopped'] if e['torch_stopped'] else ''}")
-    problems = [q for f in ("time-mixlab.svg", "time-torch.svg", "memory.svg")
-                for q in check_svg(os.path.join(out, f))]
-    for q in problems:
-        print(f"FIGURE: {q}")
+    problems = report_fits(out, rows, mixers, args)
     failed = [r for r in rows if "failed" in (r["mixlab_status"], r["torch_status"])]
     differ = [r for r in rows if r.get("mixlab_params") and r.get("torch_params")
               and r["mixlab_params"] != r["torch_params"]]
