@@ -354,9 +354,10 @@ def tick_text(v):
     return f"{v:g}"
 
 
-def loglog_svg(path, title, xlabel, ylabel, series, x_ticks=None):
+def loglog_svg(path, title, xlabel, ylabel, series, x_ticks=None, guides=()):
     """series: [(label, [(x, y), ...], dashed)]; one line and marker per series, a legend with
-    each label on the right. Ticks on both axes, each with its label."""
+    each label on the right. Ticks on both axes, each with its label. guides: exponents k drawn
+    as grey dotted lines ∝ x^k from the middle of the first column of points, to read slopes by."""
     points = [p for _, pts, _ in series for p in pts]
     width, height = 980, max(560, 70 + 15 * len(series))  # room for every legend line
     left, right, top, bottom = 80, 400, 40, 60
@@ -397,6 +398,17 @@ def loglog_svg(path, title, xlabel, ylabel, series, x_ticks=None):
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#ddd"/>')
         out.append(f'<text class="ytick" x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">'
                    f'{tick_text(t)}</text>')
+    first = sorted(y for x, y in points if x == x_lo)
+    out.append(f'<clipPath id="plot"><rect x="{left}" y="{top}" width="{pw}" height="{ph}"/></clipPath>')
+    for k in guides if first else ():
+        y0 = first[len(first) // 2]
+        x1, y1 = px(x_lo), py(y0)
+        x2, y2 = px(x_hi), py(y0 * (x_hi / x_lo) ** k)
+        out.append(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="#999" '
+                   f'stroke-dasharray="1,3" clip-path="url(#plot)"/>')
+        tx, ty = min(x2, left + pw - 4), max(y2, top + 12)
+        out.append(f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="end" fill="#777">∝ N'
+                   f'{"" if k == 1 else "²" if k == 2 else "^" + str(k)}</text>')
     out.append(f'<text class="xlabel" x="{left + pw / 2}" y="{height - 18}" text-anchor="middle">'
                f'{esc(xlabel)}</text>')
     out.append(f'<text class="ylabel" transform="translate(20,{top + ph / 2}) rotate(-90)" '
@@ -572,7 +584,8 @@ def figures(out, table, args):
         loglog_svg(os.path.join(out, f"time-{side}.svg"),
                    f"{name}: one training step per sequence, d={args.dim}, {blocks(args)}, "
                    f"{args.tokens} tokens a step",
-                   "sequence length N (tokens)", "time per sequence (ms)", series, lengths)
+                   "sequence length N (tokens)", "time per sequence (ms)", series, lengths,
+                   guides=(1, 2))
     rows = read_rows(os.path.join(out, "results.csv"))
     series = []
     for m in table:
@@ -593,12 +606,12 @@ def report_fits(out, rows, mixers, args):
     figures(out, table, args)
     print("# fitted exponent of the time per sequence in N (least squares of log time on log N "
           "over the lengths that ran; end: the slope between the two longest)")
-    print(f"{'mixer':<22} {'spec':>20} {'mixlab fit':>10} {'end':>5} {'PyTorch fit':>11} "
+    print(f"{'mixer':<26} {'spec':>20} {'mixlab fit':>10} {'end':>5} {'PyTorch fit':>11} "
           f"{'end':>5}  lengths (mixlab; PyTorch)")
     for e in table.values():
         spec = f"{e['predicted']} ({e['predicted_exponent']})" if e["predicted"] == "N log N" \
             else e["predicted"]
-        print(f"{e['mixer']:<22} {spec:>20} {e['mixlab_exponent']:>10} {e['mixlab_end_slope']:>5} "
+        print(f"{e['mixer']:<26} {spec:>20} {e['mixlab_exponent']:>10} {e['mixlab_end_slope']:>5} "
               f"{e['torch_exponent']:>11} {e['torch_end_slope']:>5}  {e['mixlab_lengths']}"
               f"{' ' + e['mixlab_stopped'] if e['mixlab_stopped'] else ''}; {e['torch_lengths']}"
               f"{' ' + e['torch_stopped'] if e['torch_stopped'] else ''}")
