@@ -320,7 +320,9 @@ def torch_point_in_child(args, request, rss_after_import):
 # ---- the figures: log-log SVG, written by hand (no plotting library needed) ----
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-           "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#aa6600"]
+           "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#aa6600", "#393b79", "#637939",
+           "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363",
+           "#de9ed6", "#8c6d31", "#6baed6"]
 DASHES = ["", "6,3", "2,2", "8,3,2,3"]
 
 
@@ -355,11 +357,13 @@ def tick_text(v):
 
 
 def loglog_svg(path, title, xlabel, ylabel, series, x_ticks=None, guides=()):
-    """series: [(label, [(x, y), ...], dashed)]; one line and marker per series, a legend with
-    each label on the right. Ticks on both axes, each with its label. guides: exponents k drawn
+    """series: [(label, [(x, y), ...], dashed)] or (label, points, dashed, colour index); one
+    line and marker per series, a legend with each label on the right (None: no legend line).
+    Dashed series take the colour of the solid one before them unless given one. Ticks on both axes, each with its label. guides: exponents k drawn
     as grey dotted lines ∝ x^k from the middle of the first column of points, to read slopes by."""
-    points = [p for _, pts, _ in series for p in pts]
-    width, height = 980, max(560, 70 + 15 * len(series))  # room for every legend line
+    points = [p for entry in series for p in entry[1]]
+    labelled = [s for s in series if s[0] is not None]
+    width, height = 980, max(560, 70 + 15 * len(labelled))  # room for every legend line
     left, right, top, bottom = 80, 400, 40, 60
     pw, ph = width - left - right, height - top - bottom
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -413,10 +417,13 @@ def loglog_svg(path, title, xlabel, ylabel, series, x_ticks=None, guides=()):
                f'{esc(xlabel)}</text>')
     out.append(f'<text class="ylabel" transform="translate(20,{top + ph / 2}) rotate(-90)" '
                f'text-anchor="middle">{esc(ylabel)}</text>')
-    legend_step = min(18, (height - top - 10) / max(1, len(series)))  # 15 or more
-    for i, (label, pts, dashed) in enumerate(series):
-        colour = COLOURS[i % len(COLOURS)]
-        dash = DASHES[(i // len(COLOURS) + (1 if dashed else 0)) % len(DASHES)]
+    legend_step = min(18, (height - top - 10) / max(1, len(labelled)))  # 15 or more
+    legend_line = 0
+    for i, (label, pts, dashed, *given) in enumerate(series):
+        c = given[0] if given else i
+        colour = COLOURS[c % len(COLOURS)]
+        # Past the palette, the pattern tells series of one colour apart; dashed adds one step.
+        dash = DASHES[(c // len(COLOURS) + (1 if dashed else 0)) % len(DASHES)]
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         pts = sorted(pts)
         if len(pts) > 1:
@@ -425,7 +432,10 @@ def loglog_svg(path, title, xlabel, ylabel, series, x_ticks=None, guides=()):
                        f'stroke-width="1.6"{dash_attr}/>')
         for x, y in pts:
             out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="{colour}"/>')
-        ly = top + 6 + i * legend_step
+        if label is None:
+            continue
+        ly = top + 6 + legend_line * legend_step
+        legend_line += 1
         lx = left + pw + 15
         out.append(f'<line x1="{lx}" y1="{ly:.1f}" x2="{lx + 24}" y2="{ly:.1f}" stroke="{colour}" '
                    f'stroke-width="2"{dash_attr}/>')
@@ -587,15 +597,16 @@ def figures(out, table, args):
                    "sequence length N (tokens)", "time per sequence (ms)", series, lengths,
                    guides=(1, 2))
     rows = read_rows(os.path.join(out, "results.csv"))
-    series = []
-    for m in table:
+    series = []  # one colour per mixer: solid mixlab, dashed PyTorch, one legend line
+    for i, m in enumerate(table):
         for side, dashed in (("mixlab", False), ("torch", True)):
             pts = [(int(r["n"]), float(r[f"{side}_peak_rss_mib"])) for r in rows
                    if r["mixer"] == m and r[f"{side}_peak_rss_mib"]]
             if pts:
-                series.append((f"{m} ({'PyTorch' if dashed else 'mixlab'})", pts, dashed))
+                series.append((None if dashed else m, pts, dashed, i))
     loglog_svg(os.path.join(out, "memory.svg"),
-               f"peak resident memory of one training step ({args.tokens} tokens a step)",
+               f"peak RSS of one training step ({args.tokens} tokens a step): "
+               "mixlab solid, PyTorch dashed",
                "sequence length N (tokens)", "peak RSS (MiB)", series, lengths)
 
 
