@@ -5,11 +5,15 @@ registered mixer's classifier on token sequences, in mixlab and in PyTorch eager
 For N = 64, 128, ..., 4,096 tokens (d = 128, 2 blocks, the batch B = tokens-per-batch / N so
 that each step sees the same number of tokens), each side times the classifier's training step
 (bench_train_step --input tokens; bench/torch_models.py's TokenClassifier: label-smoothed
-cross-entropy, clipping at 1, AdamW, dropout 0) and reports its peak resident memory. Each
-point runs in a child process of its own under an address-space cap (RLIMIT_AS, --mem-cap-gib
-beyond the process's start-up mappings) and a timeout, so a point that does not fit is reported
-"over cap" (or "timeout") instead of taking the machine's memory; once a side is over the cap
-or out of time for a mixer, its longer lengths are not tried.
+cross-entropy, clipping at 1, AdamW, dropout 0) and reports its peak resident memory. A step is
+timed by the process's CPU time (--clock cpu, the default: on a machine shared with other work
+it leaves out the waits for a core) or by the wall clock (--clock wall). Each point runs in a
+process of its own (PyTorch's forked from one worker that imports torch once) under an
+address-space cap (RLIMIT_AS, --mem-cap-gib beyond the process's start-up mappings) and a
+timeout, so a point that does not fit is reported "over cap" (or "timeout") instead of taking
+the machine's memory; once a side is over the cap or out of time for a mixer, its longer
+lengths are not tried. Every registered mixer is covered (bench_train_step --list-mixers); one
+that bench/torch_models.py cannot build is timed on mixlab's side alone.
 
 What is fitted: the time per sequence (step time / B) against N, log-log, least squares over
 the points that ran, per mixer and side. That is the cost of one sequence, which the spec's
@@ -18,7 +22,7 @@ N log N: docs/mixers.md); at a fixed number of tokens per step the step time its
 power of N slower. The whole step is timed, so the embedding, the FFN and the projections,
 linear in N, pull a quadratic mixer's fit below 2 at short lengths: the slope between the two
 longest lengths that ran is printed beside the fit. Mixers whose parameters grow as ℓ² (ℓ = N
-here: the synthesizers R and Fix, mlp-mixer, resmlp, ffonly, gMLP) also update ℓ² parameters
+here: synth-random, mlp-mixer, resmlp, ffonly, gMLP, aMLP) also update ℓ² parameters
 once per step, a cost spread over B = tokens / N sequences.
 
 Headline numbers are ratios against PyTorch measured in this script: each point is timed
@@ -27,7 +31,8 @@ load only slows a run down) and the per-round ratios give the spread.
 
     python3 bench/scaling.py [--quick] [--out DIR] [--mixers a,b] [--lengths 64,...]
         [--tokens T] [--rounds R] [--mem-cap-gib G] [--timeout S] [--max-minutes M]
-        [--build DIR] [--python PATH] [--threads 1]
+        [--build DIR] [--python PATH] [--threads 1] [--layers L] [--steps K] [--clock cpu|wall]
+    python3 bench/scaling.py --replot [--out DIR] --layers L   # figures again from results.csv
 
 Writes DIR/results.csv (one row per mixer and length), DIR/exponents.csv (the fits) and three
 log-log figures: DIR/time-mixlab.svg, DIR/time-torch.svg (time per sequence against N, each
