@@ -38,4 +38,14 @@ if(MIXLAB_TESTS AND MIXLAB_BENCH)
     add_test(NAME "bench: scaling.py's examples (fit, ticks, the figure check)"
       COMMAND ${Python3_EXECUTABLE} -m doctest ${CMAKE_CURRENT_SOURCE_DIR}/bench/scaling.py)
   endif()
+  # bench_train_step --input tokens with --mixer-opt, scaling.py's mixlab side: the option is
+  # applied (Linformer's E and F are p×ℓ each, so proj-len 8 instead of 4 at ℓ = 32 adds
+  # 2·4·32 = 256 parameters), and the classifier reads tokens.
+  add_test(NAME "bench: bench_train_step --input tokens applies --mixer-opt (Linformer's proj-len)"
+    COMMAND sh -c "set -e; run() { $<TARGET_FILE:bench_train_step> --task classify --input tokens \
+      --mixer linformer --mixer-opt proj-len=$1 --len 32 --batch 4 --dim 16 --layers 1 \
+      --steps 1 --warmup 0; }; a=$(run 4); b=$(run 8); echo \"$a\" | grep -q 'input=tokens len=32'; \
+      pa=$(echo \"$a\" | sed -n 's/.*\\\"params\\\": \\([0-9]*\\).*/\\1/p'); \
+      pb=$(echo \"$b\" | sed -n 's/.*\\\"params\\\": \\([0-9]*\\).*/\\1/p'); \
+      echo \"params $pa, $pb\"; test $((pb - pa)) -eq 256")
 endif()
