@@ -4,13 +4,15 @@
 // mixer (Fashion-MNIST-shaped images read from a file the comparison script writes, so both
 // sides train on the same bytes). The step is the same in both: label-smoothed cross-entropy
 // (0.1), gradient clipping at 1 and AdamW. Prints mixlab's median step and examples per second,
-// then one machine-readable `json:` line that also holds the parameter count, the device and the
-// process's peak resident set size (getrusage; on a GPU also the caching allocator's peak bytes
-// in use, "peak_device_bytes").
+// then one machine-readable `json:` line that also holds the parameter count, the device, the
+// median CPU time of the process in a step ("median_cpu_ms", for machines shared with other
+// work) and the process's peak resident set size (getrusage; on a GPU also the caching allocator's
+// peak bytes in use, "peak_device_bytes").
 //
 //   build/bench_train_step [--task translate|classify] [--mixer NAME] [--threads N] [--dim D]
 //       [--layers L] [--batch B] [--len T] [--patch P] [--images FILE] [--dropout R] [--steps K]
 //       [--device cpu|cuda|cuda:N] [--padding auto|skip|keep] [--attention-core fused|math]
+//       [--input image|tokens] [--mixer-opt KEY=VALUE]... [--warmup W]
 //   build/bench_train_step --list-mixers      # the mixers the speed table covers, one a line
 //   build/bench_train_step --kernels          # the CPU kernels' registers: AVX-512, AVX2, generic
 //
@@ -27,6 +29,15 @@
 // each a kernel of its own (nn/attention_core.h; MIXLAB_ATTENTION_CORE does the same). The same
 // model either way; docs/speed.md compares the two on the attention classifier.
 //
+// --input tokens (classifier): the classifier reads token sequences of --len tokens (ℓ = --len)
+// instead of images: a ListOps-sized vocabulary of kTokenVocab symbols, token t of example i
+// (i·7 + t·3) mod kTokenVocab, label i mod 10 (bench/torch_models.py builds the same batch).
+// Every example is full length, so no padding mask is built, as in the image classifier and the
+// PyTorch models. bench/scaling.py times it from N = 64 to 4,096 tokens.
+// --mixer-opt KEY=VALUE (repeatable): the classifier's mixer options (mixers.md §0), e.g.
+// proj-len=64 for a Linformer with a fixed projected length. --warmup W: untimed steps before the
+// timed ones (default 3).
+//
 // --images FILE holds B·28·28 float32 pixels then B int32 labels (little-endian), nothing else;
 // without it the classifier trains on an all-zero batch.
 //
@@ -42,12 +53,14 @@
 // step's time when the step is bound by the host's launches). Without a GPU it
 // fails at once with one line (exit 1).
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,10 +89,13 @@ namespace {
 
 constexpr int64_t kImageSide = 28;  // Fashion-MNIST: 1 channel, 28x28, 10 classes
 constexpr int64_t kClasses = 10;
+constexpr int64_t kTokenVocab = 16;  // --input tokens: about ListOps' symbol count
 
 struct Options {
   std::string task = "translate", mixer = "attention", images, dump, device = "cpu";
-  int64_t dim = 128, layers = 3, batch = 128, len = 12, patch = 4, steps = 20;
+  std::string input = "image";  // the classifier's: image or tokens
+  std::map<std::string, std::string> mixer_options;
+  int64_t dim = 128, layers = 3, batch = 128, len = 12, patch = 4, steps = 20, warmup = 3;
   double dropout = -1;  // unset: 0.1 for the translator, 0 for the classifier
   std::string padding = "auto";
   std::string attention_core;  // empty: MIXLAB_ATTENTION_CORE's choice, else fused
@@ -131,6 +147,21 @@ Batch image_batch(const std::string& path, int64_t batch) {
   for (int32_t label : b.labels)
     check(label >= 0 && label < kClasses, "bench_train_step: label ", label, " in ", path,
           " is outside [0, ", kClasses, ")");
+  return b;
+}
+
+// --input tokens: the fixed token batch described in the header (no lengths: no padding mask).
+Batch token_batch(int64_t batch, int64_t len) {
+  Batch b;
+  b.size = batch;
+  b.src_len = len;
+  b.src.resize(batch * len);
+  b.labels.resize(batch);
+  for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t t = 0; t < len; ++t)
+      b.src[i * len + t] = static_cast<int32_t>((i * 7 + t * 3) % kTokenVocab);
+    b.labels[i] = static_cast<int32_t>(i % kClasses);
+  }
   return b;
 }
 
@@ -188,6 +219,14 @@ long long peak_device_bytes([[maybe_unused]] Device device) {
     return static_cast<long long>(cuda->memory_stats().peak_bytes_in_use);
 #endif
   return -1;
+}
+
+// The CPU time this process has used so far, all its threads together: on a machine shared with
+// other work it counts the step's own work, not its waits for a core (json "median_cpu_ms").
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 long peak_rss_kib() {
@@ -249,7 +288,16 @@ static int run(int argc, char** argv) {
         o.patch = std::stoll(value);
       else if (flag == "--steps")
         o.steps = std::stoll(value);
-      else
+      else if (flag == "--warmup")
+        o.warmup = std::stoll(value);
+      else if (flag == "--input")
+        o.input = value;
+      else if (flag == "--mixer-opt") {
+        auto eq = value.find('=');
+        if (eq == std::string::npos || eq == 0)
+          return usage_error("--mixer-opt takes KEY=VALUE, got '" + value + "'");
+        o.mixer_options[value.substr(0, eq)] = value.substr(eq + 1);
+      } else
         return usage_error("unknown flag " + flag);
     } catch (const std::logic_error&) {
       return usage_error(flag + " takes a number, got '" + value + "'");
@@ -262,6 +310,11 @@ static int run(int argc, char** argv) {
     return usage_error(std::string("--") + e.what());  // "--task 'x' is not one of: ..."
   }
   if (o.steps < 1) return usage_error("--steps must be at least 1");
+  if (o.warmup < 0) return usage_error("--warmup must be at least 0");
+  if (o.input != "image" && o.input != "tokens")
+    return usage_error("--input takes image or tokens, got '" + o.input + "'");
+  if (o.input == "tokens" && (o.len < 1 || o.batch < 1))
+    return usage_error("--input tokens needs --len and --batch of at least 1");
   try {
     if (!o.attention_core.empty())
       set_attention_core(parse_attention_core(o.attention_core.c_str(), "--attention-core"));
@@ -323,27 +376,38 @@ static int run(int argc, char** argv) {
             (translator->skips_padding(device) ? " padding-skipped" : " padding-kept");
     model = std::move(translator);
   } else {
-    if (o.patch < 1 || kImageSide % o.patch != 0)
-      return usage_error("--patch must divide 28, got " + std::to_string(o.patch));
     c.mixer = o.mixer;
-    c.input = InputKind::Image;
+    c.mixer_options = o.mixer_options;
     c.classes = kClasses;
-    c.image_channels = 1;
-    c.image_height = c.image_width = kImageSide;
-    c.patch = o.patch;
-    c.max_len = (kImageSide / o.patch) * (kImageSide / o.patch);  // ℓ = the patch count
+    const bool tokens = o.input == "tokens";
+    if (tokens) {
+      c.input = InputKind::Tokens;
+      c.vocab = kTokenVocab;
+      c.max_len = o.len;  // ℓ = the sequence length
+    } else {
+      if (o.patch < 1 || kImageSide % o.patch != 0)
+        return usage_error("--patch must divide 28, got " + std::to_string(o.patch));
+      c.input = InputKind::Image;
+      c.image_channels = 1;
+      c.image_height = c.image_width = kImageSide;
+      c.patch = o.patch;
+      c.max_len = (kImageSide / o.patch) * (kImageSide / o.patch);  // ℓ = the patch count
+    }
     auto classifier = std::make_unique<Classifier>(c);
     classifier->train();
     classifier->to(device);
     task = std::make_unique<ClassificationTask>(*classifier, device, 0.1);
-    b = image_batch(o.images, o.batch);
+    b = tokens ? token_batch(o.batch, o.len) : image_batch(o.images, o.batch);
     if (!o.dump.empty()) {
       NoGradGuard no_grad;
-      Tensor pixels = Tensor::from_data(b.features, {o.batch, kImageSide * kImageSide}, device);
-      dump_model(o.dump, *classifier, classifier->forward(pixels));
+      Tensor inputs =
+          tokens ? Tensor::from_data(b.src, {o.batch, o.len}, device)
+                 : Tensor::from_data(b.features, {o.batch, kImageSide * kImageSide}, device);
+      dump_model(o.dump, *classifier, classifier->forward(inputs));
     }
     model = std::move(classifier);
-    shape = "patch=" + std::to_string(o.patch) + " tokens=" + std::to_string(c.max_len);
+    shape = tokens ? "input=tokens len=" + std::to_string(o.len)
+                   : "patch=" + std::to_string(o.patch) + " tokens=" + std::to_string(c.max_len);
   }
   AdamW optimizer(param_groups(*model, 0.01), AdamOptions{1e-3});
   std::vector<double> times;
@@ -351,17 +415,19 @@ static int run(int argc, char** argv) {
   // last launch, before the closing synchronize): near the step's time, the GPU was waiting for
   // the host's launches; well under it, the GPU's own work set the pace.
   std::vector<double> queue_times;
-  constexpr int64_t kWarmUp = 3;  // steps before the timed ones
+  std::vector<double> cpu_times;     // the process's CPU time in each timed step
+  const int64_t warm_up = o.warmup;  // steps before the timed ones
   // On a GPU the host only queues work: wait for the device before starting and before
   // stopping the clock (the CPU's synchronize() would be a no-op; it is not called there).
   auto wait_for_device = [&] {
     if (device.is_cuda()) backend_for(device).synchronize();
   };
   long long waits_before = 0;
-  for (int64_t s = 0; s < o.steps + kWarmUp; ++s) {
-    if (s == kWarmUp) waits_before = host_waits(device);
+  for (int64_t s = 0; s < o.steps + warm_up; ++s) {
+    if (s == warm_up) waits_before = host_waits(device);
     wait_for_device();
     auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = process_cpu_seconds();
     Tensor loss = task->loss(b);
     loss.backward();
     std::vector<Tensor> params = model->parameters();
@@ -371,13 +437,14 @@ static int run(int argc, char** argv) {
     auto queued = std::chrono::steady_clock::now();
     wait_for_device();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s >= kWarmUp) {
+    if (s >= warm_up) {
       times.push_back(secs);
+      cpu_times.push_back(process_cpu_seconds() - cpu0);
       queue_times.push_back(std::chrono::duration<double>(queued - t0).count());
     }
     // MIXLAB_DEBUG's table counts the timed steps only, as the median does: the warm-up's first
     // touches of fresh memory would be charged to whichever kernels write it first.
-    if (s == kWarmUp - 1) reset_kernel_trace();
+    if (s == warm_up - 1) reset_kernel_trace();
   }
   // The step's own waits: not the two synchronize() calls around each timed step.
   const double waits_per_step =
@@ -388,6 +455,8 @@ static int run(int argc, char** argv) {
   double median = times[times.size() / 2];
   std::sort(queue_times.begin(), queue_times.end());
   double median_queue = queue_times[queue_times.size() / 2];
+  std::sort(cpu_times.begin(), cpu_times.end());
+  double median_cpu = cpu_times[cpu_times.size() / 2];
   long long params = model->parameter_count();
   std::string label = c.task == ModelTask::Translate ? "translator" : "classifier " + o.mixer;
   long long device_bytes = peak_device_bytes(device);
@@ -416,9 +485,10 @@ static int run(int argc, char** argv) {
     device_json += ", \"host_queue_ms\": " + std::to_string(median_queue * 1e3);
   }
   std::printf(
-      "json: {\"median_ms\": %.6f, \"examples_per_s\": %.6f, \"params\": %lld, "
-      "\"peak_rss_kib\": %ld, \"threads\": %d, \"attention_core\": \"%s\", %s}\n",
-      median * 1e3, o.batch / median, params, peak_rss_kib(), num_threads(),
+      "json: {\"median_ms\": %.6f, \"median_cpu_ms\": %.6f, \"examples_per_s\": %.6f, "
+      "\"params\": %lld, \"peak_rss_kib\": %ld, \"threads\": %d, \"attention_core\": \"%s\", "
+      "%s}\n",
+      median * 1e3, median_cpu * 1e3, o.batch / median, params, peak_rss_kib(), num_threads(),
       attention_core_name(attention_core()), device_json.c_str());
   return 0;
 }

@@ -21,3 +21,31 @@ if(MIXLAB_TESTS AND MIXLAB_BENCH)
     COMMAND sh -c "py=${CMAKE_CURRENT_SOURCE_DIR}/.venv/bin/python; \"$py\" -c 'import torch' 2>/dev/null || py=python3; \"$py\" -c 'import torch' 2>/dev/null || { echo 'SKIP: no PyTorch'; exit 77; }; exec \"$py\" ${CMAKE_CURRENT_SOURCE_DIR}/bench/gemm_vs_torch.py --threads 1 --build ${CMAKE_BINARY_DIR}")
   set_tests_properties("${MIXLAB_GEMM_TEST}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
+
+# How each mixer's cost grows with the sequence length (bench/scaling.py, docs/study/scaling/):
+# its --quick mode (two mixers, N up to 256, one round) runs the pipeline end to end against
+# PyTorch and checks its figures for tick and axis labels; skipped (77) without torch. Its
+# examples (the fit, the ticks, the figure check) need no PyTorch.
+if(MIXLAB_TESTS AND MIXLAB_BENCH)
+  find_package(Python3 COMPONENTS Interpreter)
+  if(Python3_Interpreter_FOUND)
+    set(MIXLAB_SCALING_TEST "bench: cost against length --quick against PyTorch (skipped without torch)")
+    add_test(NAME "${MIXLAB_SCALING_TEST}"
+      COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/scaling.py --quick
+              --skip-without-torch --build ${CMAKE_BINARY_DIR}
+              --out ${CMAKE_BINARY_DIR}/scaling-quick)
+    set_tests_properties("${MIXLAB_SCALING_TEST}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+    add_test(NAME "bench: scaling.py's examples (fit, ticks, the figure check)"
+      COMMAND ${Python3_EXECUTABLE} -m doctest ${CMAKE_CURRENT_SOURCE_DIR}/bench/scaling.py)
+  endif()
+  # bench_train_step --input tokens with --mixer-opt, scaling.py's mixlab side: the option is
+  # applied (Linformer's E and F are p×ℓ each, so proj-len 8 instead of 4 at ℓ = 32 adds
+  # 2·4·32 = 256 parameters), and the classifier reads tokens.
+  add_test(NAME "bench: bench_train_step --input tokens applies --mixer-opt (Linformer's proj-len)"
+    COMMAND sh -c "set -e; run() { $<TARGET_FILE:bench_train_step> --task classify --input tokens \
+      --mixer linformer --mixer-opt proj-len=$1 --len 32 --batch 4 --dim 16 --layers 1 \
+      --steps 1 --warmup 0; }; a=$(run 4); b=$(run 8); echo \"$a\" | grep -q 'input=tokens len=32'; \
+      pa=$(echo \"$a\" | sed -n 's/.*\\\"params\\\": \\([0-9]*\\).*/\\1/p'); \
+      pb=$(echo \"$b\" | sed -n 's/.*\\\"params\\\": \\([0-9]*\\).*/\\1/p'); \
+      echo \"params $pa, $pb\"; test $((pb - pa)) -eq 256")
+endif()

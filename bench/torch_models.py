@@ -590,3 +590,41 @@ def synthetic_translation_batch(batch, length, src_vocab=31, tgt_vocab=43):
         tgt[i, 0] = 1
         tgt[i, n - 1] = 2
     return src, tgt
+
+
+# ---- the classifier on token sequences (bench/scaling.py: cost against length) ----
+
+TOKEN_VOCAB = 16  # bench_train_step --input tokens: about ListOps' symbol count
+
+
+class TokenClassifier(nn.Module):
+    """§1's classifier on token ids: embedding, learned positions (ℓ = the sequence length), the
+    encoder, final norm, mean over tokens, a linear head; every sequence full length (no mask)."""
+
+    def __init__(self, mixer, dim, layers, length, dropout, heads=4, options=None):
+        super().__init__()
+        options = options or {}
+        self.embed = nn.Embedding(TOKEN_VOCAB, dim)
+        nn.init.normal_(self.embed.weight, std=0.02)
+        self.positions = nn.Parameter(torch.randn(length, dim) * 0.02)
+        blocks, style = [], "prenorm"
+        for _ in range(layers):
+            m, style = make_mixer(mixer, dim, heads, length, options, 4 * dim)
+            blocks.append(Block(m, style, dim, 4 * dim, dropout))
+        self.blocks = nn.ModuleList(blocks)
+        self.final_norm = block_norm(style, dim)
+        self.head = xavier_linear(dim, CLASSES)
+
+    def forward(self, ids):
+        h = self.embed(ids) + self.positions[:ids.size(1)]
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.final_norm(h).mean(1))
+
+
+def synthetic_token_batch(batch, length):
+    """bench_train_step --input tokens' batch: token t of example i is (7i + 3t) mod the vocabulary,
+    its label i mod 10."""
+    i = torch.arange(batch).view(-1, 1)
+    t = torch.arange(length).view(1, -1)
+    return (i * 7 + t * 3) % TOKEN_VOCAB, torch.arange(batch) % CLASSES
