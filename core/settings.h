@@ -1,5 +1,5 @@
 // Every environment variable mixlab reads, declared once here and read once, at first use, by
-// core/settings.cpp (the one file that reads the environment). docs/settings.md is the table of
+// core/settings.cpp (the one file that reads the environment). docs/design.md is the table of
 // them with their defaults and purposes; a test checks that it lists each name below.
 #pragma once
 

@@ -34,8 +34,8 @@ std::string scatter_svg(const std::string& title, const std::string& x_label,
                         const std::string& y_label, const std::vector<ChartSeries>& series,
                         bool log_x = false);
 
-// A row's training or evaluation loss: the column "loss", else the first column whose name
-// starts with "loss" (a train row may name its window, e.g. "loss_window"). NaN when none.
+// A row's training or evaluation loss: the column "loss", else kTrainLossColumn (a train row's
+// mean over its log window, train/loop/trainer.h). NaN when neither.
 double row_loss(const MetricsRow& row);
 
 // The curves of a metrics log (io/run_log.h) against step, one SVG with two panels:

@@ -187,7 +187,8 @@ TEST_CASE("bad input: every refused input names its cause and leaves the run fol
        "{dir}/cut.tsv.gz: cannot read (unexpected end of file); the file is truncated or corrupt",
        1},
       {"translate train --data {dir}/missing.tsv" + kModel,
-       "--data '{dir}/missing.tsv': expected scan, g2p or a source<TAB>target file", 2},
+       "--data '{dir}/missing.tsv': expected scan, g2p, g2p:WORD_LIST or a source<TAB>target file",
+       2},
       // Labelled text (label<TAB>text).
       {"classify train --data {dir}/lab_notab.tsv" + kModel,
        "{dir}/lab_notab.tsv:2: no tab; expected 'label<TAB>text'", 1},

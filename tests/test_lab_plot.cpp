@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/run_log.h"
 #include "lab/plot.h"
+#include "train/loop/trainer.h"
 #include "lab/svg.h"
 #include "tests/file_helpers.h"
 #include "tests/svg_figure.h"
@@ -142,9 +143,9 @@ TEST_CASE("lab plot: a run's curves.svg has loss and metric panels with ticks an
   CHECK_THROWS_AS(write_run_curves(run.string(), "bleu"), Error);
 }
 
-TEST_CASE("lab plot: a train row's loss is read under a renamed loss column too") {
-  MetricsRow a{"train", 1, 0, {{"loss", 2.5}}};
-  MetricsRow b{"train", 2, 0, {{"loss_window", 1.5}, {"lr", 0.1}}};
+TEST_CASE("lab plot: a train row's loss is its log window's mean, other rows' their loss") {
+  MetricsRow a{"valid", 1, 0, {{"loss", 2.5}}};
+  MetricsRow b{"train", 2, 0, {{kTrainLossColumn, 1.5}, {"lr", 0.1}}};
   MetricsRow c{"train", 3, 0, {{"lr", 0.1}}};
   CHECK(row_loss(a) == 2.5);
   CHECK(row_loss(b) == 1.5);

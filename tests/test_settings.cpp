@@ -1,5 +1,5 @@
 // The settings (core/settings.h): one table of every environment variable mixlab reads,
-// documented in docs/settings.md, and read nowhere else.
+// documented in docs/design.md, and read nowhere else.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -21,8 +21,8 @@ std::string file_text(const std::filesystem::path& path) {
 
 }  // namespace
 
-TEST_CASE("settings: docs/settings.md lists every variable core/settings.h declares") {
-  const std::string doc = file_text(std::filesystem::path(MIXLAB_SOURCE_DIR) / "docs/settings.md");
+TEST_CASE("settings: docs/design.md lists every variable core/settings.h declares") {
+  const std::string doc = file_text(std::filesystem::path(MIXLAB_SOURCE_DIR) / "docs/design.md");
   REQUIRE_FALSE(doc.empty());
   for (const SettingInfo& info : setting_table()) {
     INFO(info.name);

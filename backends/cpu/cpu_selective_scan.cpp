@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/fast_math.h"
+#include "backends/cpu/simd/fast_math.h"
 #include "core/dtype_dispatch.h"
 #include "core/parallel.h"
 

@@ -65,6 +65,14 @@ struct Math {
   static T pow(T x, T y) {
     return std::pow(x, y);
   }
+  template <typename T>
+  static T sin(T x) {
+    return std::sin(x);
+  }
+  template <typename T>
+  static T cos(T x) {
+    return std::cos(x);
+  }
 };
 
 // Where element `flat` (counted in row-major order over `shape`'s axes) lies in a view with

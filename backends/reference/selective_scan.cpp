@@ -2,6 +2,8 @@
 // channel at a time, in token order, nothing parallel, nothing fused.
 #include "backends/reference/selective_scan.h"
 
+#include "backends/reference/reference_backend.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -84,3 +86,32 @@ template void selective_scan_backward<double>(const double*, const double*, cons
                                               double*, double*, ScanDims);
 
 }  // namespace mixlab::reference
+
+namespace mixlab {
+
+// The kernels of backends/kernels.def: the loops above in the views' element type.
+void ReferenceBackend::selective_scan(const View& u, const View& delta, const View& a,
+                                      const View& b, const View& c, const View& d, const View& y) {
+  const reference::ScanDims s{u.shape[0], u.shape[1], u.shape[2], a.shape[1]};
+  dispatch_floating(u.dtype, "selective_scan", [&](auto tag) {
+    using T = decltype(tag);
+    reference::selective_scan(u.as<T>(), delta.as<T>(), a.as<T>(), b.as<T>(), c.as<T>(), d.as<T>(),
+                              y.as<T>(), s);
+  });
+}
+
+void ReferenceBackend::selective_scan_backward(const View& u, const View& delta, const View& a,
+                                               const View& b, const View& c, const View& d,
+                                               const View& dy, const View& du, const View& ddelta,
+                                               const View& da, const View& db, const View& dc,
+                                               const View& dd) {
+  const reference::ScanDims s{u.shape[0], u.shape[1], u.shape[2], a.shape[1]};
+  dispatch_floating(u.dtype, "selective_scan_backward", [&](auto tag) {
+    using T = decltype(tag);
+    reference::selective_scan_backward(u.as<T>(), delta.as<T>(), a.as<T>(), b.as<T>(), c.as<T>(),
+                                       d.as<T>(), dy.as<T>(), du.as<T>(), ddelta.as<T>(),
+                                       da.as<T>(), db.as<T>(), dc.as<T>(), dd.as<T>(), s);
+  });
+}
+
+}  // namespace mixlab
