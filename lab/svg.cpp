@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-// Header-only stb, private to this file (as in io/plot.cpp): the image of a patch-attention
+// Header-only stb, private to this file: the image of a patch-attention
 // picture is embedded in its SVG as a PNG data URI.
 #define STB_IMAGE_WRITE_STATIC
 #define STB_IMAGE_WRITE_IMPLEMENTATION
