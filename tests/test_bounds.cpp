@@ -215,3 +215,19 @@ TEST_CASE("bounds: a run whose validation loss explodes writes no best checkpoin
   CHECK(e.output.find("no best checkpoint was written") != std::string::npos);
   CHECK_FALSE(fs::exists(fs::path(out) / "best.safetensors"));
 }
+
+TEST_CASE(
+    "bounds: weights blown up by one step are refused as best even when the loss looks fine") {
+  // With the default warm-up the first step's rate is 1e6/100: the validation loss can come out
+  // finite, even 0 (every answer certain), while the weights grew a million times over.
+  testing::TempDir tmp;
+  const std::string data = bounds_tsv(tmp, 40), out = tmp.file("run");
+  std::vector<std::string> args = tiny_train(data, out);
+  args.insert(args.end(), {"--steps", "1", "--lr", "1e6", "--threads", "1"});
+  testing::Exit e = testing::run_app(args, tmp.file("rms.log"));
+  INFO(e.output);
+  CHECK(e.code == 1);
+  CHECK(e.output.find("training diverged") != std::string::npos);
+  CHECK(e.output.find("no best checkpoint was written") != std::string::npos);
+  CHECK_FALSE(fs::exists(fs::path(out) / "best.safetensors"));
+}

@@ -69,6 +69,20 @@ std::string first_non_finite_parameter(const Module& model) {
   return "";
 }
 
+// sqrt(mean of θ²) over every parameter element.
+double weight_rms(const Module& model) {
+  double sum = 0;
+  int64_t n = 0;
+  for (const auto& p : model.parameters())
+    for (float v : p.to_float_vector()) sum += static_cast<double>(v) * v, ++n;
+  return n > 0 ? std::sqrt(sum / static_cast<double>(n)) : 0.0;
+}
+
+// Weights that grew this many times over in root mean square since the run started have
+// exploded even when the loss looks fine (a step at --lr 1e6 can leave logits so large that the
+// validation loss is 0 and every answer certain); ordinary training stays far below it.
+constexpr double kMaxWeightGrowth = 1000;
+
 }  // namespace
 
 std::string to_string(OptimizerKind kind) { return enum_to_string(kOptimizerNames, kind); }
@@ -207,6 +221,7 @@ void Trainer::start() {
   window_n_ = 0;
   eval_seconds_ = 0;
   first_loss_ = 0;
+  first_weight_rms_ = weight_rms(model);
   check(o.loss_read_every >= 0, "trainer: loss_read_every must be >= 0, got ", o.loss_read_every);
   // Each read of the loss waits for a GPU; on the CPU it costs nothing. Distributed runs agree
   // on every micro-batch's loss, so they read at once.
@@ -379,6 +394,11 @@ void Trainer::check_validation(double valid_loss) {
   const std::string bad = first_non_finite_parameter(task_.model());
   if (!bad.empty())
     fail("training diverged: parameter '", bad, "' holds a NaN or an infinity at step ",
+         state_.step, kept, advice);
+  const double rms = weight_rms(task_.model());
+  if (first_weight_rms_ > 0 && rms > kMaxWeightGrowth * first_weight_rms_)
+    fail("training diverged: the weights' root mean square grew from ", fmt(first_weight_rms_),
+         " to ", fmt(rms), " (", fmt(rms / first_weight_rms_, "%.3g"), " times) by step ",
          state_.step, kept, advice);
 }
 

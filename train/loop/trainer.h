@@ -179,9 +179,10 @@ class Trainer {
   double window_loss_ = 0;  // the step losses since the last train row, for the next one
   int64_t window_n_ = 0;
   double last_lr_ = 0;
-  double first_loss_ = 0;    // the first micro-batch loss of this run() (for max_loss_growth)
-  double eval_seconds_ = 0;  // excluded from the training throughput
-  int64_t read_every_ = 1;   // options_.loss_read_every as it applies to this run
+  double first_loss_ = 0;        // the first micro-batch loss of this run() (for max_loss_growth)
+  double first_weight_rms_ = 0;  // the parameters' root mean square when this run() started
+  double eval_seconds_ = 0;      // excluded from the training throughput
+  int64_t read_every_ = 1;       // options_.loss_read_every as it applies to this run
   struct UnreadStep {
     int64_t step;
     std::vector<Tensor> losses;  // its micro-batches' losses, on the model's device
