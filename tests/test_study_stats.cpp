@@ -15,7 +15,8 @@ TEST_CASE("study stats: t critical values and p-values match the t table") {
   // Two-sided 95% (t 0.975) from a printed table.
   const std::pair<double, double> table[] = {{1, 12.706}, {2, 4.303},  {3, 3.182},  {4, 2.776},
                                              {5, 2.571},  {10, 2.228}, {30, 2.042}, {1e6, 1.960}};
-  for (const auto& [df, t] : table) {
+  for (const auto& row : table) {
+    const double df = row.first, t = row.second;  // not structured bindings: INFO captures them
     INFO("df = " << df);
     CHECK(student_t_critical_95(df) == doctest::Approx(t).epsilon(2e-4));
     CHECK(student_t_two_sided_p(t, df) == doctest::Approx(0.05).epsilon(2e-3));

@@ -117,7 +117,9 @@ TEST_CASE("trainer logging: a train row's loss is the mean of its window's step 
   for (const auto& [step, loss] : logged) steps.push_back(step);
   CHECK(steps == std::vector<int64_t>{3, 6, 9, 11});
   int64_t previous = 0;
-  for (const auto& [step, loss] : logged) {
+  for (const auto& row : logged) {
+    const int64_t step = row.first;  // not a structured binding: INFO captures it (clang, C++17)
+    const double loss = row.second;
     double sum = 0;
     for (int64_t s = previous + 1; s <= step; ++s) sum += step_loss.at(s);
     const double mean = sum / static_cast<double>(step - previous);
