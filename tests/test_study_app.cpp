@@ -372,3 +372,39 @@ TEST_CASE("study app: the claims are judged by Welch's test on the seeds, with t
   CHECK(report.find("**supported**") == std::string::npos);
   CHECK(report.find("**contradicted**") == std::string::npos);
 }
+
+TEST_CASE("study app: the state-space claims, at least as good and selective over time-invariant") {
+  TempDir dir;
+  fs::path out = dir.root / "s";
+  // mamba 0.92 vs attention 0.91 (sd 0.01 each): the 95% Welch interval of the difference is
+  // 0.010 ± 2.776 · 0.01 · sqrt(2/3) = 0.010 ± 0.023, all above −0.02: at least as good.
+  // mamba 0.92 vs s4d 0.603: far apart, better by Welch's test.
+  const std::vector<HandCell> good = {{"attention", {0.90, 0.92, 0.91}, {500, 510, 490}, 300},
+                                      {"mamba", {0.91, 0.93, 0.92}, {450, 455, 445}, 290},
+                                      {"s4d", {0.60, 0.61, 0.60}, {400, 405, 395}, 280}};
+  write_markers(out, good, 0.001);
+  const std::string command =
+      "study --tasks scan --budget small --mixers attention,mamba,s4d --out " + out.string();
+  CliResult r = mixlab_cli(command);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  std::string report = read_file((out / "report.md").string());
+  INFO(report);
+  CHECK(verdict_of(report, "Mamba: the selective scan is at least as good") == "supported");
+  CHECK(verdict_of(report, "Selective state spaces (mamba) beat") == "supported");
+
+  // mamba 0.85 vs attention 0.91: the interval 0.06 ± 0.023 lies below −0.02: contradicted.
+  TempDir dir2;
+  fs::path out2 = dir2.root / "s";
+  const std::vector<HandCell> worse = {{"attention", {0.90, 0.92, 0.91}, {500, 510, 490}, 300},
+                                       {"mamba", {0.84, 0.86, 0.85}, {450, 455, 445}, 290},
+                                       {"s4d", {0.84, 0.86, 0.85}, {400, 405, 395}, 280}};
+  write_markers(out2, worse, 0.001);
+  r = mixlab_cli("study --tasks scan --budget small --mixers attention,mamba,s4d --out " +
+                 out2.string());
+  REQUIRE(r.code == 0);
+  report = read_file((out2 / "report.md").string());
+  CHECK(verdict_of(report, "Mamba: the selective scan is at least as good") == "contradicted");
+  // Equal means: no test can tell them apart.
+  CHECK(verdict_of(report, "Selective state spaces (mamba) beat").rfind("inconclusive", 0) == 0);
+}
