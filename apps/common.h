@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/errors.h"
 #include "nn/model_config.h"
 #include "train/loop/trainer.h"
 #include "train/run/checkpoint_info.h"  // CheckpointInfo, read_checkpoint_info
@@ -14,17 +15,10 @@
 
 namespace mixlab::app {
 
-// A usage error: bad flag values, unknown mixer names. main() exits with code 2.
-class UsageError : public Error {
- public:
-  using Error::Error;
-};
-
-// Training stopped by Ctrl-C after its checkpoint was saved. main() exits with code 130.
-class Interrupted : public std::exception {
- public:
-  const char* what() const noexcept override { return "interrupted"; }
-};
+// The commands' usage errors (bad flag values, unknown mixer names; main() exits with code 2)
+// and interruptions (Ctrl-C after the checkpoint was saved; 128 + the signal) are the lab's.
+using lab::Interrupted;
+using lab::UsageError;
 
 struct CommonFlags {
   std::string data;  // NAME or PATH; empty = the command's built-in default

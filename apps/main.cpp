@@ -72,14 +72,9 @@ int main(int argc, char** argv) {
   } catch (const mixlab::app::UsageError& e) {
     std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";
     return 2;
-  } catch (const mixlab::lab::UsageError& e) {  // study and inspect: lists or inputs refused
-    std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";
-    return 2;
   } catch (const mixlab::MixerSpecError& e) {  // a mixer name or option the registry refused
     std::cerr << "error: " << e.what() << "\nRun `mixlab mixers` for every mixer and option.\n";
     return 2;
-  } catch (const mixlab::lab::Interrupted&) {
-    return 128 + (mixlab::interrupt_signal() != 0 ? mixlab::interrupt_signal() : SIGINT);
   } catch (const mixlab::app::Interrupted&) {
     // 128 + the signal, as a shell reports it: 130 for SIGINT, 143 for SIGTERM.
     return 128 + (mixlab::interrupt_signal() != 0 ? mixlab::interrupt_signal() : SIGINT);

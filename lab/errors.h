@@ -1,6 +1,7 @@
 // The lab's two ways to stop that are not failures of the machine: a usage error (bad task or
 // mixer lists, an input the model cannot take; the command exits 2) and an interruption
-// (SIGINT/SIGTERM; the command exits 128 + the signal). apps/main.cpp maps both to exit codes.
+// (SIGINT/SIGTERM; the command exits 128 + the signal). apps/main.cpp maps both to exit codes;
+// the commands of apps/ throw the same two (apps/common.h).
 #pragma once
 #include <exception>
 
