@@ -5,12 +5,13 @@
 #include <cmath>
 
 #include "backends/cpu/simd/fast_math.h"
+#include "backends/libm_math.h"
 
 namespace mixlab {
 
 // The CPU's transcendental functions for the shared formulas (backends/elementwise_ops.h): the
-// vectorisable float polynomials of fast_math.h for exp and erf, libm for the rest.
-struct CpuMath {
+// vectorisable float polynomials of fast_math.h for exp and erf, libm for the rest (LibmMath).
+struct CpuMath : LibmMath {
   template <typename T>
   static T exp(T x) {
     return cpu::exp_of(x);
@@ -18,30 +19,6 @@ struct CpuMath {
   template <typename T>
   static T erf(T x) {
     return cpu::erf_of(x);
-  }
-  template <typename T>
-  static T log(T x) {
-    return std::log(x);
-  }
-  template <typename T>
-  static T sqrt(T x) {
-    return std::sqrt(x);
-  }
-  template <typename T>
-  static T tanh(T x) {
-    return std::tanh(x);
-  }
-  template <typename T>
-  static T sin(T x) {
-    return std::sin(x);
-  }
-  template <typename T>
-  static T cos(T x) {
-    return std::cos(x);
-  }
-  template <typename T>
-  static T pow(T x, T y) {
-    return std::pow(x, y);
   }
 };
 

@@ -9,6 +9,7 @@
 #include "backends/cpu/row_max.h"
 #include "backends/cpu/row_partials.h"
 #include "backends/cpu/strided.h"
+#include "backends/libm_math.h"
 #include "backends/scan_ops.h"
 #include "core/dtype_dispatch.h"
 
@@ -154,20 +155,6 @@ void CpuBackend::sum_squares(const View& x, const View& out) {
     out.as<T>()[0] = static_cast<T>(total);
   });
 }
-
-namespace {
-// libm's exp and log, for logcumsumexp's columns (backends/scan_ops.h).
-struct LibmMath {
-  template <typename T>
-  static T exp(T x) {
-    return std::exp(x);
-  }
-  template <typename T>
-  static T log(T x) {
-    return std::log(x);
-  }
-};
-}  // namespace
 
 void CpuBackend::logcumsumexp(const View& x, int64_t outer, int64_t n, int64_t inner,
                               const View& y) {

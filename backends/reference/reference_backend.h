@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "backends/backend.h"
+#include "backends/libm_math.h"
 #include "core/dtype_dispatch.h"
 
 namespace mixlab {
@@ -40,40 +41,7 @@ namespace ref {
 
 // The transcendental functions of the shared formulas (backends/elementwise_ops.h,
 // backends/fused_ops.h): the C++ library's, in the element's own type.
-struct Math {
-  template <typename T>
-  static T exp(T x) {
-    return std::exp(x);
-  }
-  template <typename T>
-  static T log(T x) {
-    return std::log(x);
-  }
-  template <typename T>
-  static T sqrt(T x) {
-    return std::sqrt(x);
-  }
-  template <typename T>
-  static T tanh(T x) {
-    return std::tanh(x);
-  }
-  template <typename T>
-  static T erf(T x) {
-    return std::erf(x);
-  }
-  template <typename T>
-  static T pow(T x, T y) {
-    return std::pow(x, y);
-  }
-  template <typename T>
-  static T sin(T x) {
-    return std::sin(x);
-  }
-  template <typename T>
-  static T cos(T x) {
-    return std::cos(x);
-  }
-};
+using Math = LibmMath;
 
 // Where element `flat` (counted in row-major order over `shape`'s axes) lies in a view with
 // `strides`, in elements: the index's digits in the shape's mixed radix, times the strides.
