@@ -111,6 +111,24 @@ inline Exit run_app(const std::vector<std::string>& args, const std::string& log
   return p.wait();
 }
 
+// Runs `mixlab ARGS` to its end through the shell, ARGS split as the shell splits them: in `cwd`
+// (the current directory when empty), with `env` ("K=V ...") in front, stdin from `input`
+// (/dev/null when empty), stdout and stderr together into `log_path`.
+inline Exit run_app_shell(const std::string& args, const std::string& log_path,
+                          const std::string& cwd = "", const std::string& env = "",
+                          const std::string& input = "") {
+  const std::string command = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + env + " '" +
+                              mixlab_binary() + "' " + args + " > '" + log_path + "' 2>&1 < '" +
+                              (input.empty() ? "/dev/null" : input) + "'";
+  const int status = std::system(command.c_str());
+  Exit e;
+  if (WIFEXITED(status)) e.code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+  std::ifstream in(log_path, std::ios::binary);
+  e.output.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return e;
+}
+
 // The call count of each kernel in a MIXLAB_DEBUG=1 run's output (its kernel table's rows:
 // "name calls total mean share").
 inline std::map<std::string, long long> kernel_call_counts(const std::string& output) {

@@ -232,11 +232,8 @@ void write_augment_images(const fs::path& dir, uint32_t n) {
 
 // `mixlab ARGS` (split at spaces), its log in `dir`.
 testing::Exit run_augment_app(const testing::TempDir& dir, const std::string& args) {
-  std::vector<std::string> words;
-  std::istringstream in(args);
-  for (std::string w; in >> w;) words.push_back(w);
   static int calls = 0;
-  return testing::run_app(words, dir.file("log-" + std::to_string(calls++) + ".txt"));
+  return testing::run_app_shell(args, dir.file("log-" + std::to_string(calls++) + ".txt"));
 }
 
 }  // namespace

@@ -25,22 +25,13 @@ using mixlab::testing::contains;
 using mixlab::testing::read_file;
 using mixlab::testing::TempDir;
 
-struct ConfigRan {
-  int code = -1;
-  std::string output;
-};
+using ConfigRan = mixlab::testing::Exit;
 
 // `mixlab ARGS` run by the shell in `cwd` (the test's folder when empty).
 ConfigRan run_in(const TempDir& dir, const std::string& args, const std::string& cwd = "") {
   static int calls = 0;
   const std::string log = dir.file("cfg-" + std::to_string(calls++) + ".log");
-  const std::string command = "cd '" + (cwd.empty() ? dir.path() : cwd) + "' && '" +
-                              mixlab::testing::mixlab_binary() + "' " + args + " > '" + log +
-                              "' 2>&1 < /dev/null";
-  const int status = std::system(command.c_str());
-  ConfigRan r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.output = read_file(log);
+  ConfigRan r = mixlab::testing::run_app_shell(args, log, cwd.empty() ? dir.path() : cwd);
   fs::remove(log);
   return r;
 }

@@ -20,11 +20,8 @@ using namespace mixlab;
 namespace {
 
 testing::Exit run_word_list_app(const testing::TempDir& dir, const std::string& args) {
-  std::vector<std::string> words;
-  std::istringstream in(args);
-  for (std::string w; in >> w;) words.push_back(w);
   static int calls = 0;
-  return testing::run_app(words, dir.file("log-" + std::to_string(calls++) + ".txt"));
+  return testing::run_app_shell(args, dir.file("log-" + std::to_string(calls++) + ".txt"));
 }
 
 }  // namespace

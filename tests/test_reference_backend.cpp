@@ -53,14 +53,7 @@ std::vector<double> logged_train_losses(const std::string& run_folder) {
 // Runs `mixlab ARGS` with stdin from `input_file` (may be empty: /dev/null); stdout and stderr.
 mixlab::testing::Exit mixlab_with_input(const std::string& args, const std::string& input_file,
                                         const std::string& log) {
-  const std::string command = mixlab::testing::mixlab_binary() + " " + args + " < " +
-                              (input_file.empty() ? "/dev/null" : input_file) + " > " + log +
-                              " 2>&1";
-  mixlab::testing::Exit e;
-  const int status = std::system(command.c_str());
-  e.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  e.output = mixlab::testing::read_file(log);
-  return e;
+  return mixlab::testing::run_app_shell(args, log, "", "", input_file);
 }
 
 // Trains with `args` on cpu and on ref (each its own run folder) and checks that every logged loss

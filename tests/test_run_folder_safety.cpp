@@ -30,10 +30,7 @@ using mixlab::testing::contains;
 using mixlab::testing::read_file;
 using mixlab::testing::TempDir;
 
-struct Ran {
-  int code = -1;
-  std::string output;
-};
+using Ran = mixlab::testing::Exit;
 
 // `mixlab ARGS` run by the shell in `cwd` (the test's folder when empty), with `env` ("K=V ...")
 // in front; stdout and stderr together.
@@ -41,13 +38,7 @@ Ran mixlab_in(const TempDir& dir, const std::string& args, const std::string& cw
               const std::string& env = "") {
   static int calls = 0;
   const std::string log = dir.file("run-" + std::to_string(calls++) + ".log");
-  const std::string command = "cd '" + (cwd.empty() ? dir.path() : cwd) + "' && " + env + " '" +
-                              mixlab::testing::mixlab_binary() + "' " + args + " > '" + log +
-                              "' 2>&1 < /dev/null";
-  const int status = std::system(command.c_str());
-  Ran r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.output = read_file(log);
+  Ran r = mixlab::testing::run_app_shell(args, log, cwd.empty() ? dir.path() : cwd, env);
   fs::remove(log);
   return r;
 }
