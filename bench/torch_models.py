@@ -306,9 +306,9 @@ class Mamba(nn.Module):  # §17: the selective state space unit (replaces mixer 
         k, r = int(options.get("conv", 4)), int(options.get("dt-rank", 0)) or math.ceil(d / 16)
         self.e, self.n, self.r = e, n, r
         self.w_in = xavier_linear(d, 2 * e, bias=False)
-        self.conv = nn.Conv1d(e, e, k, groups=e, padding=k - 1)
-        nn.init.uniform_(self.conv.weight, -1 / math.sqrt(k), 1 / math.sqrt(k))
-        nn.init.zeros_(self.conv.bias)
+        self.k = k  # mixlab's names and shapes: conv_weight [E, k], conv_bias [E]
+        self.conv_weight = nn.Parameter(torch.empty(e, k).uniform_(-1 / math.sqrt(k), 1 / math.sqrt(k)))
+        self.conv_bias = nn.Parameter(torch.zeros(e))
         self.w_x = xavier_linear(e, r + 2 * n, bias=False)
         self.w_dt = nn.Linear(r, e)
         nn.init.uniform_(self.w_dt.weight, -r ** -0.5, r ** -0.5)
@@ -322,7 +322,9 @@ class Mamba(nn.Module):  # §17: the selective state space unit (replaces mixer 
     def forward(self, x):
         b, length, _ = x.shape
         u, z = self.w_in(x).chunk(2, dim=-1)
-        u = F.silu(self.conv(u.transpose(1, 2))[..., :length].transpose(1, 2))
+        u = F.conv1d(u.transpose(1, 2), self.conv_weight[:, None], self.conv_bias,
+                     padding=self.k - 1, groups=self.e)
+        u = F.silu(u[..., :length].transpose(1, 2))
         delta_low, bm, cm = self.w_x(u).split([self.r, self.n, self.n], dim=-1)
         delta = F.softplus(self.w_dt(delta_low))
         a = -torch.exp(self.A_log)
@@ -342,7 +344,7 @@ class RetNet(nn.Module):  # §19, non-causal: the two-sided decay γ^|n−m|
         self.heads, dh = heads, d // heads
         self.w_q, self.w_k, self.w_v, self.w_g, self.w_o = (
             xavier_linear(d, d, bias=False) for _ in range(5))
-        self.ln_weight, self.ln_bias = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+        self.ln = nn.LayerNorm(d)  # its affine only: the norm itself runs per head of d_h
         theta = 10000.0 ** (-2 * torch.arange(dh // 2, dtype=torch.float64) / dh)
         angle = torch.arange(length, dtype=torch.float64)[:, None] * theta[None]  # [ℓ, d_h/2]
         self.register_buffer("cos", angle.cos().float(), persistent=False)
@@ -365,7 +367,7 @@ class RetNet(nn.Module):  # §19, non-causal: the two-sided decay γ^|n−m|
         k = self.rotate(split_heads(self.w_k(x), self.heads)) / math.sqrt(dh)
         v = split_heads(self.w_v(x), self.heads)
         ret = ((q @ k.transpose(2, 3)) * self.decay[:, :n, :n]) @ v
-        o = merge_heads(F.layer_norm(ret, (dh,), eps=1e-5)) * self.ln_weight + self.ln_bias
+        o = merge_heads(F.layer_norm(ret, (dh,), eps=1e-5)) * self.ln.weight + self.ln.bias
         return self.w_o(F.silu(self.w_g(x)) * o)
 
 
@@ -416,13 +418,14 @@ class Hyena(nn.Module):  # §18, order 2; left to right in every mode
         bands = int(options.get("bands", 8))
         self.d = d
         self.w_in = xavier_linear(d, 3 * d)
-        self.w_conv = nn.Parameter(torch.empty(3 * d, 1, 3))
+        self.w_conv = nn.Parameter(torch.empty(3 * d, 3))
         nn.init.uniform_(self.w_conv, -math.sqrt(6 / (3 * d + 3)), math.sqrt(6 / (3 * d + 3)))
         self.b_conv = nn.Parameter(torch.zeros(3 * d))
         self.w_out = xavier_linear(d, d)
         self.beta_1, self.beta_2 = nn.Parameter(torch.randn(d)), nn.Parameter(torch.randn(d))
-        self.filter = nn.Sequential(xavier_linear(1 + 2 * bands, 64), Sine(), xavier_linear(64, 64),
-                                    Sine(), xavier_linear(64, 2 * d))
+        self.filter_1 = xavier_linear(1 + 2 * bands, 64)  # mixlab's names: filter_1 … filter_3
+        self.filter_2 = xavier_linear(64, 64)
+        self.filter_3 = xavier_linear(64, 2 * d)
         t = torch.arange(length, dtype=torch.float32)[:, None] / length
         f = torch.arange(1, bands + 1, dtype=torch.float32)[None, :]
         waves = torch.stack([torch.cos(2 * math.pi * f * t), torch.sin(2 * math.pi * f * t)], 2)
@@ -431,19 +434,15 @@ class Hyena(nn.Module):  # §18, order 2; left to right in every mode
 
     def forward(self, x):
         n, d = x.shape[1], self.d
-        u = F.conv1d(self.w_in(x).transpose(1, 2), self.w_conv, self.b_conv, padding=2,
+        u = F.conv1d(self.w_in(x).transpose(1, 2), self.w_conv[:, None], self.b_conv, padding=2,
                      groups=3 * d)[..., :n].transpose(1, 2)
         v, x1, x2 = u.split(d, dim=-1)
-        h1, h2 = (self.filter(self.features[:n]) * self.window[:n].repeat(1, 2)).split(d, dim=-1)
+        hidden = torch.sin(self.filter_2(torch.sin(self.filter_1(self.features[:n]))))
+        h1, h2 = (self.filter_3(hidden) * self.window[:n].repeat(1, 2)).split(d, dim=-1)
         length = 2 * n
         z1 = x1 * (fft_conv(v, F.pad(h1, (0, 0, 0, length - n))) + self.beta_1 * v)
         z2 = x2 * (fft_conv(z1, F.pad(h2, (0, 0, 0, length - n))) + self.beta_2 * z1)
         return self.w_out(z2)
-
-
-class Sine(nn.Module):
-    def forward(self, x):
-        return torch.sin(x)
 
 
 def make_mixer(name, d, heads, length, options, ffn_dim):
