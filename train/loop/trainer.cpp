@@ -61,21 +61,23 @@ constexpr const char* kBestMetricName = "best_metric_name";
 constexpr const char* kBestValidLoss = "best_valid_loss";
 constexpr const char* kBestStep = "best_step";
 
-// The first parameter holding a NaN or an infinity, or "" when all are finite.
-std::string first_non_finite_parameter(const Module& model) {
-  for (const auto& [name, p] : model.named_parameters())
-    for (float v : p.to_float_vector())
-      if (!std::isfinite(v)) return name;
-  return "";
-}
-
-// sqrt(mean of θ²) over every parameter element.
-double weight_rms(const Module& model) {
+// One pass over the weights (each copied to the host once): the first parameter holding a NaN
+// or an infinity ("" when all are finite) and sqrt(mean of θ²) over every element.
+struct WeightCheck {
+  std::string non_finite;
+  double rms = 0;
+};
+WeightCheck check_weights(const Module& model) {
+  WeightCheck c;
   double sum = 0;
   int64_t n = 0;
-  for (const auto& p : model.parameters())
-    for (float v : p.to_float_vector()) sum += static_cast<double>(v) * v, ++n;
-  return n > 0 ? std::sqrt(sum / static_cast<double>(n)) : 0.0;
+  for (const auto& [name, p] : model.named_parameters())
+    for (float v : p.to_float_vector()) {
+      if (!std::isfinite(v) && c.non_finite.empty()) c.non_finite = name;
+      sum += static_cast<double>(v) * v, ++n;
+    }
+  c.rms = n > 0 ? std::sqrt(sum / static_cast<double>(n)) : 0.0;
+  return c;
 }
 
 // Weights that grew this many times over in root mean square since the run started have
@@ -221,7 +223,7 @@ void Trainer::start() {
   window_n_ = 0;
   eval_seconds_ = 0;
   first_loss_ = 0;
-  first_weight_rms_ = weight_rms(model);
+  first_weight_rms_ = check_weights(model).rms;
   check(o.loss_read_every >= 0, "trainer: loss_read_every must be >= 0, got ", o.loss_read_every);
   // Each read of the loss waits for a GPU; on the CPU it costs nothing. Distributed runs agree
   // on every micro-batch's loss, so they read at once.
@@ -391,11 +393,11 @@ void Trainer::check_validation(double valid_loss) {
     fail("training diverged: the validation loss is ", valid_loss, " at step ", state_.step, ", ",
          fmt(valid_loss / first_loss_, "%.3g"), " times the first training loss ", fmt(first_loss_),
          kept, advice);
-  const std::string bad = first_non_finite_parameter(task_.model());
-  if (!bad.empty())
-    fail("training diverged: parameter '", bad, "' holds a NaN or an infinity at step ",
-         state_.step, kept, advice);
-  const double rms = weight_rms(task_.model());
+  const WeightCheck weights = check_weights(task_.model());
+  if (!weights.non_finite.empty())
+    fail("training diverged: parameter '", weights.non_finite,
+         "' holds a NaN or an infinity at step ", state_.step, kept, advice);
+  const double rms = weights.rms;
   if (first_weight_rms_ > 0 && rms > kMaxWeightGrowth * first_weight_rms_)
     fail("training diverged: the weights' root mean square grew from ", fmt(first_weight_rms_),
          " to ", fmt(rms), " (", fmt(rms / first_weight_rms_, "%.3g"), " times) by step ",
