@@ -327,6 +327,7 @@ void add_classify_commands(CLI::App& root) {
     if (a->train.train_limit > 0 && a->train.train_limit < static_cast<int64_t>(d.train.size()))
       d.train.examples().resize(a->train.train_limit);
     ModelConfig config = model_config_for(a->model, a->common, d, a->patch, a->pool);
+    resume_schedule(*train, a->common, a->train);
     TrainerOptions trainer_opts = trainer_options(a->train, a->common);
     trainer_opts.augment = image_augmentation(a->augment, d);
     d.desc.augment = a->augment.enabled() ? trainer_opts.augment.describe() : "";

@@ -524,12 +524,16 @@ void extend_schedule_history(CLI::App& cmd, TrainFlags& train, const CheckpointI
 
 }  // namespace
 
-void open_run_folder(CLI::App& cmd, const CommonFlags& common, TrainFlags& train,
+void resume_schedule(CLI::App& cmd, const CommonFlags& common, TrainFlags& train) {
+  if (!train.trainer.resume) return;
+  extend_schedule_history(cmd, train, read_checkpoint_info(Trainer::last_checkpoint(common.out)));
+}
+
+void open_run_folder(const CLI::App& cmd, const CommonFlags& common, const TrainFlags& train,
                      const ModelConfig& built, const std::string& data_json) {
   if (train.trainer.resume) {
     const std::string last = Trainer::last_checkpoint(common.out);
     CheckpointInfo stored = read_checkpoint_info(last);
-    extend_schedule_history(cmd, train, stored);
     check_resume_model(built, stored.config, last);
     const std::string& data = stored.extra["data"];
     if (!data.empty() && data[0] == '{' && data != data_json)

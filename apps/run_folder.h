@@ -94,10 +94,13 @@ void check_before_training(const CLI::App& cmd, const CommonFlags& common, const
 // check_resume_model against OUT/last.safetensors, and the data description (JSON) must be the
 // checkpoint's; with --overwrite empty the folder; then
 // save_run_config.
-// On --resume with another length (--steps or --epochs), the run's schedule so far is added to
-// train.schedule_history (and to cmd's option, so config.ini records it).
-void open_run_folder(CLI::App& cmd, const CommonFlags& common, TrainFlags& train,
+void open_run_folder(const CLI::App& cmd, const CommonFlags& common, const TrainFlags& train,
                      const ModelConfig& built, const std::string& data_json);
+
+// On --resume with another length (--steps or --epochs), the run's schedule so far joins
+// train.schedule_history (and cmd's option, so config.ini records it). Every process calls it,
+// before trainer_options reads train: all ranks must follow one schedule.
+void resume_schedule(CLI::App& cmd, const CommonFlags& common, TrainFlags& train);
 
 // Writes DIR/config.ini (sectioned, every option with its value) and DIR/model.json.
 void save_run_config(const CLI::App& cmd, const ModelConfig& config, const std::string& dir);

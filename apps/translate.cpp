@@ -365,6 +365,7 @@ void add_translate_commands(CLI::App& root) {
               << tgt.size() << "\n"
               << "model: " << config.mixer << " encoder, " << config.decoder_mixer << " decoder, "
               << model.parameter_count() << " parameters, on " << describe_device(device) << "\n";
+    resume_schedule(*train, a->common, a->train);
     if (is_primary_process())  // [distributed] rank 0 alone owns the run folder
       open_run_folder(*train, a->common, a->train, config, d.desc.to_json().dump());
     InMemoryDataset train_set = encode_seq2seq(d.train, src, tgt);

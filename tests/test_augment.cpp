@@ -162,7 +162,7 @@ TEST_CASE("augment: random erasing zeroes one rectangle of 2% to 33% of the imag
   CHECK(erased < 140);
 }
 
-TEST_CASE("augment: a pure function of seed, epoch and index; other epochs draw anew") {
+TEST_CASE("augment: a pure function of seed, epoch and index, other epochs draw anew") {
   ImageAugmentation a = augment_geometry(6);
   a.crop_pad = 3;
   a.flip = true;

@@ -122,7 +122,7 @@ TEST_CASE("config: a run resumes from any working directory") {
   CHECK(contains(read_file(dir.file("r/.mixlab-run.json")), "last.safetensors"));
 }
 
-TEST_CASE("config: resuming a complete run is refused; extending it replays bit for bit") {
+TEST_CASE("config: resuming a complete run is refused, extending it replays bit for bit") {
   TempDir dir;
   write_words(dir.file("cls.tsv"));
   // One epoch of 7 steps under a cosine planned for 100: the rate is still high at its end.

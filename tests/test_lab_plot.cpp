@@ -98,7 +98,7 @@ TEST_CASE("lab plot: scatter points are named in the legend and their labels nev
   check_axis(svg, "y", 0.5, 0.9);
 }
 
-TEST_CASE("lab plot: line charts skip non-finite points; no data says so; bad series refused") {
+TEST_CASE("lab plot: line charts skip non-finite points, no data says so, bad series refused") {
   const std::string svg = line_chart_svg(
       "loss", "step", "loss", {{"valid", {0, 500, 1000, 1500}, {2.0, kMissing, 1.0, 0.5}, {}, ""}});
   CHECK(svg.find("nan") == std::string::npos);

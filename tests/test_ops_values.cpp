@@ -30,7 +30,7 @@ TEST_CASE("values: softmax rows sum to 1 and log_softmax matches log(softmax)") 
 // both widths. Against double: logits up to ±2e4 apart, keys at -inf (probability 0), a row of
 // one finite key among -inf ones (probability 1), and a NaN, which makes its row NaN (as the
 // portable loop does: the maximum skips it, its exp does not).
-TEST_CASE("values: softmax rows of every length up to 40 agree with double; -inf and NaN") {
+TEST_CASE("values: softmax rows of every length up to 40 agree with double, -inf and NaN") {
   const float inf = std::numeric_limits<float>::infinity();
   for (int64_t cols = 1; cols <= 40; ++cols) {
     INFO(cols << " columns");
@@ -57,7 +57,7 @@ TEST_CASE("values: softmax rows of every length up to 40 agree with double; -inf
   }
 }
 
-TEST_CASE("values: relu's gradient passes dy where x > 0 only; a NaN dy stays NaN") {
+TEST_CASE("values: relu's gradient passes dy where x > 0 only, a NaN dy stays NaN") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (DType dtype : {DType::F32, DType::F64}) {
     Tensor x = Tensor::from_data(std::vector<double>{-2, -0.0, 0, 1e-30, 3, -1}, {6})
@@ -348,7 +348,7 @@ TEST_CASE("values: float32 exp and erf kernels agree with libm to float precisio
 // The fused kernels' GELU rows (bias_act, bias_gelu_backward, gemm_epilogue: epilogue_row.h,
 // in AVX-512 or AVX2 registers where the build has them) against erf and exp in double, rows long
 // enough for full vectors and a partial last one, and the values at the edges.
-TEST_CASE("values: fused GELU and its gradient in float32 agree with libm; NaN and ±inf") {
+TEST_CASE("values: fused GELU and its gradient in float32 agree with libm, NaN and ±inf") {
   std::vector<float> xs;
   for (float x = -12.0f; x <= 12.0f; x += 0.0007f) xs.push_back(x);
   const std::vector<float> edges{NAN,     INFINITY, -INFINITY, 0.0f,  -0.0f,       1e-30f,

@@ -106,7 +106,7 @@ TEST_CASE("run folder: --overwrite of a folder that holds no run touches nothing
   }
 }
 
-TEST_CASE("run folder: the manifest lists what the run wrote; --overwrite removes exactly that") {
+TEST_CASE("run folder: the manifest lists what the run wrote, --overwrite removes exactly that") {
   TempDir dir;
   const std::string run = train_run(dir, "r");
   const std::string manifest = read_file(run + "/.mixlab-run.json");

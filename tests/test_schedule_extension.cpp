@@ -65,7 +65,7 @@ TEST_CASE("schedule extension: inside the warm-up, twice, and kinds that ignore 
   CHECK(make_schedule(inv)->lr_at(20) == 0.01);
 }
 
-TEST_CASE("schedule extension: STEP:TOTAL:WARMUP reads back; bad text is an error naming it") {
+TEST_CASE("schedule extension: STEP:TOTAL:WARMUP reads back, bad text is an error naming it") {
   using namespace mixlab;
   const ScheduleSegment s{120, 200, 20};
   CHECK(to_string(s) == "120:200:20");

@@ -153,7 +153,7 @@ TEST_CASE("study app: cell folders are unique by construction") {
   CHECK(folder_name("a:b") != folder_name("a_b"));  // a hashed name holds a '.', a slug never
 }
 
-TEST_CASE("study app: tasks whose slugs agree train apart; a failed cell is named, exit 1") {
+TEST_CASE("study app: tasks whose slugs agree train apart, a failed cell is named, exit 1") {
   TempDir dir;
   // Two data sets whose names have one slug, with different labels, and one malformed file.
   {
@@ -241,7 +241,7 @@ int wait_for(pid_t pid) {
 
 }  // namespace
 
-TEST_CASE("study app: SIGINT or SIGTERM to the study stops its cell, which saves; none is left") {
+TEST_CASE("study app: SIGINT or SIGTERM to the study stops its cell, which saves, none is left") {
   for (int sig : {SIGTERM, SIGINT}) {
     TempDir dir;
     const fs::path out = dir.root / "s";

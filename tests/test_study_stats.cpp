@@ -26,7 +26,7 @@ TEST_CASE("study stats: t critical values and p-values match the t table") {
   CHECK(student_t_two_sided_p(4.604, 4) == doctest::Approx(0.01).epsilon(2e-3));
 }
 
-TEST_CASE("study stats: the t-interval over seeds; a duplicated seed is zero-width only if equal") {
+TEST_CASE("study stats: the t-interval over seeds, a duplicated seed is zero-width only if equal") {
   const SeedInterval s = seed_interval({0.80, 0.82, 0.84});
   CHECK(s.n == 3);
   CHECK(s.mean == doctest::Approx(0.82));

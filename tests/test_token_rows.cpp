@@ -224,7 +224,7 @@ TEST_CASE("token rows: a padding-dependent mixer keeps the padded path") {
   CHECK_FALSE(m.skips_padding());  // not even when asked: the padding reaches its outputs
 }
 
-TEST_CASE("token rows: Auto skips the padding on the CPU only; Skip and Keep decide everywhere") {
+TEST_CASE("token rows: Auto skips the padding on the CPU only, Skip and Keep decide everywhere") {
   Translator t(small_translator("attention", "attention"));
   CHECK(t.skips_padding(Device::cpu()));
   CHECK_FALSE(t.skips_padding(Device::cuda()));  // a host-bound GPU step: docs/gpu.md
