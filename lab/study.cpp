@@ -273,6 +273,7 @@ Json cell_json(const CellResult& r) {
   j.set("task", r.task);
   j.set("mixer", r.mixer);
   j.set("seed", r.seed);
+  j.set("settings", r.settings);
   j.set("wall_seconds", r.wall_seconds);
   j.set("parameters", r.parameters);
   if (r.has_metric) j.set("metric", r.metric);
@@ -290,6 +291,7 @@ CellResult cell_from_json(const Json& j) {
   r.task = j.at("task").as_string();
   r.mixer = j.at("mixer").as_string();
   r.seed = static_cast<int>(j.at("seed").as_int64());
+  if (const Json* settings = j.find("settings")) r.settings = settings->as_string();
   r.wall_seconds = j.at("wall_seconds").as_double();
   r.parameters = j.at("parameters").as_int64();
   if (const Json* m = j.find("metric")) r.metric = m->as_double(), r.has_metric = true;
@@ -320,17 +322,42 @@ std::vector<std::string> cell_command(const StudyOptions& o, const StudyTask& t,
   return a;
 }
 
+// A cell's settings: its training command without the --out pair, one string.
+std::string cell_settings(const StudyOptions& o, const StudyTask& t, const std::string& mixer,
+                          int seed) {
+  const std::vector<std::string> cmd = cell_command(o, t, mixer, seed, "");
+  std::string out;
+  for (size_t i = 1; i < cmd.size(); ++i) {
+    if (cmd[i] == "--out") {
+      ++i;
+      continue;
+    }
+    out += (out.empty() ? "" : " ") + cmd[i];
+  }
+  return out;
+}
+
 // A cell with its measurements when its marker exists (done), else only its names and folder.
-CellResult cell_from_marker(const StudyOptions& o, const std::string& task,
-                            const std::string& mixer, int seed) {
-  std::string base = cell_base(o, task, mixer, seed);
+// A marker of other settings (another budget, --steps or --threads, or an older mixlab) is
+// refused: its numbers would stand in the report for a run these settings never made.
+CellResult cell_from_marker(const StudyOptions& o, const StudyTask& t, const std::string& mixer,
+                            int seed) {
+  std::string base = cell_base(o, t.name, mixer, seed);
+  const std::string settings = cell_settings(o, t, mixer, seed);
   CellResult r;
-  if (fs::exists(base + ".done.json"))
+  if (fs::exists(base + ".done.json")) {
     r = cell_from_json(Json::parse(read_file_text(base + ".done.json")));
-  r.task = task;
+    if (r.settings != settings)
+      throw UsageError("study: the finished cell " + base + " was trained as `" +
+                       (r.settings.empty() ? std::string("(settings not recorded)") : r.settings) +
+                       "`, not as this study's `" + settings +
+                       "`; give this study another --out, or the same settings as that one");
+  }
+  r.task = t.name;
   r.mixer = mixer;
   r.seed = seed;
   r.dir = base;
+  r.settings = settings;
   return r;
 }
 
@@ -402,7 +429,7 @@ std::vector<CellResult> run_grid(const StudyOptions& o, const std::vector<StudyT
   for (const auto& t : tasks)
     for (const auto& m : o.mixers)
       for (int s = 0; s < o.seeds; ++s) {
-        cells.push_back(cell_from_marker(o, t.name, m, s));
+        cells.push_back(cell_from_marker(o, t, m, s));
         task_of.push_back(&t);
       }
   install_interrupt_handler();

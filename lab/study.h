@@ -6,7 +6,9 @@
 // --out CELL`), so a crash in one cell cannot take the study down, and each cell is an ordinary
 // run folder that `inspect`, `eval` and `--resume` understand. A cell is finished when its
 // marker OUT/cells/<task>/<mixer>/seed-<k>.done.json exists (folder_name() of each): it is written
-// after the child exits 0 and holds the cell's measurements. On a rerun finished cells are skipped;
+// after the child exits 0 and holds the cell's measurements and settings (its training command
+// without --out). On a rerun finished cells are skipped; one of other settings (another budget,
+// --steps or --threads) is refused, naming both, so that no report mixes two grids;
 // a cell without a marker (interrupted, killed, failed) is trained again from scratch after its run
 // folder is removed (the marker and the log live beside the run folder, never inside it).
 //
@@ -56,6 +58,9 @@ struct CellResult {
   bool failed = false;  // its training exited non-zero in this run of the study
   int exit_code = 0;
   std::string dir;  // the run folder
+  // The training command's settings, without its --out (the marker records them: a finished
+  // cell counts only for the settings it was trained with).
+  std::string settings;
   double wall_seconds = 0, throughput = 0, metric = 0;
   bool has_metric = false, has_throughput = false;
   int64_t parameters = 0;

@@ -121,6 +121,17 @@ TEST_CASE("study app: tiny ListOps study, killed after one cell, resumes without
   CHECK(third.code == 0);
   CHECK(third.output.find("study: listops /") == std::string::npos);
   CHECK(folder_state(cells) == all_before);
+
+  // Other settings in the same folder: the finished cells do not stand in for them.
+  std::string longer = kStudy;
+  longer.replace(longer.find("--steps 20"), 10, "--steps 21");
+  CliResult other = mixlab_cli(longer + out.string());
+  INFO(other.output);
+  CHECK(other.code == 2);
+  CHECK(other.output.find("attention/seed-0 was trained as") != std::string::npos);
+  CHECK(other.output.find("--steps 20`, not as this study's") != std::string::npos);
+  CHECK(other.output.find("--steps 21`") != std::string::npos);
+  CHECK(folder_state(cells) == all_before);
 }
 
 TEST_CASE("study app: usage errors exit 2 before anything is trained") {
