@@ -22,19 +22,19 @@ struct TranslateEvalArgs {
 // The checkpoint's data unless --data names other data; its split, tokens and seed unless given.
 DataDescription translate_eval_data(const CLI::App& cmd, const TranslateEvalArgs& e,
                                     const DataDescription& stored) {
-  const uint64_t seed = eval_seed(cmd, e.common, stored);
   if (e.common.data.empty() && e.split.empty() && e.tokens.empty() &&
       !cmd.get_option("--seed")->count())
     return stored;
-  std::string data = e.common.data.empty() ? (stored.path.empty() ? to_string(stored.kind)
-                                              : stored.kind == DataKind::G2p ? "g2p:" + stored.path
-                                                                             : stored.path)
-                                           : e.common.data;
-  std::string split = !e.split.empty() ? e.split : !stored.split.empty() ? stored.split : "simple";
-  std::string tokens = !e.tokens.empty()        ? e.tokens
-                       : !stored.tokens.empty() ? stored.tokens
-                                                : "words";
-  return describe_translate_data(data, split, tokens, seed);
+  std::string data = e.common.data;
+  if (data.empty() && stored.path.empty())  // generated or shipped: scan, g2p
+    data = to_string(stored.kind);
+  else if (data.empty())  // a file, or a G2P word list
+    data = stored.kind == DataKind::G2p ? "g2p:" + stored.path : stored.path;
+  const std::string split = !e.split.empty() ? e.split : stored.split;
+  const std::string tokens = !e.tokens.empty() ? e.tokens : stored.tokens;
+  return describe_translate_data(data, split.empty() ? "simple" : split,
+                                 tokens.empty() ? "words" : tokens,
+                                 eval_seed(cmd, e.common, stored));
 }
 
 // The scored pairs must fit the checkpoint's vocabularies and lengths (a usage error).
