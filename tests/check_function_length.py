@@ -17,7 +17,8 @@ a brace as a function's body when it opens at namespace or class scope after a p
 [('f', 2, 82)]
 >>> long_functions(too_long, 82)
 []
->>> short = 'struct S {\\n  void g() const { if (x) { y(); } }\\n};\\nauto s = "}";\\nvoid h() {}\\n'
+>>> short = ('struct S {\\n  void g() const { if (x) { y(); } }\\n};\\n'
+...          'auto s = "}";\\nvoid h() {}\\n')
 >>> functions(short)
 [('g', 2, 1), ('h', 5, 1)]
 """
@@ -50,7 +51,7 @@ def blank_literals(text):
         elif text.startswith("/*", i):
             j = text.find("*/", i + 2)
             j = n if j < 0 else j + 2
-        elif text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+        elif text.startswith('R"', i) and not (i and (text[i - 1].isalnum() or text[i - 1] == "_")):
             delim = text[i + 2:text.find("(", i)]
             j = text.find(")" + delim + '"', i)
             j = n if j < 0 else j + len(delim) + 2
@@ -81,9 +82,9 @@ def functions(text):
     """[(name, first line, length in lines)] of the functions a C++ file defines."""
     code = blank_literals(text)
     found = []
-    scopes = []  # one per open brace: "namespace", "class", "function" or "other"
+    scopes = []  # one per open brace: "namespace", "class", "function" or "other" (the rest)
     header_start = 0  # where the text before the next brace at this scope begins
-    body = None  # (name, first line) of the function being read, while scopes holds it
+    body = None  # (name, first line, depth of its brace) of the function being read
     for i, c in enumerate(code):
         if c == "{":
             if body is not None or (scopes and scopes[-1] == "other"):
@@ -96,7 +97,8 @@ def functions(text):
                 kind = "class"
             elif "(" in header and AFTER_PARAMETERS.search(header) and not CONTROL.match(header):
                 kind = "function"
-                start = header_start + (len(code[header_start:i]) - len(code[header_start:i].lstrip()))
+                header_text = code[header_start:i]
+                start = header_start + len(header_text) - len(header_text.lstrip())
                 body = (function_name(header), code.count("\n", 0, start) + 1, len(scopes))
             else:
                 kind = "other"
@@ -105,7 +107,7 @@ def functions(text):
         elif c == "}":
             if not scopes:
                 continue
-            kind = scopes.pop()
+            scopes.pop()
             if body is not None and len(scopes) == body[2]:
                 last = code.count("\n", 0, i) + 1
                 found.append((body[0], body[1], last - body[1] + 1))
@@ -134,7 +136,8 @@ def main(argv):
     failures = 0
     checked = 0
     for folder in args.folders:
-        files = sorted(glob.glob(os.path.join(folder, "*.cpp")) + glob.glob(os.path.join(folder, "*.h")))
+        files = sorted(glob.glob(os.path.join(folder, "*.cpp")) +
+                       glob.glob(os.path.join(folder, "*.h")))
         for path in files:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
