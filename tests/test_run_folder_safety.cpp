@@ -311,6 +311,25 @@ TEST_CASE("run folder: translate eval refuses data that does not fit, at the sta
   CHECK(contains(longer.output, "the model takes at most"));
 }
 
+// Both train commands read their trainer options (train/optim/schedule.h's history among them)
+// before the run folder opens: a bad value leaves no folder behind.
+TEST_CASE("run folder: train refuses a bad --schedule-history before it writes anything") {
+  TempDir dir;
+  write_labelled(dir.file("cls.tsv"), {"a", "b", "c", "d"});
+  {
+    std::ofstream pairs(dir.file("pairs.tsv"));
+    for (int i = 0; i < 30; ++i) pairs << (i % 2 ? "a b\tb a\n" : "c d a\ta d c\n");
+  }
+  for (const std::string train :
+       {"classify train --data cls.tsv", "translate train --data pairs.tsv"}) {
+    const Ran r = mixlab_in(dir, train + kTiny + " --steps 2 --schedule-history 3:x --out run");
+    INFO(train, ": ", r.output);
+    CHECK(r.code == 2);
+    CHECK(contains(r.output, "--schedule-history: schedule history '3:x'"));
+    CHECK_FALSE(fs::exists(dir.file("run")));
+  }
+}
+
 TEST_CASE("run folder: messages name the actual problem") {
   TempDir dir;
   const std::string run = train_run(dir, "r");

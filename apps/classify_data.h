@@ -1,0 +1,60 @@
+// What `mixlab classify train|eval|predict` share: the data (Fashion-MNIST, IDX folders, ListOps,
+// label<TAB>text files), the model's configuration from the flags and the data, and a classifier
+// rebuilt from its checkpoint.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/common.h"
+#include "apps/data_description.h"
+#include "train/data/augment.h"
+#include "train/data/dataset.h"
+#include "train/data/text_files.h"
+
+namespace mixlab::app {
+
+// The ListOps generator's flags (--listops-*).
+struct ListOpsFlags {
+  int64_t min_len = 16, max_len = 128, depth = 6, args = 5;
+  int64_t train = 20000, valid = 1000, test = 1000;
+};
+
+struct ClassificationData {
+  InMemoryDataset train, valid, test;
+  InputKind input = InputKind::Tokens;
+  Vocab vocab;
+  std::vector<std::string> labels;
+  int64_t longest = 0;
+  int64_t side = 0;  // images: height = width
+  DataDescription desc;
+  std::string description;  // desc.summary()
+};
+
+// The data the flags name (usage errors for names that are none of the kinds). Without a name:
+// Fashion-MNIST when installed, else ListOps.
+DataDescription describe_classify_data(const std::string& name, const ListOpsFlags& listops,
+                                       uint64_t seed);
+
+// Loads the described data. `model` (eval): the checkpoint's vocabulary, which labelled text is
+// encoded with instead of one built from the file (unknown tokens counted into `unknown`); the
+// labels are then desc.labels.
+ClassificationData load_classify_data(const DataDescription& desc, const Vocab* model = nullptr,
+                                      UnknownTokens* unknown = nullptr,
+                                      int64_t max_tokens = kDataLengthCap);
+
+// The classifier's configuration: the model flags, --patch and --pool, and the data's shape.
+ModelConfig classifier_config(const ModelFlags& mf, const CommonFlags& cf,
+                              const ClassificationData& d, int64_t patch, const std::string& pool);
+
+// What every checkpoint stores beside the weights: the config, vocabulary, labels and data.
+TrainingState classifier_metadata(const ModelConfig& c, const ClassificationData& d);
+
+// The training images' augmentation: the flags' choices with the data's geometry. Token data
+// cannot be augmented (a usage error naming the flag).
+ImageAugmentation image_augmentation(ImageAugmentation flags, const ClassificationData& d);
+
+// The class names in id order, as the checkpoint stores them (one per line).
+std::vector<std::string> checkpoint_labels(const CheckpointInfo& info);
+
+}  // namespace mixlab::app

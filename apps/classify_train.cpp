@@ -1,0 +1,137 @@
+// `mixlab classify train`: an encoder of any mixer, pooled, then a linear head, trained on the
+// data apps/classify_data.h reads; the sequence around it is apps/train_command.h's.
+//
+// Expected output of `mixlab classify train --steps 200`: a progress bar per epoch, the valid
+// accuracy, and a summary table; files in --out (default runs/classify): best.safetensors,
+// last.safetensors, metrics.csv, curves.svg, config.ini, model.json.
+#include <algorithm>
+#include <iostream>
+
+#include "apps/classify_data.h"
+#include "apps/cli_style.h"
+#include "apps/commands.h"
+#include "apps/train_command.h"
+#include "train/loop/tasks.h"
+
+namespace mixlab::app {
+
+namespace {
+
+// The classifier's part of the train command (apps/train_command.h).
+struct ClassifyTrain {
+  using Model = Classifier;
+  static constexpr const char* kTask = "classify";
+  TrainCommandFlags flags;
+  ListOpsFlags listops;
+  int64_t patch = 4;
+  std::string pool = "mean";
+  ImageAugmentation augment;
+  ClassificationData data;
+
+  ClassifyTrain() {
+    flags.common.out = "runs/classify";
+    flags.train.trainer.batch_size = 128;
+    flags.train.trainer.epochs = 10;
+  }
+
+  void add_flags(CLI::App* cmd) {
+    cmd->add_option("--patch", patch, "image patch size p (p x p pixels per token)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1024))
+        ->group(kModelGroup);
+    cmd->add_option("--pool", pool, "mean (over valid tokens) or cls (a class token)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"mean", "cls"}))
+        ->group(kModelGroup);
+    auto listops_option = [&](const char* name, int64_t& value, const char* help) {
+      cmd->add_option(name, value, help)
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+          ->group(kDataGroup);
+    };
+    listops_option("--listops-min-len", listops.min_len, "ListOps: shortest expression");
+    listops_option("--listops-len", listops.max_len, "ListOps: longest expression");
+    listops_option("--listops-depth", listops.depth, "ListOps: maximum depth");
+    listops_option("--listops-args", listops.args, "ListOps: maximum arguments");
+    listops_option("--listops-train", listops.train, "ListOps: training examples");
+    cmd->add_option(
+           "--augment-crop", augment.crop_pad,
+           "images: pad P pixels on every side, then crop back at a random offset (0: off)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 8))
+        ->group(kDataGroup);
+    cmd->add_flag("--augment-flip", augment.flip, "images: random horizontal flip")
+        ->group(kDataGroup);
+    cmd->add_option("--augment-erase", augment.erase,
+                    "images: probability of random erasing of one rectangle (0: off)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0))
+        ->group(kDataGroup);
+  }
+
+  ModelConfig prepare() {
+    // The mixer's name and options before any data is generated (ListOps takes a while).
+    parse_mixer_options(flags.model.mixer, flags.model.mixer_options);
+    const DataDescription desc =
+        describe_classify_data(flags.common.data, listops, flags.common.seed);
+    const int64_t length_limit = std::max(kDataLengthCap, flags.model.max_len);
+    if (desc.kind == DataKind::ListOps && listops.max_len > length_limit)
+      throw UsageError("--listops-len " + std::to_string(listops.max_len) + " is more than " +
+                       std::to_string(length_limit) +
+                       ", the longest a model takes its length from; pass --max-len " +
+                       std::to_string(listops.max_len) + " as well to train on it");
+    data = load_classify_data(desc, nullptr, nullptr, length_limit);
+    const int64_t limit = flags.train.train_limit;
+    if (limit > 0 && limit < static_cast<int64_t>(data.train.size()))
+      data.train.examples().resize(limit);
+    return classifier_config(flags.model, flags.common, data, patch, pool);
+  }
+
+  void adjust(TrainerOptions& options) {
+    options.augment = image_augmentation(augment, data);
+    data.desc.augment = augment.enabled() ? options.augment.describe() : "";
+    data.description = data.desc.summary();
+  }
+
+  void describe(std::ostream& out, const ModelConfig& config, const Model& model, Device device) {
+    out << "data: " << data.description << ": " << data.train.size() << " train, "
+        << data.valid.size() << " valid, " << data.test.size() << " test\n"
+        << "model: " << config.mixer << " classifier, " << model.parameter_count()
+        << " parameters, max_len " << config.max_len << ", on " << describe_device(device) << "\n";
+  }
+
+  std::string data_json() const { return data.desc.to_json().dump(); }
+  ClassificationTask make_task(Model& model, Device device) {
+    return ClassificationTask(model, device, flags.train.label_smoothing);
+  }
+  const Dataset& train_set() const { return data.train; }
+  const Dataset* valid_set() const { return &data.valid; }
+  TrainingState metadata(const ModelConfig& config) const {
+    return classifier_metadata(config, data);
+  }
+  std::map<std::string, double> test(ClassificationTask& task) { return task.evaluate(data.test); }
+  std::string title(const ModelConfig& config) const {
+    return "classify: " + config.mixer + " on " + data.description;
+  }
+
+  // Predicting with the best checkpoint, and scoring it.
+  std::vector<std::string> next_commands(const std::string& mixlab, const std::string& best) const {
+    std::string predict = mixlab + " classify predict --checkpoint " + best;
+    if (data.input == InputKind::Image)
+      predict += " --images IDX_IMAGE_FILE";
+    else
+      predict = "echo " +
+                shell_quote(data.desc.kind == DataKind::ListOps ? "[MAX 3 [MIN 4 7 ] 2 ]"
+                                                                : "A LINE OF TOKENS") +
+                " | " + predict;
+    return {predict, mixlab + " classify eval --checkpoint " + best};
+  }
+};
+
+}  // namespace
+
+void add_classify_train_command(CLI::App& classify) {
+  add_train_command<ClassifyTrain>(classify, "train a classifier");
+}
+
+}  // namespace mixlab::app
