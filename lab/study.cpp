@@ -322,7 +322,8 @@ std::vector<std::string> cell_command(const StudyOptions& o, const StudyTask& t,
   return a;
 }
 
-// A cell's settings: its training command without the --out pair, one string.
+}  // namespace
+
 std::string cell_settings(const StudyOptions& o, const StudyTask& t, const std::string& mixer,
                           int seed) {
   const std::vector<std::string> cmd = cell_command(o, t, mixer, seed, "");
@@ -336,6 +337,8 @@ std::string cell_settings(const StudyOptions& o, const StudyTask& t, const std::
   }
   return out;
 }
+
+namespace {
 
 // A cell with its measurements when its marker exists (done), else only its names and folder.
 // A marker of other settings (another budget, --steps or --threads, or an older mixlab) is

@@ -82,6 +82,10 @@ struct StudyOptions {
 };
 
 StudyTask study_task(const std::string& name, const std::string& budget);
+// A cell's settings: its training command without the --out pair, as one string (recorded in
+// its marker; a finished cell counts only for these settings).
+std::string cell_settings(const StudyOptions& o, const StudyTask& t, const std::string& mixer,
+                          int seed);
 // Every registered mixer (families by one member: synth-mix:R+V).
 std::vector<std::string> all_study_mixers();
 // A task's or mixer's folder name, unique by construction: the name itself when it is only

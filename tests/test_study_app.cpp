@@ -292,16 +292,22 @@ struct HandCell {
   int64_t parameters;
 };
 
-// Finished cells made by hand (markers only, 3 seeds): a study over them trains nothing.
-void write_markers(const fs::path& out, const std::vector<HandCell>& cells, double late_gain) {
+// Finished cells made by hand (markers only, 3 seeds, with the settings a SCAN study of `budget`
+// gives its cells): a study over them trains nothing.
+void write_markers(const fs::path& out, const std::vector<HandCell>& cells, double late_gain,
+                   const std::string& budget = "small") {
+  mixlab::lab::StudyOptions options;
+  options.budget = budget;
+  const mixlab::lab::StudyTask scan = mixlab::lab::study_task("scan", budget);
   for (const HandCell& c : cells)
     for (int seed = 0; seed < 3; ++seed) {
       fs::path marker = out / "cells" / "scan" / mixlab::lab::folder_name(c.mixer) /
                         ("seed-" + std::to_string(seed) + ".done.json");
       fs::create_directories(marker.parent_path());
       std::ofstream(marker) << "{\"task\":\"scan\",\"mixer\":\"" << c.mixer
-                            << "\",\"seed\":" << seed
-                            << ",\"wall_seconds\":10,\"parameters\":" << c.parameters
+                            << "\",\"seed\":" << seed << ",\"settings\":\""
+                            << mixlab::lab::cell_settings(options, scan, c.mixer, seed)
+                            << "\",\"wall_seconds\":10,\"parameters\":" << c.parameters
                             << ",\"metric\":" << c.metric[seed]
                             << ",\"examples_per_second\":" << c.speed[seed]
                             << ",\"length_accuracy\":[],\"test_size\":1000"
@@ -374,7 +380,8 @@ TEST_CASE("study app: the claims are judged by Welch's test on the seeds, with t
   CHECK(verdict_of(report, "FNet and the MLP mixers") == "supported");  // speed needs no plateau
 
   // The tiny budget is a smoke test: no verdicts at all.
-  write_markers(out, cells, 0.001);
+  fs::remove_all(out);
+  write_markers(out, cells, 0.001, "tiny");
   r = mixlab_cli("study --tasks scan --budget tiny --seeds 3 --mixers " + mixers + " --out " +
                  out.string());
   REQUIRE(r.code == 0);
