@@ -208,3 +208,28 @@ TEST_CASE("trainer logging: a resumed run keeps the best's step and breaks ties 
   // The same loss as step 2's, to the last bit: the later step.
   CHECK(best_after_resume(tmp.file("equal"), {0.4, 1.0 / 3.0}) == 8);
 }
+
+TEST_CASE(
+    "trainer logging: an image batch's tokens are its patches, a class token not among them") {
+  ModelConfig c;
+  c.task = ModelTask::Classify;
+  c.input = InputKind::Image;
+  c.dim = 8;
+  c.heads = 2;
+  c.layers = 1;
+  c.classes = 3;
+  c.max_len = 49;  // 4x4 patches of a 28x28 image
+  Batch images;
+  images.size = 3;
+  images.features.assign(3 * 28 * 28, 0.5f);
+  Classifier patches(c);
+  CHECK(ClassificationTask(patches, Device::cpu()).tokens(images) == 3 * 49);
+  c.pool = PoolKind::Cls;
+  c.max_len = 50;
+  Classifier with_cls(c);
+  CHECK(ClassificationTask(with_cls, Device::cpu()).tokens(images) == 3 * 49);
+  Batch words;  // a text batch counts its words
+  words.size = 2;
+  words.src_lengths = {3, 5};
+  CHECK(ClassificationTask(patches, Device::cpu()).tokens(words) == 8);
+}

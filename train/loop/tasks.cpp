@@ -117,6 +117,14 @@ Tensor ClassificationTask::logits(const Batch& b) {
   return model_.forward(ids, b.src_lengths);
 }
 
+int64_t ClassificationTask::tokens(const Batch& b) const {
+  if (!b.features.empty()) {  // max_len counts a class token too, which is no patch
+    const ModelConfig& c = model_.config();
+    return b.size * (c.max_len - (c.pool == PoolKind::Cls ? 1 : 0));
+  }
+  return TrainTask::tokens(b);
+}
+
 Tensor ClassificationTask::loss(const Batch& b) {
   Tensor labels = Tensor::from_data(b.labels, {b.size}, device_);
   return cross_entropy(logits(b), labels, -100, label_smoothing_);

@@ -40,6 +40,8 @@ class ClassificationTask : public TrainTask {
   std::map<std::string, double> evaluate(const Dataset& data) override;
   std::string primary_metric() const override { return "accuracy"; }
   std::vector<std::string> metric_names() const override { return {"loss", "accuracy"}; }
+  // An image's tokens are its patches, a text's its words.
+  int64_t tokens(const Batch& batch) const override;
   // Class probabilities [B, classes] for a batch (eval mode, no graph).
   Tensor probabilities(const Batch& batch);
 
