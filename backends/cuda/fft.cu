@@ -334,9 +334,12 @@ void CudaBackend::fft2_real(const View& x, const View& lengths, const View& y, i
 }
 
 void CudaBackend::circular_conv(const View& x, const View& k, const View& y, int64_t batch,
-                                int64_t n, int64_t d, int64_t length) {
+                                int64_t n, int64_t d, int64_t rows_of_k) {
   if (batch * n * d == 0) return;
   activate();
+  // A one-row kernel (n = 1) is transformed at length 2, which wraps nothing: like fft() above,
+  // this keeps length 1 away from cuFFT.
+  const int64_t length = std::max<int64_t>(rows_of_k, 2);
   dispatch_floating(x.dtype, "circular_conv", [&](auto tag) {
     using T = decltype(tag);
     using F = CufftTypes<T>;
@@ -345,7 +348,7 @@ void CudaBackend::circular_conv(const View& x, const View& k, const View& y, int
     Scratch kreal(*this, sizeof(T) * d * length), kspec(*this, sizeof(C) * d * half);
     Scratch real(*this, sizeof(T) * rows * length), spec(*this, sizeof(C) * rows * half);
     pad_channels_kernel<T><<<grid_for(d * length), kBlock, 0, stream_>>>(k.as<T>(), kreal.as<T>(),
-                                                                         1, length, d, length);
+                                                                         1, rows_of_k, d, length);
     pad_channels_kernel<T><<<grid_for(rows * length), kBlock, 0, stream_>>>(x.as<T>(), real.as<T>(),
                                                                             batch, n, d, length);
     std::lock_guard<std::mutex> lock(fft_plans_->mutex);
@@ -368,9 +371,12 @@ void CudaBackend::circular_conv(const View& x, const View& k, const View& y, int
 
 void CudaBackend::circular_conv_backward(const View& x, const View& k, const View& dy,
                                          const View& dx, const View& dk, int64_t batch, int64_t n,
-                                         int64_t d, int64_t length) {
+                                         int64_t d, int64_t rows_of_k) {
   if (batch * n * d == 0) return;
   activate();
+  // A one-row kernel (n = 1) is transformed at length 2, which wraps nothing: like fft() above,
+  // this keeps length 1 away from cuFFT.
+  const int64_t length = std::max<int64_t>(rows_of_k, 2);
   dispatch_floating(x.dtype, "circular_conv_backward", [&](auto tag) {
     using T = decltype(tag);
     using F = CufftTypes<T>;
@@ -381,7 +387,7 @@ void CudaBackend::circular_conv_backward(const View& x, const View& k, const Vie
     Scratch greal(*this, sizeof(T) * rows * length), gspec(*this, sizeof(C) * rows * half);
     Scratch xreal(*this, sizeof(T) * rows * length), xspec(*this, sizeof(C) * rows * half);
     pad_channels_kernel<T><<<grid_for(d * length), kBlock, 0, stream_>>>(k.as<T>(), kreal.as<T>(),
-                                                                         1, length, d, length);
+                                                                         1, rows_of_k, d, length);
     pad_channels_kernel<T><<<grid_for(rows * length), kBlock, 0, stream_>>>(
         dy.as<T>(), greal.as<T>(), batch, n, d, length);
     pad_channels_kernel<T><<<grid_for(rows * length), kBlock, 0, stream_>>>(
@@ -408,7 +414,7 @@ void CudaBackend::circular_conv_backward(const View& x, const View& k, const Vie
     unpad_channels_kernel<T><<<grid_for(batch * n * d), kBlock, 0, stream_>>>(
         greal.as<T>(), dx.as<T>(), batch, n, d, length, scale);
     unpad_channels_kernel<T><<<grid_for(d * length), kBlock, 0, stream_>>>(
-        kreal.as<T>(), dk.as<T>(), 1, length, d, length, scale);
+        kreal.as<T>(), dk.as<T>(), 1, rows_of_k, d, length, scale);
   });
   check_launch("circular_conv_backward");
 }
