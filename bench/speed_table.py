@@ -213,7 +213,8 @@ def main():
           f"(above 1: mixlab is faster); matmul % = share of mixlab's kernel time in matrix "
           f"products, in the product kernels and inside the fused kernels (MIXLAB_DEBUG's two "
           f"tables); kernels % = in whole product kernels only, a fused core counted as none "
-          f"(FNet's and the convolutions' classifiers: both with their own kernels, "
+          f"(FNet's, the convolutions' and the long convolutions' classifiers: both with their "
+          f"own kernels, "
           f"{', '.join(sorted(set(k for ks in vs_torch.MIXER_OWN_KERNELS.values() for k in ks)))})")
     print("# the speed targets in this run (one run's rows: on a shared machine single ratios move"
           " by 20% between runs)" if not args.quick else

@@ -286,11 +286,13 @@ def is_matrix_product(kernel):
     return "gemm" in kernel or "matmul" in kernel
 
 
-# The speed targets count FNet's and the convolutions' own kernels with the products: they are those
-# mixers' core arithmetic, as the products are everyone else's.
+# The speed targets count FNet's, the convolutions' and the long convolutions' own kernels with the
+# products: they are those mixers' core arithmetic, as the products are everyone else's.
 MIXER_OWN_KERNELS = {"fnet": ("fft", "fft2_real"),
                      "lightconv": ("token_conv", "token_conv_backward"),
-                     "dynconv": ("token_conv", "token_conv_backward")}
+                     "dynconv": ("token_conv", "token_conv_backward"),
+                     "s4d": ("circular_conv", "circular_conv_backward"),
+                     "hyena": ("circular_conv", "circular_conv_backward")}
 
 
 def counts_as_product(kernel, args):
