@@ -126,6 +126,10 @@ Tensor fft(const Tensor& x, int64_t axis, bool inverse = false);
 // Re(DFT2(x)) over the last two axes [..., n, d] (FNet's mixing). With `lengths` (int32, one per
 // leading item), item b is transformed at its own length and rows >= lengths[b] are 0.
 Tensor fft2_real(const Tensor& x, const Tensor& lengths = Tensor());
+// The circular convolution along the tokens of x [B, N, d] with a per-channel kernel [L, d],
+// L ≥ 2N − 1: y[b, i, c] = Σ_{j<N} kernel[(i − j) mod L, c] · x[b, j, c] (by FFT on the CPU
+// and GPU). The long convolutions of s4d and hyena (nn/mixers/long_conv.h).
+Tensor circular_conv(const Tensor& x, const Tensor& kernel);
 
 // ---- masks (autograd/ops/masks.cpp; constants, not differentiable) ----
 // [n, m] with 1 where j <= i + diagonal, else 0 (numpy.tril of ones).

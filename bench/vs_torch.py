@@ -292,8 +292,8 @@ MIXER_OWN_KERNELS = {"fnet": ("fft", "fft2_real"),
                      "lightconv": ("token_conv", "token_conv_backward"),
                      "dynconv": ("token_conv", "token_conv_backward"),
                      "mamba": ("selective_scan", "selective_scan_backward"),
-                     "s4d": ("fft",),
-                     "hyena": ("fft",)}
+                     "s4d": ("circular_conv", "circular_conv_backward"),
+                     "hyena": ("circular_conv", "circular_conv_backward")}
 
 
 def counts_as_product(kernel, args):

@@ -927,6 +927,29 @@ void add_fft_cases(std::vector<OpCase>& t) {
   }
 }
 
+// The long circular convolution: x [B, N, d] with a kernel [L ≥ 2N − 1, d], forward and (through
+// the leaves' gradients) backward; L = 2N − 1 wraps the latest lag onto the earliest row.
+void add_circular_conv_cases(std::vector<OpCase>& t) {
+  struct Case {
+    int64_t batch, n, d, length;
+  };
+  const Case cases[] = {{2, 1, 3, 1},  {2, 3, 3, 5},    {3, 5, 4, 9},
+                        {2, 7, 3, 16}, {4, 49, 5, 100}, {2, 17, 8, 45}};
+  for (const Case& c : cases) {
+    const Shape xs{c.batch, c.n, c.d}, ks{c.length, c.d};
+    const double scale = 4 * std::sqrt(static_cast<double>(c.batch * c.n));
+    const bool small = c.batch * c.n * c.d <= 30;
+    for (const char* kernel : {"circular_conv", "circular_conv_backward"})
+      t.push_back({kernel,
+                   std::string(kernel) + " x " + shape_str(xs) + " kernel " + shape_str(ks),
+                   {Input::leaf(xs, 210), Input::leaf(ks, 211)},
+                   [](const Ctx&, const In& in) { return Out{circular_conv(in[0], in[1])}; },
+                   Tol{0, 1e-5 * scale},
+                   Tol{0, 1e-11 * scale},
+                   small});
+  }
+}
+
 void add_optimizer_cases(std::vector<OpCase>& t) {
   for (int64_t n : {1, 17, 1000}) {
     for (int variant = 0; variant < 3; ++variant) {
@@ -1951,6 +1974,7 @@ std::vector<OpCase> build_table() {
   add_row_cases(t);
   add_index_and_random_cases(t);
   add_fft_cases(t);
+  add_circular_conv_cases(t);
   add_optimizer_cases(t);
   add_flat_optimizer_cases(t);
   add_attention_cases(t);

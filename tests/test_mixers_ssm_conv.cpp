@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "autograd/gradcheck.h"
+#include "core/parallel.h"
 #include "nn/mixers/long_conv.h"
 #include "tests/mixer_harness.h"
 
@@ -229,6 +230,41 @@ TEST_CASE("long convolution: float64 gradients of the input and the kernel") {
   auto result = gradcheck_leaves([&] { return mixers::causal_fft_conv(x, h); }, {x, h});
   INFO("worst: " << result.worst);
   CHECK(result.ok);
+}
+
+TEST_CASE("long convolution: float32 values and gradients, the same bits at 1 and 2 threads") {
+  auto run = [](int threads) {
+    set_num_threads(threads);
+    Tensor x = cast(rand64({5, 13, 6}, 36, false), DType::F32);
+    Tensor k = cast(rand64({27, 6}, 37, false), DType::F32);
+    x.set_requires_grad();
+    k.set_requires_grad();
+    Tensor y = mixers::circular_fft_conv(x, k);
+    y.backward(cast(rand64({5, 13, 6}, 38, false), DType::F32));
+    return std::vector<std::vector<double>>{y.to_double_vector(), x.grad().to_double_vector(),
+                                            k.grad().to_double_vector()};
+  };
+  const int saved = num_threads();
+  auto one = run(1), two = run(2);
+  set_num_threads(saved);
+  CHECK(one == two);
+  CHECK(one[2] != std::vector<double>(one[2].size(), 0.0));  // the kernel's gradient was written
+}
+
+TEST_CASE("long convolution: a kernel shorter than 2N − 1 names the op and both shapes") {
+  Tensor x = rand64({2, 5, 3}, 39, false), k = rand64({8, 3}, 40, false);
+  for (bool op : {false, true}) {
+    std::string message;
+    try {
+      op ? circular_conv(x, k) : mixers::circular_fft_conv(x, k);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    INFO(message);
+    CHECK(message.find(op ? "circular_conv:" : "circular_fft_conv:") != std::string::npos);
+    CHECK(message.find(shape_str(x.shape())) != std::string::npos);
+    CHECK(message.find(shape_str(k.shape())) != std::string::npos);
+  }
 }
 
 TEST_CASE("s4d: equals its equations as float64 loops, causal or not, padded or not") {

@@ -207,6 +207,16 @@ TEST_CASE("gradcheck: fft and the real part of the 2-D DFT") {
               (Inputs{rand64({2, 4, 3}, 65)}));
 }
 
+TEST_CASE("gradcheck: the circular convolution of the long convolutions") {
+  CHECK_GRADS([](const Inputs& x) { return circular_conv(x[0], x[1]); },
+              (Inputs{rand64({2, 4, 3}, 64), rand64({7, 3}, 65)}));
+  CHECK_GRADS([](const Inputs& x) { return circular_conv(x[0], x[1]); },
+              (Inputs{rand64({3, 3, 2}, 66), rand64({8, 2}, 67)}));
+  // A strided input (dense copy on the way in).
+  CHECK_GRADS([](const Inputs& x) { return circular_conv(transpose(x[0], 1, 2), x[1]); },
+              (Inputs{rand64({2, 3, 5}, 68), rand64({9, 3}, 69)}));
+}
+
 TEST_CASE("gradcheck: select_rows with repeated rows") {
   Tensor idx = Tensor::from_data(std::vector<int32_t>{2, 0, 2}, {3});
   CHECK_GRADS([idx](const Inputs& x) { return select_rows(x[0], idx); },

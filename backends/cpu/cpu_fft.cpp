@@ -53,8 +53,22 @@ struct Fftw<double> {
     free(out);
     return p;
   }
+  static Plan plan_columns(int length, int d, bool inverse) {
+    // `d` transforms of `length` along the rows of a [length, d] block (stride d): real to its
+    // half spectrum [length / 2 + 1, d], or back (c2r, which may overwrite its input).
+    auto* real = static_cast<double*>(alloc(sizeof(double) * length * d));
+    auto* spectrum = static_cast<Complex*>(alloc(sizeof(Complex) * (length / 2 + 1) * d));
+    Plan p = inverse ? fftw_plan_many_dft_c2r(1, &length, d, spectrum, nullptr, d, 1, real, nullptr,
+                                              d, 1, FFTW_ESTIMATE)
+                     : fftw_plan_many_dft_r2c(1, &length, d, real, nullptr, d, 1, spectrum, nullptr,
+                                              d, 1, FFTW_ESTIMATE);
+    free(real);
+    free(spectrum);
+    return p;
+  }
   static void exec_dft(Plan p, Complex* in, Complex* out) { fftw_execute_dft(p, in, out); }
   static void exec_r2c(Plan p, double* in, Complex* out) { fftw_execute_dft_r2c(p, in, out); }
+  static void exec_c2r(Plan p, Complex* in, double* out) { fftw_execute_dft_c2r(p, in, out); }
   static int alignment_of(const double* p) { return fftw_alignment_of(const_cast<double*>(p)); }
   static void destroy(Plan p) { fftw_destroy_plan(p); }
   static void cleanup() { fftw_cleanup(); }
@@ -89,8 +103,20 @@ struct Fftw<float> {
     free(out);
     return p;
   }
+  static Plan plan_columns(int length, int d, bool inverse) {
+    auto* real = static_cast<float*>(alloc(sizeof(float) * length * d));
+    auto* spectrum = static_cast<Complex*>(alloc(sizeof(Complex) * (length / 2 + 1) * d));
+    Plan p = inverse ? fftwf_plan_many_dft_c2r(1, &length, d, spectrum, nullptr, d, 1, real,
+                                               nullptr, d, 1, FFTW_ESTIMATE)
+                     : fftwf_plan_many_dft_r2c(1, &length, d, real, nullptr, d, 1, spectrum,
+                                               nullptr, d, 1, FFTW_ESTIMATE);
+    free(real);
+    free(spectrum);
+    return p;
+  }
   static void exec_dft(Plan p, Complex* in, Complex* out) { fftwf_execute_dft(p, in, out); }
   static void exec_r2c(Plan p, float* in, Complex* out) { fftwf_execute_dft_r2c(p, in, out); }
+  static void exec_c2r(Plan p, Complex* in, float* out) { fftwf_execute_dft_c2r(p, in, out); }
   static int alignment_of(const float* p) { return fftwf_alignment_of(const_cast<float*>(p)); }
   static void destroy(Plan p) { fftwf_destroy_plan(p); }
   static void cleanup() { fftwf_cleanup(); }
@@ -112,13 +138,17 @@ class PlanCache {
   }
 
   // kind 'c': 1-D complex DFT of length n, third argument the sign; kind 'r': 2-D real-to-complex
-  // of n x d, third argument d; kind '1': 1-D real-to-complex of length n (third argument 0).
+  // of n x d, third argument d; kind '1': 1-D real-to-complex of length n (third argument 0);
+  // kinds 'f' and 'b': real-to-complex and back along the n rows of an [n, d] block, third
+  // argument d.
   Plan get(char kind, int n, int d_or_sign) {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto key = std::make_tuple(kind, n, d_or_sign);
     if (auto it = plans_.find(key); it != plans_.end()) return it->second;
     Plan plan = kind == 'c'   ? Fftw<T>::plan_1d(n, d_or_sign)
                 : kind == 'r' ? Fftw<T>::plan_r2c_2d(n, d_or_sign)
+                : kind == 'f' ? Fftw<T>::plan_columns(n, d_or_sign, false)
+                : kind == 'b' ? Fftw<T>::plan_columns(n, d_or_sign, true)
                               : Fftw<T>::plan_r2c_1d(n);
     plans_.emplace(key, plan);
     return plan;
@@ -334,6 +364,131 @@ void CpuBackend::fft2_real(const View& x, const View& lengths, const View& y, in
                          static_cast<typename Fftw<T>::Complex*>(scratch.spectrum.p));
       }
     });
+  });
+}
+
+namespace {
+
+// The circular convolution's transforms: every channel of a [length, d] block along its rows.
+// A block of n < length rows enters zero-padded; spectra are [length / 2 + 1, d] complex.
+template <typename T>
+struct ColumnSpectra {
+  using C = typename Fftw<T>::Complex;
+  ColumnSpectra(int64_t length, int64_t d)
+      : length(length),
+        d(d),
+        half(length / 2 + 1),
+        forward(cached_plan<T>('f', static_cast<int>(length), static_cast<int>(d))),
+        inverse(cached_plan<T>('b', static_cast<int>(length), static_cast<int>(d))) {}
+
+  // The spectrum of `rows` rows of src (contiguous, rows ≤ length) padded with zeros.
+  void transform(const T* src, int64_t rows, T* real, C* spectrum) const {
+    std::copy(src, src + rows * d, real);
+    std::fill(real + rows * d, real + length * d, T(0));
+    Fftw<T>::exec_r2c(forward, real, spectrum);
+  }
+  // The first `rows` rows of the inverse transform of `spectrum` (overwritten), divided by
+  // length (FFTW's transforms are unnormalised), into dst.
+  void invert(C* spectrum, int64_t rows, T* real, T* dst) const {
+    Fftw<T>::exec_c2r(inverse, spectrum, real);
+    const T scale = static_cast<T>(1.0 / static_cast<double>(length));
+    for (int64_t i = 0; i < rows * d; ++i) dst[i] = real[i] * scale;
+  }
+
+  int64_t length, d, half;
+  typename Fftw<T>::Plan forward, inverse;
+};
+
+// One thread's buffers for ColumnSpectra: a real block and two spectra.
+template <typename T>
+struct ColumnScratch {
+  using C = typename Fftw<T>::Complex;
+  explicit ColumnScratch(const ColumnSpectra<T>& s)
+      : real(sizeof(T) * s.length * s.d),
+        a(sizeof(C) * s.half * s.d),
+        b(sizeof(C) * s.half * s.d) {}
+  T* block() const { return static_cast<T*>(real.p); }
+  C* first() const { return static_cast<C*>(a.p); }
+  C* second() const { return static_cast<C*>(b.p); }
+  Scratch<T> real, a, b;
+};
+
+}  // namespace
+
+// The convolution theorem: DFT(k ⊛ x) = DFT(k) ⊙ DFT(x) for the circular convolution of length
+// L, so each item is y = IDFT(K ⊙ X) / L with X the spectrum of its n rows padded to L (real
+// transforms: half spectra). Items are independent: one per task of the worker pool.
+void CpuBackend::circular_conv(const View& x, const View& k, const View& y, int64_t batch,
+                               int64_t n, int64_t d, int64_t length) {
+  dispatch_floating(x.dtype, "circular_conv", [&](auto tag) {
+    using T = decltype(tag);
+    using C = typename Fftw<T>::Complex;
+    const ColumnSpectra<T> spectra(length, d);
+    const ColumnScratch<T> kernel(spectra);
+    spectra.transform(k.as<T>(), length, kernel.block(), kernel.first());
+    const C* kf = kernel.first();
+    const T* in = x.as<T>();
+    T* out = y.as<T>();
+    parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
+      const ColumnScratch<T> s(spectra);
+      for (int64_t b = b0; b < b1; ++b) {
+        C* xf = s.first();
+        spectra.transform(in + b * n * d, n, s.block(), xf);
+        for (int64_t f = 0; f < spectra.half * d; ++f) {
+          const T re = xf[f][0] * kf[f][0] - xf[f][1] * kf[f][1];
+          const T im = xf[f][0] * kf[f][1] + xf[f][1] * kf[f][0];
+          xf[f][0] = re, xf[f][1] = im;
+        }
+        spectra.invert(xf, n, s.block(), out + b * n * d);
+      }
+    });
+  });
+}
+
+// The adjoints are correlations, products with conjugate spectra: DX = conj(K) ⊙ DY and
+// DK = Σ_b DY_b ⊙ conj(X_b). Each item's DY_b ⊙ conj(X_b) is kept, and the sum over the batch
+// runs per frequency in item order: the same bits for every thread count.
+void CpuBackend::circular_conv_backward(const View& x, const View& k, const View& dy,
+                                        const View& dx, const View& dk, int64_t batch, int64_t n,
+                                        int64_t d, int64_t length) {
+  dispatch_floating(x.dtype, "circular_conv_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using C = typename Fftw<T>::Complex;
+    const ColumnSpectra<T> spectra(length, d);
+    const int64_t width = spectra.half * d;
+    const ColumnScratch<T> kernel(spectra);
+    spectra.transform(k.as<T>(), length, kernel.block(), kernel.first());
+    const C* kf = kernel.first();
+    std::vector<T> products(static_cast<size_t>(2 * batch * width));
+    parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
+      const ColumnScratch<T> s(spectra);
+      for (int64_t b = b0; b < b1; ++b) {
+        C *gf = s.first(), *xf = s.second();
+        spectra.transform(dy.as<T>() + b * n * d, n, s.block(), gf);
+        spectra.transform(x.as<T>() + b * n * d, n, s.block(), xf);
+        T* p = products.data() + 2 * b * width;
+        for (int64_t f = 0; f < width; ++f) {
+          const T gr = gf[f][0], gi = gf[f][1], xr = xf[f][0], xi = xf[f][1];
+          p[2 * f] = gr * xr + gi * xi;  // dy · conj(x)
+          p[2 * f + 1] = gi * xr - gr * xi;
+          gf[f][0] = kf[f][0] * gr + kf[f][1] * gi;  // conj(k) · dy
+          gf[f][1] = kf[f][0] * gi - kf[f][1] * gr;
+        }
+        spectra.invert(gf, n, s.block(), dx.as<T>() + b * n * d);
+      }
+    });
+    C* sum = kernel.second();
+    parallel_for(width, 256, [&](int64_t f0, int64_t f1) {
+      for (int64_t f = f0; f < f1; ++f) {
+        T re = 0, im = 0;
+        for (int64_t b = 0; b < batch; ++b) {
+          re += products[2 * (b * width + f)];
+          im += products[2 * (b * width + f) + 1];
+        }
+        sum[f][0] = re, sum[f][1] = im;
+      }
+    });
+    spectra.invert(sum, length, kernel.block(), dk.as<T>());
   });
 }
 

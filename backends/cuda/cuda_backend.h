@@ -10,7 +10,7 @@
 //   rows.cu           softmax, layer norm, cross-entropy (warp or block per row)
 //   index.cu          gather_rows, deterministic scatter_add_rows
 //   random.cu         dropout masks (bit-identical to the CPU's)
-//   fft.cu            cuFFT transforms with cached plans
+//   fft.cu            cuFFT transforms with cached plans, the long circular convolution
 //   optim.cu          fused Adam/AdamW and SGD updates
 //   upload_staging.cu uploads through a page-locked ring (no wait for the GPU)
 //   device_checks.cu  index checks whose failures are reported at the next wait

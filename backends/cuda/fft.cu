@@ -10,6 +10,11 @@
 // per distinct length, looped over items). Both leave the half spectrum [batch, n, d/2 + 1] in
 // scratch; one kernel then writes y, filling columns past d/2 from Hermitian symmetry
 // (Y[j, k] = conj(Y[(len - j) % len, d - k]), same real part) and zeroing rows >= len.
+//
+// circular_conv and its backward: each channel's signal is laid out contiguous and padded to the
+// length L (pad_channels_kernel), transformed by one batched R2C plan, multiplied by the
+// kernel's half spectrum (conjugated for the backward's correlations) and brought back by one
+// batched C2R plan; the batch sum of the kernel's gradient runs per frequency in item order.
 #include <cuComplex.h>
 
 #include <algorithm>
@@ -31,11 +36,15 @@ struct CufftTypes<float> {
   using Real = cufftReal;
   static constexpr cufftType c2c = CUFFT_C2C;
   static constexpr cufftType r2c = CUFFT_R2C;
+  static constexpr cufftType c2r = CUFFT_C2R;
   static cufftResult exec_c2c(cufftHandle h, Complex* in, Complex* out, int dir) {
     return cufftExecC2C(h, in, out, dir);
   }
   static cufftResult exec_r2c(cufftHandle h, Real* in, Complex* out) {
     return cufftExecR2C(h, in, out);
+  }
+  static cufftResult exec_c2r(cufftHandle h, Complex* in, Real* out) {
+    return cufftExecC2R(h, in, out);
   }
 };
 template <>
@@ -44,11 +53,15 @@ struct CufftTypes<double> {
   using Real = cufftDoubleReal;
   static constexpr cufftType c2c = CUFFT_Z2Z;
   static constexpr cufftType r2c = CUFFT_D2Z;
+  static constexpr cufftType c2r = CUFFT_Z2D;
   static cufftResult exec_c2c(cufftHandle h, Complex* in, Complex* out, int dir) {
     return cufftExecZ2Z(h, in, out, dir);
   }
   static cufftResult exec_r2c(cufftHandle h, Real* in, Complex* out) {
     return cufftExecD2Z(h, in, out);
+  }
+  static cufftResult exec_c2r(cufftHandle h, Complex* in, Real* out) {
+    return cufftExecZ2D(h, in, out);
   }
 };
 
@@ -100,6 +113,91 @@ __global__ void expand_real_kernel(const T* spec, const int32_t* lengths, T* y, 
         v = item[(((len - j) % len) * half + (d - k)) * 2];
     }
     y[e] = v;
+  }
+}
+
+// `rows` real transforms of length L, each row contiguous: real [rows, L] to half spectra
+// [rows, L/2 + 1] (R2C, D2Z) or back (C2R, Z2D).
+FftGeometry real_geometry(cufftType type, long long length, long long rows) {
+  const long long half = length / 2 + 1;
+  const bool to_spectrum = type == CUFFT_R2C || type == CUFFT_D2Z;
+  FftGeometry g{};
+  g.type = type;
+  g.rank = 1;
+  g.n[0] = length;
+  g.inembed[0] = g.idist = to_spectrum ? length : half;
+  g.onembed[0] = g.odist = to_spectrum ? half : length;
+  g.istride = g.ostride = 1;
+  g.batch = rows;
+  return g;
+}
+
+// Runs `exec` on the plan of `geo` with a work area borrowed from the backend. Call with the
+// plan cache's mutex held.
+template <typename Exec>
+void run_plan(CudaBackend& backend, FftPlanCache& plans, cudaStream_t stream,
+              const FftGeometry& geo, Exec&& exec) {
+  FftPlan plan = plans.get(geo, stream);
+  Scratch work(backend, plan.work_bytes);
+  if (plan.work_bytes) MIXLAB_CUFFT_CHECK(cufftSetWorkArea(plan.handle, work.get()));
+  exec(plan.handle);
+}
+
+// dst[(b·d + c)·L + i] = src[(b·n + i)·d + c] for i < n, else 0: each channel's signal padded to
+// L and contiguous, as the batched transforms read it.
+template <typename T>
+__global__ void pad_channels_kernel(const T* src, T* dst, int64_t batch, int64_t n, int64_t d,
+                                    int64_t length) {
+  int64_t total = batch * d * length;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    int64_t i = e % length, c = (e / length) % d, b = e / (length * d);
+    dst[e] = i < n ? src[(b * n + i) * d + c] : T(0);
+  }
+}
+
+// dst[(b·n + i)·d + c] = src[(b·d + c)·L + i] · scale for i < n.
+template <typename T>
+__global__ void unpad_channels_kernel(const T* src, T* dst, int64_t batch, int64_t n, int64_t d,
+                                      int64_t length, T scale) {
+  int64_t total = batch * n * d;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    int64_t c = e % d, i = (e / d) % n, b = e / (n * d);
+    dst[e] = src[(b * d + c) * length + i] * scale;
+  }
+}
+
+// spec[r, f] ← spec[r, f] · k[r mod d, f], or · conj(k[r mod d, f]), over rows r = b·d + c of
+// half spectra (interleaved complex).
+template <typename T>
+__global__ void multiply_spectra_kernel(T* spec, const T* k, int64_t rows, int64_t d, int64_t half,
+                                        bool conjugate) {
+  int64_t total = rows * half;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const T* kf = k + 2 * (((e / half) % d) * half + e % half);
+    T a = spec[2 * e], b = spec[2 * e + 1], kr = kf[0], ki = conjugate ? -kf[1] : kf[1];
+    spec[2 * e] = a * kr - b * ki;
+    spec[2 * e + 1] = a * ki + b * kr;
+  }
+}
+
+// out[c, f] = Σ_b g[b·d + c, f] · conj(x[b·d + c, f]), the batch summed in order.
+template <typename T>
+__global__ void correlate_spectra_kernel(const T* g, const T* x, T* out, int64_t batch, int64_t d,
+                                         int64_t half) {
+  int64_t total = d * half;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    T re = 0, im = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t at = 2 * (b * d * half + e);  // row b·d + c, column f of [rows, half]
+      re += g[at] * x[at] + g[at + 1] * x[at + 1];
+      im += g[at + 1] * x[at] - g[at] * x[at + 1];
+    }
+    out[2 * e] = re;
+    out[2 * e + 1] = im;
   }
 }
 
@@ -233,6 +331,92 @@ void CudaBackend::fft2_real(const View& x, const View& lengths, const View& y, i
         reinterpret_cast<const T*>(sp), lengths.as<int32_t>(), y.as<T>(), batch, n, d);
   });
   check_launch("fft2_real");
+}
+
+void CudaBackend::circular_conv(const View& x, const View& k, const View& y, int64_t batch,
+                                int64_t n, int64_t d, int64_t rows_of_k) {
+  if (batch * n * d == 0) return;
+  activate();
+  // A one-row kernel (n = 1) is transformed at length 2, which wraps nothing: like fft() above,
+  // this keeps length 1 away from cuFFT.
+  const int64_t length = std::max<int64_t>(rows_of_k, 2);
+  dispatch_floating(x.dtype, "circular_conv", [&](auto tag) {
+    using T = decltype(tag);
+    using F = CufftTypes<T>;
+    using C = typename F::Complex;
+    const int64_t half = length / 2 + 1, rows = batch * d;
+    Scratch kreal(*this, sizeof(T) * d * length), kspec(*this, sizeof(C) * d * half);
+    Scratch real(*this, sizeof(T) * rows * length), spec(*this, sizeof(C) * rows * half);
+    pad_channels_kernel<T><<<grid_for(d * length), kBlock, 0, stream_>>>(k.as<T>(), kreal.as<T>(),
+                                                                         1, rows_of_k, d, length);
+    pad_channels_kernel<T><<<grid_for(rows * length), kBlock, 0, stream_>>>(x.as<T>(), real.as<T>(),
+                                                                            batch, n, d, length);
+    std::lock_guard<std::mutex> lock(fft_plans_->mutex);
+    run_plan(*this, *fft_plans_, stream_, real_geometry(F::r2c, length, d), [&](cufftHandle h) {
+      MIXLAB_CUFFT_CHECK(F::exec_r2c(h, kreal.as<T>(), kspec.as<C>()));
+    });
+    run_plan(*this, *fft_plans_, stream_, real_geometry(F::r2c, length, rows), [&](cufftHandle h) {
+      MIXLAB_CUFFT_CHECK(F::exec_r2c(h, real.as<T>(), spec.as<C>()));
+    });
+    multiply_spectra_kernel<T><<<grid_for(rows * half), kBlock, 0, stream_>>>(
+        spec.as<T>(), kspec.as<T>(), rows, d, half, false);
+    run_plan(*this, *fft_plans_, stream_, real_geometry(F::c2r, length, rows), [&](cufftHandle h) {
+      MIXLAB_CUFFT_CHECK(F::exec_c2r(h, spec.as<C>(), real.as<T>()));
+    });
+    unpad_channels_kernel<T><<<grid_for(batch * n * d), kBlock, 0, stream_>>>(
+        real.as<T>(), y.as<T>(), batch, n, d, length, static_cast<T>(1.0 / double(length)));
+  });
+  check_launch("circular_conv");
+}
+
+void CudaBackend::circular_conv_backward(const View& x, const View& k, const View& dy,
+                                         const View& dx, const View& dk, int64_t batch, int64_t n,
+                                         int64_t d, int64_t rows_of_k) {
+  if (batch * n * d == 0) return;
+  activate();
+  // A one-row kernel (n = 1) is transformed at length 2, which wraps nothing: like fft() above,
+  // this keeps length 1 away from cuFFT.
+  const int64_t length = std::max<int64_t>(rows_of_k, 2);
+  dispatch_floating(x.dtype, "circular_conv_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using F = CufftTypes<T>;
+    using C = typename F::Complex;
+    const int64_t half = length / 2 + 1, rows = batch * d;
+    Scratch kreal(*this, sizeof(T) * d * length), kspec(*this, sizeof(C) * d * half);
+    Scratch dkspec(*this, sizeof(C) * d * half);
+    Scratch greal(*this, sizeof(T) * rows * length), gspec(*this, sizeof(C) * rows * half);
+    Scratch xreal(*this, sizeof(T) * rows * length), xspec(*this, sizeof(C) * rows * half);
+    pad_channels_kernel<T><<<grid_for(d * length), kBlock, 0, stream_>>>(k.as<T>(), kreal.as<T>(),
+                                                                         1, rows_of_k, d, length);
+    pad_channels_kernel<T><<<grid_for(rows * length), kBlock, 0, stream_>>>(
+        dy.as<T>(), greal.as<T>(), batch, n, d, length);
+    pad_channels_kernel<T><<<grid_for(rows * length), kBlock, 0, stream_>>>(
+        x.as<T>(), xreal.as<T>(), batch, n, d, length);
+    std::lock_guard<std::mutex> lock(fft_plans_->mutex);
+    run_plan(*this, *fft_plans_, stream_, real_geometry(F::r2c, length, d), [&](cufftHandle h) {
+      MIXLAB_CUFFT_CHECK(F::exec_r2c(h, kreal.as<T>(), kspec.as<C>()));
+    });
+    run_plan(*this, *fft_plans_, stream_, real_geometry(F::r2c, length, rows), [&](cufftHandle h) {
+      MIXLAB_CUFFT_CHECK(F::exec_r2c(h, greal.as<T>(), gspec.as<C>()));
+      MIXLAB_CUFFT_CHECK(F::exec_r2c(h, xreal.as<T>(), xspec.as<C>()));
+    });
+    correlate_spectra_kernel<T><<<grid_for(d * half), kBlock, 0, stream_>>>(
+        gspec.as<T>(), xspec.as<T>(), dkspec.as<T>(), batch, d, half);
+    multiply_spectra_kernel<T><<<grid_for(rows * half), kBlock, 0, stream_>>>(
+        gspec.as<T>(), kspec.as<T>(), rows, d, half, true);
+    run_plan(*this, *fft_plans_, stream_, real_geometry(F::c2r, length, rows), [&](cufftHandle h) {
+      MIXLAB_CUFFT_CHECK(F::exec_c2r(h, gspec.as<C>(), greal.as<T>()));
+    });
+    run_plan(*this, *fft_plans_, stream_, real_geometry(F::c2r, length, d), [&](cufftHandle h) {
+      MIXLAB_CUFFT_CHECK(F::exec_c2r(h, dkspec.as<C>(), kreal.as<T>()));
+    });
+    const T scale = static_cast<T>(1.0 / double(length));
+    unpad_channels_kernel<T><<<grid_for(batch * n * d), kBlock, 0, stream_>>>(
+        greal.as<T>(), dx.as<T>(), batch, n, d, length, scale);
+    unpad_channels_kernel<T><<<grid_for(d * length), kBlock, 0, stream_>>>(
+        kreal.as<T>(), dk.as<T>(), 1, rows_of_k, d, length, scale);
+  });
+  check_launch("circular_conv_backward");
 }
 
 }  // namespace mixlab

@@ -6,9 +6,10 @@
 //
 // One file per kernel family: memory.cpp (allocation, copy, fill), elementwise.cpp, reductions.cpp,
 // products.cpp (gemm and its epilogue, outer products), rows.cpp (softmax, norms, losses and the
-// fused row passes), fft.cpp, gathers.cpp (indices, embedding rows), dropout.cpp, optimisers.cpp,
-// attention_cores.cpp (the softmax attention and synthesizer cores, linear attention) and
-// mixer_cores.cpp (token convolution, external attention's normalisation, the spatial gate).
+// fused row passes), fft.cpp, circular_conv.cpp (the long convolutions), gathers.cpp (indices,
+// embedding rows), dropout.cpp, optimisers.cpp, attention_cores.cpp (the softmax attention and
+// synthesizer cores, linear attention) and mixer_cores.cpp (token convolution, external attention's
+// normalisation, the spatial gate).
 //
 // A kernel added to kernels.def is declared here by the same list: until its reference is written
 // the link fails, naming ReferenceBackend::<kernel>.

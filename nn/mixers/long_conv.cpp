@@ -1,7 +1,8 @@
-// Long convolutions by FFT (nn/mixers/long_conv.h). The convolution theorem for a circular
-// convolution of length L: DFT(k ⊛ x) = DFT(k) ⊙ DFT(x), so y = IDFT(DFT(k) ⊙ DFT(x)) / L (the
-// `fft` op is unnormalised both ways). Both signals are real; they enter the complex transform
-// with a zero imaginary part, and the result's real part is kept.
+// Long convolutions by FFT (nn/mixers/long_conv.h). The convolution itself is the
+// `circular_conv` op (autograd/ops/fft.cpp): on the CPU and GPU it applies the convolution
+// theorem for a circular convolution of length L, DFT(k ⊛ x) = DFT(k) ⊙ DFT(x), with real
+// transforms, and its backward is two correlations by the same transforms; the reference backend
+// sums the definition directly.
 #include "nn/mixers/long_conv.h"
 
 #include <vector>
@@ -11,13 +12,6 @@
 
 namespace mixlab::mixers {
 namespace {
-
-// [..] real -> [.., 2] complex with imaginary part 0.
-Tensor as_complex(const Tensor& x) {
-  return stack({x, Tensor::zeros(x.shape(), x.dtype(), x.device())}, -1);
-}
-Tensor real_part(const Tensor& z) { return squeeze(narrow(z, -1, 0, 1), -1); }
-Tensor imag_part(const Tensor& z) { return squeeze(narrow(z, -1, 1, 1), -1); }
 
 // x [n, ...] followed by zero rows to `length` rows along axis `axis`.
 Tensor pad_axis(const Tensor& x, int64_t axis, int64_t length) {
@@ -45,15 +39,7 @@ Tensor circular_fft_conv(const Tensor& x, const Tensor& kernel) {
             kernel.size(0) >= 2 * x.size(1) - 1,
         "circular_fft_conv: needs x [B, N, d] and a kernel [L ≥ 2N − 1, d], got x ",
         shape_str(x.shape()), ", kernel ", shape_str(kernel.shape()));
-  int64_t n = x.size(1), length = kernel.size(0);
-  Tensor x_hat = fft(as_complex(pad_axis(x, 1, length)), 1);  // [B, L, d, 2]
-  Tensor k_hat = fft(as_complex(kernel), 0);                  // [L, d, 2]
-  Tensor xr = real_part(x_hat), xi = imag_part(x_hat);
-  Tensor kr = real_part(k_hat), ki = imag_part(k_hat);
-  // The complex product, then back; only the real part and the first N positions are kept.
-  Tensor product = stack({sub(mul(xr, kr), mul(xi, ki)), add(mul(xr, ki), mul(xi, kr))}, -1);
-  Tensor y = real_part(fft(product, 1, /*inverse=*/true));
-  return mul(narrow(y, 1, 0, n), 1.0 / static_cast<double>(length));
+  return circular_conv(x, kernel);
 }
 
 Tensor causal_fft_conv(const Tensor& x, const Tensor& h) {

@@ -1,8 +1,7 @@
 // Long convolutions along the tokens by FFT, shared by s4d (mixers.md §16) and hyena (§18):
 // y[b, i, c] = Σ_j k[i − j, c] · x[b, j, c] over i, j < N, for kernels as long as the sequence.
-// Written with the `fft` op (a complex DFT whose backward is the inverse transform), so autograd
-// differentiates it with no gradient code of its own: O(N log N) per channel where the Toeplitz
-// product is O(N²).
+// Computed by the `circular_conv` op (real FFTs on the CPU and GPU, forward and backward in one
+// kernel pair): O(N log N) per channel where the Toeplitz product is O(N²).
 #pragma once
 #include "autograd/tensor.h"
 
