@@ -7,7 +7,9 @@
 #   bench/quality.sh g2p [flags]            the CMUdict g014b2b recipe: a d=256 translator, the
 #                                           mean of its last 5 epochs' weights, beam 5 on test;
 #                                           SEEDS="0 1 2" also trains those seeds and decodes
-#                                           their averages as one ensemble
+#                                           their averages as one ensemble; UNSEEN=FILE also
+#                                           scores each on a word list outside the split
+#                                           (scripts/g2p_unseen_words.py writes one)
 #   bench/quality.sh fashion [flags]        the plain Fashion-MNIST setting of docs/results.md's
 #                                           per-mixer table (MIXER=, EPOCHS=)
 #   bench/quality.sh scan [flags]           the SCAN simple-split translator (MIXER=, DECODER=)
@@ -51,8 +53,12 @@ summary() {
   echo "wall time: ${minutes} min ${seconds} s"
   echo "commands:"
   printf '  %s\n' "${commands[@]}"
-  echo "test metrics:"
-  grep -hE "^test |WER|PER|accuracy" "$@" | grep -v "Elapsed" | sed 's/^/  /' || true
+  echo "test metrics (each under the log it comes from):"
+  local log
+  for log in "$@"; do
+    echo "  $log"
+    grep -hE "^test |WER|PER|accuracy" "$log" | grep -v "Elapsed" | sed 's/^/    /' || true
+  done
 }
 
 case "$task" in
@@ -84,15 +90,27 @@ case "$task" in
       step "$rec/average.txt" "$mixlab" average --out "$out/avg.safetensors" "${inputs[@]}"
       step "$rec/eval.txt" "$mixlab" translate eval --data g2p --beam 5 --threads "$threads" \
         --checkpoint "$out/avg.safetensors"
+      if [ -n "${UNSEEN:-}" ]; then
+        step "$rec/unseen.txt" "$mixlab" translate eval --data "g2p:$UNSEEN" --beam 5 \
+          --threads "$threads" --checkpoint "$out/avg.safetensors"
+      fi
       averages+=("$out/avg.safetensors")
     done
     logs=()
-    for seed in $seeds; do logs+=("$base-seed$seed/eval.txt"); done
+    for seed in $seeds; do
+      logs+=("$base-seed$seed/eval.txt")
+      [ -z "${UNSEEN:-}" ] || logs+=("$base-seed$seed/unseen.txt")
+    done
     if [ ${#averages[@]} -gt 1 ]; then
       rec=$base-seed${seeds%% *}
       step "$base-ensemble-eval.txt" "$mixlab" translate eval --data g2p --beam 5 \
         --threads "$threads" --checkpoint "${averages[@]}"
       logs+=("$base-ensemble-eval.txt")
+      if [ -n "${UNSEEN:-}" ]; then
+        step "$base-ensemble-unseen.txt" "$mixlab" translate eval --data "g2p:$UNSEEN" --beam 5 \
+          --threads "$threads" --checkpoint "${averages[@]}"
+        logs+=("$base-ensemble-unseen.txt")
+      fi
     fi
     summary "${logs[@]}" ;;
   fashion)
