@@ -113,6 +113,10 @@ void add_model_flags(CLI::App* cmd, ModelFlags& f) {
       ->check(CLI::Range(0, 1 << 20));
   model(cmd->add_option("--dropout", f.dropout, "residual dropout rate"))
       ->check(CLI::Range(0.0, 0.99));
+  model(cmd->add_option("--drop-path", f.drop_path,
+                        "stochastic depth: the deepest block's rate of dropping a sequence's "
+                        "residual branches (block l of L: rate·l/L; 0: off)"))
+      ->check(CLI::Range(0.0, 0.99));
   model(cmd->add_option("--pos", f.positions, "positional embedding"))
       ->check(CLI::IsMember({"learned", "sinusoidal", "none"}));
 }
@@ -247,6 +251,7 @@ void apply_model_flags(const ModelFlags& f, uint64_t seed, ModelConfig& c) {
   c.decoder_layers = f.layers;
   c.ffn_dim = f.ffn_dim;
   c.dropout = f.dropout;
+  c.drop_path = f.drop_path;
   c.seed = seed;
   if (c.dim <= 0 || c.heads <= 0 || c.dim % c.heads != 0)
     throw UsageError("--dim " + std::to_string(c.dim) + " must be a positive multiple of --heads " +

@@ -34,6 +34,7 @@ struct ModelFlags {
   std::vector<std::string> mixer_options;  // key=value
   int64_t dim = 64, heads = 4, layers = 2, ffn_dim = 0, max_len = 0;
   double dropout = 0.1;
+  double drop_path = 0;
   std::string positions = "learned";
 };
 

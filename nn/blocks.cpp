@@ -23,6 +23,11 @@ Tensor mix(Mixer& mixer, const Tensor& x, const MixerContext& ctx) {
   return ctx.rows.defined() ? mixer.forward_rows(x, ctx) : mixer.forward(x, ctx);
 }
 
+// A residual branch under stochastic depth (identity without it, or in evaluation).
+Tensor branch(const Tensor& h, const std::shared_ptr<DropPath>& drop_path, const TokenRows& rows) {
+  return drop_path ? drop_path->forward(h, rows) : h;
+}
+
 Tensor residual(const Tensor& x, const Tensor& h, const Dropout& drop) {
   double p = drop_rate(drop);
   return add_dropout(x, h, p, drop_seed(p));
@@ -68,16 +73,19 @@ EncoderBlock::EncoderBlock(const BlockConfig& c, Generator& gen) {
     scale2_ = register_module("scale2", std::make_shared<LayerScale>(d, kLayerScaleInit));
   }
   drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout));
+  if (c.drop_path > 0)
+    drop_path_ = register_module("drop_path", std::make_shared<DropPath>(c.drop_path));
 }
 
 Tensor EncoderBlock::forward(const Tensor& x, const MixerContext& ctx) {
   Tensor h = mix(*mixer_, norm1_ ? norm1_->forward(x) : x, ctx);
   if (scale1_) h = scale1_->forward(h);
+  h = branch(h, drop_path_, ctx.rows);
   if (!ffn_) return residual(x, h, *drop_);  // gMLP/aMLP: the unit is the whole block
   Residual y = residual_norm(x, h, *drop_, *norm2_);
   Tensor f = ffn_->forward(y.normed);
   if (scale2_) f = scale2_->forward(f);
-  return residual(y.sum, f, *drop_);
+  return residual(y.sum, branch(f, drop_path_, ctx.rows), *drop_);
 }
 
 // ---- decoder ----
@@ -99,26 +107,32 @@ DecoderBlock::DecoderBlock(const BlockConfig& c, const MixerConfig& cross, Gener
     scale3_ = register_module("scale3", std::make_shared<LayerScale>(d, kLayerScaleInit));
   }
   drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout));
+  if (c.drop_path > 0)
+    drop_path_ = register_module("drop_path", std::make_shared<DropPath>(c.drop_path));
 }
 
+// Every branch's output is on the decoder's positions, so self_ctx.rows places all three.
 Tensor DecoderBlock::forward(const Tensor& x, const MixerContext& self_ctx,
                              const MixerContext& cross_ctx) {
+  const TokenRows& rows = self_ctx.rows;
   Tensor h = mix(*self_, norm1_->forward(x), self_ctx);
   if (scale1_) h = scale1_->forward(h);
-  Residual y = residual_norm(x, h, *drop_, *norm2_);
+  Residual y = residual_norm(x, branch(h, drop_path_, rows), *drop_, *norm2_);
   Tensor c = mix(*cross_, y.normed, cross_ctx);
   if (scale2_) c = scale2_->forward(c);
+  c = branch(c, drop_path_, rows);
   if (!ffn_) return residual(y.sum, c, *drop_);
   Residual z = residual_norm(y.sum, c, *drop_, *norm3_);
   Tensor f = ffn_->forward(z.normed);
   if (scale3_) f = scale3_->forward(f);
-  return residual(z.sum, f, *drop_);
+  return residual(z.sum, branch(f, drop_path_, rows), *drop_);
 }
 
 DecoderBlockCache DecoderBlock::new_cache() const {
   return DecoderBlockCache{self_->new_cache(), cross_->new_cache()};
 }
 
+// Decoding runs in evaluation, where DropPath is the identity.
 Tensor DecoderBlock::step(const Tensor& x_t, DecoderBlockCache& cache, const MixerContext& self_ctx,
                           const MixerContext& cross_ctx) {
   Tensor h = self_->step(norm1_->forward(x_t), *cache.self, self_ctx);

@@ -5,9 +5,12 @@
 //   NoPreNorm x ← x + Drop(Mixer(x)),  x ← x + Drop(FFN(LN₂(x)))       (ffonly)
 //   Unit      x ← x + Drop(Unit(LN₁(x)))                               (gmlp, amlp: no FFN)
 // The decoder adds x ← x + Drop(CrossAttention(LN(x), memory)) after the self-mixer.
+// With stochastic depth (drop_path > 0, nn/drop_path.h) every branch h above is DropPath(h) in
+// training: one Bernoulli draw per sequence and branch.
 #pragma once
 #include <memory>
 
+#include "nn/drop_path.h"
 #include "nn/layers.h"
 #include "nn/mixer.h"
 
@@ -18,6 +21,7 @@ struct BlockConfig {
   MixerConfig mixer;
   int64_t ffn_dim = 0;  // f; 0 means 4d
   double dropout = 0.1;
+  double drop_path = 0;  // this block's stochastic-depth rate (0: off)
 };
 
 // A norm that is LayerNorm or ResMLP's affine map, chosen by the block style.
@@ -50,6 +54,7 @@ class EncoderBlock : public Module {
   std::shared_ptr<LayerScale> scale1_, scale2_;
   std::shared_ptr<FeedForward> ffn_;
   std::shared_ptr<Dropout> drop_;
+  std::shared_ptr<DropPath> drop_path_;  // null when the block's rate is 0
 };
 
 // Per-sequence decoding state of one decoder block.
@@ -77,6 +82,7 @@ class DecoderBlock : public Module {
   std::shared_ptr<LayerScale> scale1_, scale2_, scale3_;
   std::shared_ptr<FeedForward> ffn_;
   std::shared_ptr<Dropout> drop_;
+  std::shared_ptr<DropPath> drop_path_;  // null when the block's rate is 0
 };
 
 }  // namespace mixlab

@@ -48,6 +48,7 @@ Json ModelConfig::to_json() const {
   j.set("max_len", max_len);
   j.set("tgt_max_len", tgt_max_len);
   j.set("dropout", dropout);
+  if (drop_path > 0) j.set("drop_path", drop_path);  // absent: off (as in older checkpoints)
   j.set("positions", to_string(positions));
   j.set("input", to_string(input));
   j.set("vocab", vocab);
@@ -94,7 +95,11 @@ ModelConfig ModelConfig::from_json(const Json& j) {
       c.tgt_max_len = v.as_int64();
     else if (key == "dropout")
       c.dropout = v.as_double();
-    else if (key == "positions")
+    else if (key == "drop_path") {
+      c.drop_path = v.as_double();
+      check(c.drop_path >= 0 && c.drop_path < 1, "model config: drop_path ", c.drop_path,
+            " is outside [0, 1)");
+    } else if (key == "positions")
       c.positions = parse_position_kind(v.as_string());
     else if (key == "input")
       c.input = parse_input_kind(v.as_string());

@@ -41,6 +41,7 @@ struct ModelConfig {
   int64_t max_len = 64;        // ℓ of the encoder (source / tokens / patches)
   int64_t tgt_max_len = 64;    // ℓ of the decoder
   double dropout = 0.1;
+  double drop_path = 0;  // stochastic depth of the deepest block (nn/drop_path.h); 0: off
   PositionKind positions = PositionKind::Learned;
   // Classifier inputs.
   InputKind input = InputKind::Tokens;
