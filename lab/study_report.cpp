@@ -464,16 +464,36 @@ std::vector<ChartSeries> learning_curves(const StudyTask& t, const std::vector<C
   return out;
 }
 
+// How far seeds of one mixer fall apart in this study: the median and the largest standard
+// deviation of the task metric over seeds, over every (task, mixer) with two seeds or more.
+std::string seed_spread_text(const std::map<std::string, std::map<std::string, Row>>& all) {
+  std::vector<double> sds;
+  for (const auto& [task, rows] : all)
+    for (const auto& [mixer, r] : rows)
+      if (r.metric.size() >= 2) sds.push_back(seed_interval(r.metric).sd);
+  if (sds.empty())
+    return "With one seed per mixer the seed-to-seed spread is not measured here, and one seed "
+           "cannot tell two mixers apart unless they differ by much more than that spread";
+  std::sort(sds.begin(), sds.end());
+  const double median =
+      sds.size() % 2 ? sds[sds.size() / 2] : 0.5 * (sds[sds.size() / 2 - 1] + sds[sds.size() / 2]);
+  return "Here the seeds of one mixer differ by a standard deviation of " + fmt(median) +
+         " in the task metric (the median over " + std::to_string(sds.size()) +
+         " task-mixer pairs; up to " + fmt(sds.back()) +
+         "), so one seed cannot tell two mixers apart unless they differ by much more";
+}
+
 // What one seed and the budget can and cannot show: the report's first paragraph.
-Block caveats(const StudyOptions& o, const std::vector<StudyTask>& tasks) {
+Block caveats(const StudyOptions& o, const std::vector<StudyTask>& tasks,
+              const std::map<std::string, std::map<std::string, Row>>& all) {
   const bool smoke =
       std::none_of(tasks.begin(), tasks.end(), [](const StudyTask& t) { return t.verdicts; });
   std::string text =
       "**What these numbers can and cannot show.** Each cell is one training run of a small "
       "model for a fixed budget (" +
       o.budget + "), with " + std::to_string(o.seeds) + (o.seeds == 1 ? " seed" : " seeds") +
-      " per mixer. Seeds of one mixer differ by 0.01-0.02 in accuracy at this size, so one seed "
-      "cannot tell two mixers apart unless they differ by much more; with several seeds every "
+      " per mixer. " + seed_spread_text(all) +
+      "; with several seeds every "
       "number carries its 95% t-interval over seeds, and a claim is supported or contradicted "
       "only when Welch's t-test on the per-seed results is significant at 5%. A test accuracy "
       "also carries its 95% binomial interval from the test set's size (Wilson score), the "
@@ -516,8 +536,10 @@ Block summary_table(const StudyOptions& o, const std::vector<StudyTask>& tasks,
 
 void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tasks,
                         const std::vector<CellResult>& cells) {
+  std::map<std::string, std::map<std::string, Row>> all;
+  for (const auto& t : tasks) all[t.name] = rows_of(t, o.mixers, cells);
   std::vector<Block> doc;
-  doc.push_back(caveats(o, tasks));
+  doc.push_back(caveats(o, tasks, all));
   int finished = 0;
   double cell_seconds = 0;
   for (const auto& c : cells) {
@@ -552,8 +574,6 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
                      "mixer with a cell that had not converged.",
                  "",
                  {}});
-  std::map<std::string, std::map<std::string, Row>> all;
-  for (const auto& t : tasks) all[t.name] = rows_of(t, o.mixers, cells);
   doc.push_back(summary_table(o, tasks, all));
   for (const auto& t : tasks) {
     const auto& rows = all.at(t.name);
