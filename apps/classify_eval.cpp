@@ -1,7 +1,10 @@
-// `mixlab classify eval`: a checkpoint's loss and accuracy on the test set of the data it was
-// trained on, or of the data --data names (scored with the checkpoint's vocabulary and labels).
+// `mixlab classify eval`: a checkpoint's (or an ensemble's) loss and accuracy on the test set of
+// the data it was trained on, or of the data --data names (scored with the checkpoint's
+// vocabulary and labels).
 #include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "apps/classify_data.h"
 #include "apps/commands.h"
@@ -14,7 +17,7 @@ namespace {
 
 struct ClassifyEvalArgs {
   CommonFlags common;
-  std::string checkpoint;
+  std::vector<std::string> checkpoints;
   ListOpsFlags listops;
 };
 
@@ -49,9 +52,25 @@ void check_tokens_fit(const std::string& checkpoint, const ModelConfig& config,
                              tokens, longest + extra, config.max_len);
 }
 
+// An ensemble's models must read the same inputs and name the same classes as the first.
+void check_same_task(const std::string& first, const CheckpointInfo& a, const std::string& other,
+                     const CheckpointInfo& b) {
+  const ModelConfig &x = a.config, &y = b.config;
+  const bool same_input = x.input == y.input && x.image_channels == y.image_channels &&
+                          x.image_height == y.image_height && x.image_width == y.image_width;
+  if (!same_input || a.vocab_src != b.vocab_src || checkpoint_labels(a) != checkpoint_labels(b))
+    throw UsageError("--checkpoint " + other + " reads other inputs or names other classes than " +
+                     first + "; an ensemble needs models trained on the same data");
+}
+
 void run_classify_eval(const CLI::App& cmd, const ClassifyEvalArgs& e) {
   Device device = setup_runtime(e.common);
-  LoadedModel<Classifier> l = load_trained_model<Classifier>(e.checkpoint, device);
+  std::vector<LoadedModel<Classifier>> models;
+  for (const auto& c : e.checkpoints) {
+    models.push_back(load_trained_model<Classifier>(c, device));
+    check_same_task(e.checkpoints[0], models[0].info, c, models.back().info);
+  }
+  LoadedModel<Classifier>& l = models[0];
   // Always the checkpoint's vocabulary and labels, so a file is scored with the numbers the
   // model was trained with.
   const DataDescription stored = read_data_description(l.info.extra["data"]);
@@ -61,14 +80,23 @@ void run_classify_eval(const CLI::App& cmd, const ClassifyEvalArgs& e) {
     throw UsageError("--data: " + desc.summary() + " holds " + (images ? "images" : "tokens") +
                      ", but the checkpoint classifies " + to_string(l.info.config.input) + "s");
   print_eval_data(std::cerr, desc, stored);
+  if (models.size() > 1)
+    std::cerr << "ensemble: the mean of " << models.size() << " models' probabilities\n";
   Vocab vocab = l.info.vocab_src.empty() ? Vocab() : Vocab::from_string(l.info.vocab_src);
   UnknownTokens unknown;
-  // Lines as long as the model takes are read; the check below refuses longer ones.
+  int64_t longest_model = 0;
+  for (const auto& m : models) longest_model = std::max(longest_model, m.info.config.max_len);
+  // Lines as long as the models take are read; the check below refuses longer ones.
   ClassificationData d =
-      load_classify_data(desc, &vocab, &unknown, std::max(kDataLengthCap, l.info.config.max_len));
-  if (!images) check_tokens_fit(e.checkpoint, l.info.config, d, stored, unknown);
+      load_classify_data(desc, &vocab, &unknown, std::max(kDataLengthCap, longest_model));
+  if (!images)
+    for (size_t i = 0; i < models.size(); ++i)
+      check_tokens_fit(e.checkpoints[i], models[i].info.config, d, stored, unknown);
   unknown.report(std::cerr);
   ClassificationTask task(*l.model, device);
+  std::vector<Classifier*> others;
+  for (size_t i = 1; i < models.size(); ++i) others.push_back(models[i].model.get());
+  task.set_ensemble(others);
   task.set_progress(&std::cerr);
   print_metrics(std::cout, "test", task.evaluate(d.test));
 }
@@ -82,7 +110,9 @@ void add_classify_eval_command(CLI::App& classify) {
                  "fashion-mnist, listops, an IDX folder or a label<TAB>text file (default: the "
                  "checkpoint's)");
   add_runtime_flags(eval, e->common);
-  eval->add_option("--checkpoint", e->checkpoint, "a .safetensors checkpoint")
+  eval->add_option("--checkpoint", e->checkpoints,
+                   "a .safetensors checkpoint; several score as an ensemble (the mean of their "
+                   "class probabilities)")
       ->required()
       ->group(kModelGroup);
   eval->callback([e, eval] { run_classify_eval(*eval, *e); });

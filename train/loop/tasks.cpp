@@ -107,14 +107,24 @@ int64_t TrainTask::tokens(const Batch& b) const {
 ClassificationTask::ClassificationTask(Classifier& model, Device device, double label_smoothing)
     : model_(model), device_(device), label_smoothing_(label_smoothing) {}
 
-Tensor ClassificationTask::logits(const Batch& b) {
+Tensor ClassificationTask::model_logits(Classifier& model, const Batch& b) {
   if (!b.features.empty()) {
     Tensor x = Tensor::from_data(
         b.features, {b.size, static_cast<int64_t>(b.features.size()) / b.size}, device_);
-    return model_.forward(x);
+    return model.forward(x);
   }
   Tensor ids = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
-  return model_.forward(ids, b.src_lengths);
+  return model.forward(ids, b.src_lengths);
+}
+
+Tensor ClassificationTask::logits(const Batch& b) {
+  Tensor z = model_logits(model_, b);
+  if (others_.empty()) return z;
+  // The log of the mean probability is a valid logit row (it already sums to one); the 1e-30
+  // floor keeps a class that every model rules out (float underflow) at a finite loss.
+  Tensor probs = softmax(z, -1);
+  for (Classifier* m : others_) probs = add(probs, softmax(model_logits(*m, b), -1));
+  return log(add(mul(probs, 1.0 / static_cast<double>(others_.size() + 1)), 1e-30));
 }
 
 int64_t ClassificationTask::tokens(const Batch& b) const {

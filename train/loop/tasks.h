@@ -44,12 +44,18 @@ class ClassificationTask : public TrainTask {
   int64_t tokens(const Batch& batch) const override;
   // Class probabilities [B, classes] for a batch (eval mode, no graph).
   Tensor probabilities(const Batch& batch);
+  // More classifiers (in eval mode, the same inputs and classes) that score together with this
+  // task's model from now on: the probabilities become the mean of the models', and the loss the
+  // cross-entropy of that mean. Empty: the task's model alone.
+  void set_ensemble(std::vector<Classifier*> others) { others_ = std::move(others); }
 
  private:
-  Tensor logits(const Batch& batch);
+  Tensor logits(const Batch& batch);  // log of the ensemble's mean probability when it has others
+  Tensor model_logits(Classifier& model, const Batch& batch);
   Classifier& model_;
   Device device_;
   double label_smoothing_;
+  std::vector<Classifier*> others_;
 };
 
 class TranslationTask : public TrainTask {
