@@ -3,7 +3,9 @@
 # metrics, the wall time, the machine and every command line. Runs go to runs/quality/.
 #
 #   bench/quality.sh fashion-mnist [flags]  the Fashion-MNIST recipe: an attention-free gMLP with
-#                                           augmentation (MIXER=attention for the attention row)
+#                                           augmentation (MIXER=attention for the attention row);
+#                                           SEEDS="0 1 2" trains those seeds and scores them
+#                                           also as one ensemble
 #   bench/quality.sh g2p [flags]            the CMUdict g014b2b recipe: a d=256 translator, the
 #                                           mean of its last 5 epochs' weights, beam 5 on test;
 #                                           SEEDS="0 1 2" also trains those seeds and decodes
@@ -64,14 +66,29 @@ summary() {
 case "$task" in
   fashion-mnist)
     mixer=${MIXER:-gmlp}
-    rec=${OUT:-runs/quality/fashion-mnist-$mixer}
-    out=$rec/run
-    mkdir -p "$rec"
-    step "$rec/log.txt" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" --patch 4 \
-      --dim 96 --heads 4 --layers 6 --batch 128 --epochs "${EPOCHS:-24}" --lr 2e-3 --warmup 500 \
-      --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 --augment-crop 2 --augment-flip \
-      --augment-erase 0.25 --threads "$threads" --quiet --out "$out" "$@"
-    summary "$rec/log.txt" ;;
+    base=${OUT:-runs/quality/fashion-mnist-$mixer}
+    seeds=${SEEDS:-0}
+    logs=()
+    bests=()
+    for seed in $seeds; do
+      rec=$base
+      [ "$seeds" = 0 ] || rec=$base-seed$seed
+      out=$rec/run
+      mkdir -p "$rec"
+      step "$rec/log.txt" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" \
+        --patch 4 --dim 96 --heads 4 --layers 6 --batch 128 --epochs "${EPOCHS:-24}" --lr 2e-3 \
+        --warmup 500 --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 --augment-crop 2 \
+        --augment-flip --augment-erase 0.25 --seed "$seed" --threads "$threads" --quiet \
+        --out "$out" "$@"
+      logs+=("$rec/log.txt")
+      bests+=("$out/best.safetensors")
+    done
+    if [ ${#bests[@]} -gt 1 ]; then
+      step "$base-ensemble-eval.txt" "$mixlab" classify eval --threads "$threads" \
+        --checkpoint "${bests[@]}"
+      logs+=("$base-ensemble-eval.txt")
+    fi
+    summary "${logs[@]}" ;;
   g2p)
     base=${OUT:-runs/quality/g2p-$mixer}
     seeds=${SEEDS:-0}
