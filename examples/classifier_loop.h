@@ -44,7 +44,10 @@ inline Tensor logits(Classifier& model, const Batch& batch) {
 inline double accuracy(Classifier& model, const Dataset& data) {
   NoGradGuard no_grad;
   model.eval();
-  DataLoader loader(data, {.batch_size = 64, .shuffle = false});
+  DataLoaderOptions in_order;  // every example once, in data order
+  in_order.batch_size = 64;
+  in_order.shuffle = false;
+  DataLoader loader(data, in_order);
   loader.start_epoch(0);
   Batch batch;
   int64_t correct = 0;
@@ -73,7 +76,10 @@ inline int train_classifier(const std::string& mixer, const std::string& checkpo
   const InMemoryDataset train = make_data(2000, 1), test = make_data(500, 2);
 
   Adam optimizer(param_groups(model, 0.0), {.lr = 3e-3});
-  DataLoader loader(train, {.batch_size = 32, .seed = 7});
+  DataLoaderOptions shuffled;  // a new order every epoch, drawn from the seed
+  shuffled.batch_size = 32;
+  shuffled.seed = 7;
+  DataLoader loader(train, shuffled);
   for (int64_t epoch = 0; epoch < 3; ++epoch) {
     loader.start_epoch(epoch);
     Batch batch;
