@@ -12,6 +12,11 @@
 
 namespace mixlab {
 
+// The rate of block `block` (from 0) of `depth` when the deepest has rate p: p·(block+1)/depth.
+inline double drop_path_rate(double p, int64_t block, int64_t depth) {
+  return p * static_cast<double>(block + 1) / static_cast<double>(depth);
+}
+
 // h [B, ...] (batch first), or the packed rows [R, ...] of `rows` when it is defined: every row
 // of sequence b gets b's factor. The B draws come from a Generator seeded with `seed`, in batch
 // order, so a batch gives the same masks packed or padded. p = 0 returns h itself.

@@ -99,7 +99,7 @@ Encoder::Encoder(const BlockConfig& block, int64_t depth, Generator& gen) {
   for (int64_t i = 0; i < depth; ++i) {
     BlockConfig b = block;
     b.mixer.seed = block.mixer.seed + 101 * i;
-    b.drop_path = block.drop_path * static_cast<double>(i + 1) / static_cast<double>(depth);
+    b.drop_path = drop_path_rate(block.drop_path, i, depth);
     layers_->push_back(std::make_shared<EncoderBlock>(b, gen));
     style = (*layers_)[i]->mixer()->capabilities().block;
   }
@@ -193,8 +193,7 @@ Translator::Translator(const ModelConfig& c) : config_(c) {
   for (int64_t i = 0; i < c.decoder_layers; ++i) {
     BlockConfig self = block_config(c, mixer_config(c, c.decoder_mixer, c.decoder_mixer_options,
                                                     c.tgt_max_len, true, 2 + 101 * i));
-    self.drop_path =
-        c.drop_path * static_cast<double>(i + 1) / static_cast<double>(c.decoder_layers);
+    self.drop_path = drop_path_rate(c.drop_path, i, c.decoder_layers);
     MixerConfig cross = mixer_config(c, c.cross, {}, c.max_len, false, 3 + 101 * i);
     cross.cross = true;
     decoder_->push_back(std::make_shared<DecoderBlock>(self, cross, gen));

@@ -13,7 +13,7 @@ namespace mixlab {
 
 class Encoder : public Module {
  public:
-  // block.drop_path is the deepest block's rate: block i (from 0) gets drop_path·(i+1)/depth.
+  // block.drop_path is the deepest block's rate; block i gets drop_path_rate(it, i, depth).
   Encoder(const BlockConfig& block, int64_t depth, Generator& gen);
   std::string type_name() const override { return "Encoder"; }
   // x [B, N, d], or the real tokens' rows [R, d] when ctx.rows is defined (then so is the result).

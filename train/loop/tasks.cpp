@@ -103,6 +103,17 @@ int64_t TrainTask::tokens(const Batch& b) const {
   return n;
 }
 
+namespace {
+// An ensemble's logits: the log of the mean of the models' probabilities, a valid logit row (it
+// already sums to one). The 1e-30 floor keeps a target that every model rules out (float
+// underflow) at a finite loss.
+Tensor log_mean_probability(const std::vector<Tensor>& logits) {
+  Tensor probs = softmax(logits[0], -1);
+  for (size_t i = 1; i < logits.size(); ++i) probs = add(probs, softmax(logits[i], -1));
+  return log(add(mul(probs, 1.0 / static_cast<double>(logits.size())), 1e-30));
+}
+}  // namespace
+
 // ---- classification ----
 ClassificationTask::ClassificationTask(Classifier& model, Device device, double label_smoothing)
     : model_(model), device_(device), label_smoothing_(label_smoothing) {}
@@ -118,13 +129,9 @@ Tensor ClassificationTask::model_logits(Classifier& model, const Batch& b) {
 }
 
 Tensor ClassificationTask::logits(const Batch& b) {
-  Tensor z = model_logits(model_, b);
-  if (others_.empty()) return z;
-  // The log of the mean probability is a valid logit row (it already sums to one); the 1e-30
-  // floor keeps a class that every model rules out (float underflow) at a finite loss.
-  Tensor probs = softmax(z, -1);
-  for (Classifier* m : others_) probs = add(probs, softmax(model_logits(*m, b), -1));
-  return log(add(mul(probs, 1.0 / static_cast<double>(others_.size() + 1)), 1e-30));
+  std::vector<Tensor> logits{model_logits(model_, b)};
+  for (Classifier* m : others_) logits.push_back(model_logits(*m, b));
+  return logits.size() == 1 ? logits[0] : log_mean_probability(logits);
 }
 
 int64_t ClassificationTask::tokens(const Batch& b) const {
@@ -185,16 +192,10 @@ Tensor TranslationTask::teacher_forced_loss(const Batch& b, double label_smoothi
   int64_t t = b.tgt_len - 1;
   Tensor src = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
   Tensor tgt_in = Tensor::from_data(in, {b.size, t}, device_);
-  Tensor logits = model_.forward(src, b.src_lengths, tgt_in, lengths);
-  if (!others_.empty()) {
-    // log of the mean probability is a valid logit row: it already sums to one. The 1e-30
-    // floor keeps a target that every model rules out (float underflow) at a finite loss.
-    Tensor probs = softmax(logits, -1);
-    for (Translator* m : others_)
-      probs = add(probs, softmax(m->forward(src, b.src_lengths, tgt_in, lengths), -1));
-    logits = log(add(mul(probs, 1.0 / static_cast<double>(others_.size() + 1)), 1e-30));
-  }
-  return cross_entropy(logits, Tensor::from_data(out, {b.size, t}, device_), kPad, label_smoothing);
+  std::vector<Tensor> logits{model_.forward(src, b.src_lengths, tgt_in, lengths)};
+  for (Translator* m : others_) logits.push_back(m->forward(src, b.src_lengths, tgt_in, lengths));
+  return cross_entropy(logits.size() == 1 ? logits[0] : log_mean_probability(logits),
+                       Tensor::from_data(out, {b.size, t}, device_), kPad, label_smoothing);
 }
 
 std::vector<std::vector<int32_t>> TranslationTask::translate(const Dataset& data) {
