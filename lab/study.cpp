@@ -577,7 +577,7 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
                                                 : "addprim_jump";
     sizes = "--data scan --split " + split + " " +
             Sizes{"--dim 32 --epochs 8 --batch 64 --log-every 20",
-                  "--dim 64 --epochs 20 --batch 64 --eval-every 250 --log-every 50",
+                  "--dim 64 --epochs 40 --batch 64 --log-every 50",
                   "--dim 64 --epochs 20 --batch 64 --warmup 400 --log-every 50"}
                 .pick(budget);
     t.inspect_input = "jump around left twice and walk opposite right";
