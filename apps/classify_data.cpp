@@ -196,4 +196,14 @@ std::vector<std::string> checkpoint_labels(const CheckpointInfo& info) {
   return labels;
 }
 
+void check_same_classifier_task(const std::string& first, const CheckpointInfo& a,
+                                const std::string& other, const CheckpointInfo& b) {
+  const ModelConfig &x = a.config, &y = b.config;
+  const bool same_input = x.input == y.input && x.image_channels == y.image_channels &&
+                          x.image_height == y.image_height && x.image_width == y.image_width;
+  if (!same_input || a.vocab_src != b.vocab_src || checkpoint_labels(a) != checkpoint_labels(b))
+    throw UsageError("--checkpoint " + other + " reads other inputs or names other classes than " +
+                     first + "; an ensemble needs models trained on the same data");
+}
+
 }  // namespace mixlab::app

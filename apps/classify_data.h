@@ -57,4 +57,9 @@ ImageAugmentation image_augmentation(ImageAugmentation flags, const Classificati
 // The class names in id order, as the checkpoint stores them (one per line).
 std::vector<std::string> checkpoint_labels(const CheckpointInfo& info);
 
+// An ensemble's models must read the same inputs and name the same classes as the first (a
+// usage error naming both checkpoints).
+void check_same_classifier_task(const std::string& first, const CheckpointInfo& a,
+                                const std::string& other, const CheckpointInfo& b);
+
 }  // namespace mixlab::app

@@ -52,23 +52,12 @@ void check_tokens_fit(const std::string& checkpoint, const ModelConfig& config,
                              tokens, longest + extra, config.max_len);
 }
 
-// An ensemble's models must read the same inputs and name the same classes as the first.
-void check_same_task(const std::string& first, const CheckpointInfo& a, const std::string& other,
-                     const CheckpointInfo& b) {
-  const ModelConfig &x = a.config, &y = b.config;
-  const bool same_input = x.input == y.input && x.image_channels == y.image_channels &&
-                          x.image_height == y.image_height && x.image_width == y.image_width;
-  if (!same_input || a.vocab_src != b.vocab_src || checkpoint_labels(a) != checkpoint_labels(b))
-    throw UsageError("--checkpoint " + other + " reads other inputs or names other classes than " +
-                     first + "; an ensemble needs models trained on the same data");
-}
-
 void run_classify_eval(const CLI::App& cmd, const ClassifyEvalArgs& e) {
   Device device = setup_runtime(e.common);
   std::vector<LoadedModel<Classifier>> models;
   for (const auto& c : e.checkpoints) {
     models.push_back(load_trained_model<Classifier>(c, device));
-    check_same_task(e.checkpoints[0], models[0].info, c, models.back().info);
+    check_same_classifier_task(e.checkpoints[0], models[0].info, c, models.back().info);
   }
   LoadedModel<Classifier>& l = models[0];
   // Always the checkpoint's vocabulary and labels, so a file is scored with the numbers the

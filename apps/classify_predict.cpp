@@ -1,5 +1,6 @@
 // `mixlab classify predict`: the class and its probability for each input, one line each: the
-// images of an IDX file (--images), or lines of tokens read from stdin.
+// images of an IDX file (--images), or lines of tokens read from stdin. Several checkpoints
+// predict as an ensemble: the mean of their class probabilities, as `classify eval` scores them.
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,7 +21,8 @@ namespace {
 
 struct ClassifyPredictArgs {
   CommonFlags common;
-  std::string checkpoint, images;
+  std::vector<std::string> checkpoints;
+  std::string images;
 };
 
 // "label<TAB>probability" for each example, in order.
@@ -69,8 +71,8 @@ std::string line_problem(const std::vector<std::string>& tokens, int64_t max_len
   std::string problem;
   if (tokens.empty()) problem = "the line is empty";
   if (static_cast<int64_t>(tokens.size()) > max_len)
-    problem = std::to_string(tokens.size()) + " tokens, longer than the model's max_len " +
-              std::to_string(max_len);
+    problem = std::to_string(tokens.size()) + " tokens, more than the " + std::to_string(max_len) +
+              " the model takes";
   return problem;
 }
 
@@ -116,10 +118,20 @@ void predict_token_lines(ClassificationTask& task, const std::vector<std::string
 
 void run_classify_predict(const ClassifyPredictArgs& p) {
   Device device = setup_runtime(p.common);
-  LoadedModel<Classifier> l = load_trained_model<Classifier>(p.checkpoint, device);
+  std::vector<LoadedModel<Classifier>> models;
+  for (const auto& c : p.checkpoints) {
+    models.push_back(load_trained_model<Classifier>(c, device));
+    check_same_classifier_task(p.checkpoints[0], models[0].info, c, models.back().info);
+  }
+  LoadedModel<Classifier>& l = models[0];
   std::cerr << "data: " << read_data_description(l.info.extra["data"]).summary() << "\n";
+  if (models.size() > 1)
+    std::cerr << "ensemble: the mean of " << models.size() << " models' probabilities\n";
   const std::vector<std::string> labels = checkpoint_labels(l.info);
   ClassificationTask task(*l.model, device);
+  std::vector<Classifier*> others;
+  for (size_t i = 1; i < models.size(); ++i) others.push_back(models[i].model.get());
+  task.set_ensemble(others);
   if (!p.images.empty()) {
     for (const auto& line : predict_labels(task, labels, idx_image_examples(p.images)))
       std::cout << line << "\n";
@@ -127,10 +139,15 @@ void run_classify_predict(const ClassifyPredictArgs& p) {
   }
   check(l.info.config.input != InputKind::Image,
         "this checkpoint classifies images: pass --images FILE");
-  check(!l.info.vocab_src.empty(), "checkpoint '", p.checkpoint,
+  check(!l.info.vocab_src.empty(), "checkpoint '", p.checkpoints[0],
         "' classifies tokens but holds an empty vocabulary (metadata vocab_src); it is damaged "
         "or was not written by mixlab");
-  predict_token_lines(task, labels, Vocab::from_string(l.info.vocab_src), l.info.config.max_len);
+  // A line must fit every model of the ensemble, beside the [CLS] position of --pool cls.
+  int64_t max_len = l.info.config.max_len;
+  for (const auto& m : models)
+    max_len =
+        std::min(max_len, m.info.config.max_len - (m.info.config.pool == PoolKind::Cls ? 1 : 0));
+  predict_token_lines(task, labels, Vocab::from_string(l.info.vocab_src), max_len);
 }
 
 }  // namespace
@@ -140,7 +157,10 @@ void add_classify_predict_command(CLI::App& classify) {
   CLI::App* predict = classify.add_subcommand(
       "predict", "class and probability for each input: token lines on stdin, or --images IDX");
   add_runtime_flags(predict, p->common);
-  predict->add_option("--checkpoint", p->checkpoint, "a .safetensors checkpoint")
+  predict
+      ->add_option("--checkpoint", p->checkpoints,
+                   "a .safetensors checkpoint; several predict as an ensemble (the mean of "
+                   "their class probabilities)")
       ->required()
       ->group(kModelGroup);
   predict->add_option("--images", p->images, "an IDX image file (else: token lines on stdin)");

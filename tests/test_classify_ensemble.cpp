@@ -1,11 +1,13 @@
 // Classifier ensembles: ClassificationTask scores the mean of its models' probabilities (checked
 // against the models' own probabilities, example by example), an ensemble of one model with
-// itself is that model, and `classify eval --checkpoint A B` prints the ensemble's metrics and
-// refuses checkpoints that name other classes.
+// itself is that model, `classify eval --checkpoint A B` prints the ensemble's metrics and
+// refuses checkpoints that name other classes, and `classify predict --checkpoint A B` answers
+// each line with the mean of the two models' class probabilities.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,9 +51,11 @@ std::vector<std::vector<float>> probabilities_of(Classifier& model, const Datase
   return out;
 }
 
-Exit run_ensemble_app(TempDir& dir, const std::string& args) {
+// `mixlab ARGS`, stdin from the file `input` when one is named.
+Exit run_ensemble_app(TempDir& dir, const std::string& args, const std::string& input = "") {
   static int calls = 0;
-  return run_app_shell(args, dir.file("ensemble-log-" + std::to_string(calls++) + ".txt"));
+  return run_app_shell(args, dir.file("ensemble-log-" + std::to_string(calls++) + ".txt"), "", "",
+                       input);
 }
 
 // The value of "test <name> <value>" in an eval's output (NaN when absent).
@@ -59,6 +63,20 @@ double printed_metric(const std::string& output, const std::string& name) {
   const std::string key = "test " + name + " ";
   const size_t at = output.find(key);
   return at == std::string::npos ? NAN : std::stod(output.substr(at + key.size()));
+}
+
+// P(pos) for each answered line of a two-class `classify predict` run ("pos<TAB>p" or
+// "neg<TAB>p", the chosen class and its probability), in input order.
+std::vector<double> positive_probabilities(const std::string& output) {
+  std::vector<double> out;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    const bool pos = line.rfind("pos\t", 0) == 0, neg = line.rfind("neg\t", 0) == 0;
+    if (!pos && !neg) continue;
+    const double p = std::stod(line.substr(4));
+    out.push_back(pos ? p : 1 - p);
+  }
+  return out;
 }
 
 }  // namespace
@@ -94,7 +112,8 @@ TEST_CASE("classify ensemble: the mean of the models' probabilities, example by 
   CHECK(mt["loss"] == doctest::Approx(ma["loss"]).epsilon(1e-5));
 }
 
-TEST_CASE("classify ensemble app: eval takes several checkpoints, refuses other classes") {
+TEST_CASE(
+    "classify ensemble app: eval and predict take several checkpoints, refuse other classes") {
   TempDir dir;
   {
     std::ofstream f(dir.file("data.tsv"));
@@ -137,4 +156,31 @@ TEST_CASE("classify ensemble app: eval takes several checkpoints, refuses other 
   CHECK(mixed.code == 2);
   CHECK(contains(mixed.output, "names other classes than " + a));
   CHECK_FALSE(contains(mixed.output, "test accuracy"));
+
+  // predict: each line's answer is the mean of the two models' probabilities (with two classes
+  // the chosen class and its probability give the whole distribution).
+  {
+    std::ofstream lines(dir.file("lines.txt"));
+    lines << "good great\nbad poor\nfine sad\nnice awful good\npoor\ngreat great great\n";
+  }
+  auto predict = [&](const std::string& checkpoints) {
+    return run_ensemble_app(dir, "classify predict --checkpoint " + checkpoints,
+                            dir.file("lines.txt"));
+  };
+  Exit pa = predict(a), pb = predict(b), pab = predict(a + " " + b);
+  INFO(pa.output, pb.output, pab.output);
+  REQUIRE(pab.code == 0);
+  CHECK(contains(pab.output, "ensemble: the mean of 2 models' probabilities"));
+  const std::vector<double> qa = positive_probabilities(pa.output),
+                            qb = positive_probabilities(pb.output),
+                            qab = positive_probabilities(pab.output);
+  REQUIRE(qa.size() == 6);
+  REQUIRE(qb.size() == 6);
+  REQUIRE(qab.size() == 6);
+  for (size_t i = 0; i < qab.size(); ++i)
+    CHECK(qab[i] == doctest::Approx(0.5 * (qa[i] + qb[i])).epsilon(1e-4));
+  Exit refused = predict(a + " " + dir.file("other") + "/best.safetensors");
+  CHECK(refused.code == 2);
+  CHECK(contains(refused.output, "names other classes than " + a));
+  CHECK(positive_probabilities(refused.output).empty());
 }
