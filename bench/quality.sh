@@ -17,7 +17,8 @@
 #   bench/quality.sh scan [flags]           the SCAN simple-split translator (MIXER=, DECODER=)
 #
 # Extra flags go to `mixlab ... train` (they override the recipe's, as the last value of a flag
-# wins). OUT= names the recipe's folder: its logs and command.txt, with mixlab's run folder in
+# wins). Rerunning the fashion-mnist or g2p recipe with the same OUT= goes on where it stopped:
+# finished runs are kept and an unfinished one resumes from its last checkpoint. OUT= names the recipe's folder: its logs and command.txt, with mixlab's run folder in
 # run/ beside them. THREADS= sets the kernel threads (default: every core). docs/results.md
 # tabulates the results with their commands.
 set -euo pipefail
@@ -33,9 +34,9 @@ shift
 commands=()
 started=$SECONDS
 
-# Runs one command of the recipe, logging it, and remembers it for the summary.
-# The first command of a run folder is also its command.txt, which bench/quality_table.sh reads
-# with the log's /usr/bin/time lines.
+# Runs one command of the recipe, logging it (appending with STEP_APPEND=1), and remembers it
+# for the summary. The first command of a run folder is also its command.txt, which
+# bench/quality_table.sh reads with the log's /usr/bin/time lines.
 step() {
   local log=$1
   shift
@@ -44,7 +45,28 @@ step() {
   echo "+ $*"
   local timer=()
   [ -x /usr/bin/time ] && timer=(/usr/bin/time -v)
-  "${timer[@]}" "$@" 2>&1 | tee "$log"
+  "${timer[@]}" "$@" 2>&1 | tee ${STEP_APPEND:+-a} "$log"
+}
+
+# Trains one run folder of a recipe: `train LOG OUT MIXLAB COMMAND train FLAGS...`. Rerunning a
+# recipe goes on where it stopped: a run that finished (its metrics.csv ends with the test row)
+# is kept, and an unfinished one (Ctrl-C, a reboot, a lost session) resumes from its
+# last.safetensors with its stored settings, its log appended.
+train() {
+  local log=$1 out=$2
+  shift 2
+  if [ -f "$out/metrics.csv" ] && [ "$(tail -n 1 "$out/metrics.csv" | cut -d, -f1)" = test ]; then
+    commands+=("$*")
+    echo "= $out holds this recipe's finished run: kept (remove the folder to train it again)"
+  elif [ -f "$out/last.safetensors" ]; then
+    echo "= $out holds an unfinished run: resumed from its last checkpoint, with its stored settings"
+    STEP_APPEND=1 step "$log" "$1" "$2" train --resume --threads "$threads" --quiet --out "$out"
+  elif [ -e "$out" ]; then
+    # Stopped before its first checkpoint: --overwrite removes only the files that run wrote.
+    step "$log" "$@" --overwrite
+  else
+    step "$log" "$@"
+  fi
 }
 
 summary() {
@@ -75,7 +97,7 @@ case "$task" in
       [ "$seeds" = 0 ] || rec=$base-seed$seed
       out=$rec/run
       mkdir -p "$rec"
-      step "$rec/log.txt" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" \
+      train "$rec/log.txt" "$out" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" \
         --patch 4 --dim 96 --heads 4 --layers 6 --batch 128 --epochs "${EPOCHS:-24}" --lr 2e-3 \
         --warmup 500 --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 --augment-crop 2 \
         --augment-flip --augment-erase 0.25 --seed "$seed" --threads "$threads" --quiet \
@@ -97,7 +119,7 @@ case "$task" in
       rec=$base-seed$seed
       out=$rec/run
       mkdir -p "$rec"
-      step "$rec/log.txt" "$mixlab" translate train --data g2p --mixer "$mixer" \
+      train "$rec/log.txt" "$out" "$mixlab" translate train --data g2p --mixer "$mixer" \
         --decoder-mixer "$decoder" --dim 256 --heads 4 --layers 3 --batch 128 \
         --epochs "${EPOCHS:-30}" --lr 1.5e-3 --warmup 1000 --dropout 0.1 --label-smoothing 0.1 \
         --beam 1 --keep-epochs 5 --seed "$seed" --threads "$threads" --quiet --out "$out" "$@"

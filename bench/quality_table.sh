@@ -19,7 +19,8 @@ for dir in "${dirs[@]}"; do
   # A run that has not reached its summary yet has no "test ..." rows: skip it.
   [ -f "$log" ] && grep -q '^test ' "$log" || continue
   params=$(awk '$1 == "parameters" { print $2; exit }' "$log")
-  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { print $2 }' "$log")
+  # A recipe rerun after an interruption resumed its run: one /usr/bin/time line per part.
+  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { w = w (w == "" ? "" : " + ") $2 } END { print w }' "$log")
   # The headline metrics of each task; exact match and accuracy as percentages.
   metrics=$(awk '
     $1 == "test" && $2 == "accuracy"    { out = out sprintf("accuracy %.2f%% ", 100 * $3) }
