@@ -357,6 +357,15 @@ TEST_CASE("study app: the claims are judged by Welch's test on the seeds, with t
   CHECK(verdict_of(report, "Input-independent mixers") == "supported");
   CHECK(verdict_of(report, "The factorised synthesizers") == "supported");
   CHECK(verdict_of(report, "FNet and the MLP mixers") == "supported");
+  // Where the factorised form has as many parameters as the full one (a short task), the claim
+  // is not tested there.
+  std::vector<HandCell> same_size = cells;
+  same_size[4].parameters = same_size[2].parameters;
+  write_markers(out, same_size, 0.001);
+  CHECK(mixlab_cli(command).code == 0);
+  CHECK(verdict_of(read_file((out / "report.md").string()), "The factorised synthesizers") ==
+        "inconclusive: no fewer parameters at this length");
+  write_markers(out, cells, 0.001);
   // Means ± 95% t-intervals over 3 seeds: 4.303 · 0.01 / sqrt(3) = 0.025.
   CHECK(report.find("synth-mix:R+V 0.940 ± 0.025 (3 seeds) vs attention 0.910 ± 0.025 (3 seeds)") !=
         std::string::npos);
