@@ -355,6 +355,9 @@ CellResult cell_from_marker(const StudyOptions& o, const StudyTask& t, const std
                        (r.settings.empty() ? std::string("(settings not recorded)") : r.settings) +
                        "`, not as this study's `" + settings +
                        "`; give this study another --out, or the same settings as that one");
+    // Judged from its own curve where it is kept, so every cell meets this mixlab's rule.
+    if (fs::exists(base + "/metrics.csv"))
+      r.late_improvement = validation_late_improvement(base + "/metrics.csv", t);
   }
   r.task = t.name;
   r.mixer = mixer;

@@ -46,9 +46,11 @@ std::string verdict_better(const std::vector<double>& a, const std::vector<doubl
                            bool higher_is_better);
 
 // Convergence: the improvement of the validation metric over the last 20% of training, from
-// a cell's (step, value) evaluations in step order: value at the last evaluation minus the value
-// at the last evaluation at or before 80% of the final step (negated when lower is better).
-// NaN when fewer than two evaluations exist or none falls in the first 80%.
+// a cell's (step, value) evaluations in step order: the mean of the evaluations in the last tenth
+// of training (steps in (0.9·last, last]) minus the mean of those in the tenth before the 80%
+// mark ((0.7·last, 0.8·last]), so that one lucky or unlucky evaluation does not decide it. With
+// no evaluation in that earlier tenth, the last one at or before 80% stands for it. Negated when
+// lower is better; NaN when fewer than two evaluations exist or none falls in the first 80%.
 double late_improvement(const std::vector<std::pair<int64_t, double>>& evaluations,
                         bool higher_is_better);
 // A cell whose late improvement exceeds this (or is unknown) is "not converged".

@@ -388,6 +388,25 @@ TEST_CASE("study app: the claims are judged by Welch's test on the seeds, with t
   CHECK(report.find("not converged (+0.050)") != std::string::npos);
   CHECK(verdict_of(report, "FNet and the MLP mixers") == "supported");  // speed needs no plateau
 
+  // A kept cell is judged from its own curve, not from the number its marker stored: flat
+  // validation curves make attention converged while its markers still say +0.05.
+  for (int seed = 0; seed < 3; ++seed) {
+    const fs::path cell = out / "cells" / "scan" / "attention" / ("seed-" + std::to_string(seed));
+    fs::create_directories(cell);
+    std::ofstream csv(cell / "metrics.csv");
+    csv << "phase,step,epoch,loss,exact_match\n";
+    for (int step = 100; step <= 1000; step += 100) csv << "valid," << step << ",1,0.1,0.91\n";
+  }
+  r = mixlab_cli(command);
+  REQUIRE(r.code == 0);
+  report = read_file((out / "report.md").string());
+  const size_t row = report.find("\n| attention | 300 |");
+  REQUIRE(row != std::string::npos);
+  CHECK(report.substr(row, report.find('\n', row + 1) - row).find("yes (+0.000)") !=
+        std::string::npos);
+  for (int seed = 0; seed < 3; ++seed)
+    fs::remove_all(out / "cells" / "scan" / "attention" / ("seed-" + std::to_string(seed)));
+
   // The tiny budget is a smoke test: no verdicts at all.
   fs::remove_all(out);
   write_markers(out, cells, 0.001, "tiny");

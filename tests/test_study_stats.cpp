@@ -93,4 +93,16 @@ TEST_CASE("study stats: late improvement marks a cell not converged") {
   // Lower is better (a word error rate falling by 0.03 is an improvement of 0.03).
   CHECK(late_improvement({{100, 0.40}, {400, 0.30}, {500, 0.27}}, false) == doctest::Approx(0.03));
   CHECK(std::isnan(late_improvement({{500, 0.8}}, true)));
+  // Evaluations every 25 steps at 0.40 with one lucky last one (0.42): the windows' means,
+  // 0.405 over 925-1000 against 0.40 over 725-800, not 0.42 against 0.40.
+  std::vector<std::pair<int64_t, double>> level;
+  for (int64_t step = 25; step <= 1000; step += 25) level.push_back({step, 0.40});
+  level.back().second = 0.42;
+  CHECK(late_improvement(level, true) == doctest::Approx(0.005));
+  CHECK(late_improvement(level, true) <= kConvergenceThreshold);
+  // A curve still rising by 0.02 per tenth of training is not converged: 0.04 between the
+  // windows' centres, 75% and 95%.
+  std::vector<std::pair<int64_t, double>> climbing;
+  for (int64_t step = 25; step <= 1000; step += 25) climbing.push_back({step, 0.2 * step / 1000.0});
+  CHECK(late_improvement(climbing, true) == doctest::Approx(0.04));
 }
