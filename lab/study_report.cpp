@@ -179,8 +179,9 @@ struct Row {  // one (task, mixer) over its seeds
     double worst = -INFINITY;
     for (double g : late) worst = std::isfinite(g) ? std::max(worst, g) : INFINITY;
     if (!std::isfinite(worst)) return "not converged (too few evaluations to tell)";
+    // Four decimals, so a gain just over the threshold does not print as the threshold itself.
     return (converged() ? "yes (" : "not converged (") + std::string(worst >= 0 ? "+" : "") +
-           fmt(worst) + ")";
+           fmt(worst, 4) + ")";
   }
 };
 

@@ -385,7 +385,7 @@ TEST_CASE("study app: the claims are judged by Welch's test on the seeds, with t
   REQUIRE(r.code == 0);
   report = read_file((out / "report.md").string());
   CHECK(verdict_of(report, "Synthesizer: the mixture R+V") == "inconclusive: not converged");
-  CHECK(report.find("not converged (+0.050)") != std::string::npos);
+  CHECK(report.find("not converged (+0.0500)") != std::string::npos);
   CHECK(verdict_of(report, "FNet and the MLP mixers") == "supported");  // speed needs no plateau
 
   // A kept cell is judged from its own curve, not from the number its marker stored: flat
@@ -402,7 +402,7 @@ TEST_CASE("study app: the claims are judged by Welch's test on the seeds, with t
   report = read_file((out / "report.md").string());
   const size_t row = report.find("\n| attention | 300 |");
   REQUIRE(row != std::string::npos);
-  CHECK(report.substr(row, report.find('\n', row + 1) - row).find("yes (+0.000)") !=
+  CHECK(report.substr(row, report.find('\n', row + 1) - row).find("yes (+0.0000)") !=
         std::string::npos);
   for (int seed = 0; seed < 3; ++seed)
     fs::remove_all(out / "cells" / "scan" / "attention" / ("seed-" + std::to_string(seed)));
