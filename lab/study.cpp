@@ -543,7 +543,7 @@ StudyTask study_task(const std::string& name, const std::string& budget) {
     sizes = "--data listops --listops-min-len 16 --listops-len " + std::to_string(t.train_len) +
             " --pos sinusoidal --max-len 128 " +
             Sizes{"--listops-train 20000 --dim 32 --epochs 5 --batch 64 --log-every 20",
-                  "--listops-train 20000 --dim 64 --epochs 12 --batch 64 --eval-every 150 "
+                  "--listops-train 20000 --dim 64 --epochs 16 --batch 64 --eval-every 150 "
                   "--log-every 50",
                   "--listops-train 20000 --dim 64 --epochs 10 --log-every 50"}
                 .pick(budget);
