@@ -50,7 +50,7 @@ step() {
 
 # Trains one run folder of a recipe: `train LOG OUT MIXLAB COMMAND train FLAGS...`. Rerunning a
 # recipe goes on where it stopped: a run that finished (its metrics.csv ends with the test row)
-# is kept, and an unfinished one (Ctrl-C, a reboot, a lost session) resumes from its
+# is kept, and an unfinished one (Ctrl-C, a reboot, a dropped connection) resumes from its
 # last.safetensors with its stored settings, its log appended.
 train() {
   local log=$1 out=$2
