@@ -196,6 +196,8 @@ std::vector<std::string> checkpoint_labels(const CheckpointInfo& info) {
   return labels;
 }
 
+namespace {
+
 void check_same_classifier_task(const std::string& first, const CheckpointInfo& a,
                                 const std::string& other, const CheckpointInfo& b) {
   const ModelConfig &x = a.config, &y = b.config;
@@ -204,6 +206,18 @@ void check_same_classifier_task(const std::string& first, const CheckpointInfo& 
   if (!same_input || a.vocab_src != b.vocab_src || checkpoint_labels(a) != checkpoint_labels(b))
     throw UsageError("--checkpoint " + other + " reads other inputs or names other classes than " +
                      first + "; an ensemble needs models trained on the same data");
+}
+
+}  // namespace
+
+std::vector<LoadedModel<Classifier>> load_classifiers(const std::vector<std::string>& checkpoints,
+                                                      Device device) {
+  std::vector<LoadedModel<Classifier>> models;
+  for (const auto& c : checkpoints) {
+    models.push_back(load_trained_model<Classifier>(c, device));
+    check_same_classifier_task(checkpoints[0], models[0].info, c, models.back().info);
+  }
+  return models;
 }
 
 }  // namespace mixlab::app

@@ -8,6 +8,8 @@
 
 #include "apps/common.h"
 #include "apps/data_description.h"
+#include "apps/eval_command.h"
+#include "nn/models.h"
 #include "train/data/augment.h"
 #include "train/data/dataset.h"
 #include "train/data/text_files.h"
@@ -57,9 +59,10 @@ ImageAugmentation image_augmentation(ImageAugmentation flags, const Classificati
 // The class names in id order, as the checkpoint stores them (one per line).
 std::vector<std::string> checkpoint_labels(const CheckpointInfo& info);
 
-// An ensemble's models must read the same inputs and name the same classes as the first (a
-// usage error naming both checkpoints).
-void check_same_classifier_task(const std::string& first, const CheckpointInfo& a,
-                                const std::string& other, const CheckpointInfo& b);
+// The checkpoints' classifiers, in eval mode on `device`. Several make an ensemble, whose models
+// must read the same inputs and name the same classes as the first (a usage error naming both
+// checkpoints).
+std::vector<LoadedModel<Classifier>> load_classifiers(const std::vector<std::string>& checkpoints,
+                                                      Device device);
 
 }  // namespace mixlab::app

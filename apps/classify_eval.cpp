@@ -54,11 +54,7 @@ void check_tokens_fit(const std::string& checkpoint, const ModelConfig& config,
 
 void run_classify_eval(const CLI::App& cmd, const ClassifyEvalArgs& e) {
   Device device = setup_runtime(e.common);
-  std::vector<LoadedModel<Classifier>> models;
-  for (const auto& c : e.checkpoints) {
-    models.push_back(load_trained_model<Classifier>(c, device));
-    check_same_classifier_task(e.checkpoints[0], models[0].info, c, models.back().info);
-  }
+  std::vector<LoadedModel<Classifier>> models = load_classifiers(e.checkpoints, device);
   LoadedModel<Classifier>& l = models[0];
   // Always the checkpoint's vocabulary and labels, so a file is scored with the numbers the
   // model was trained with.
@@ -83,9 +79,7 @@ void run_classify_eval(const CLI::App& cmd, const ClassifyEvalArgs& e) {
       check_tokens_fit(e.checkpoints[i], models[i].info.config, d, stored, unknown);
   unknown.report(std::cerr);
   ClassificationTask task(*l.model, device);
-  std::vector<Classifier*> others;
-  for (size_t i = 1; i < models.size(); ++i) others.push_back(models[i].model.get());
-  task.set_ensemble(others);
+  task.set_ensemble(ensemble_others(models));
   task.set_progress(&std::cerr);
   print_metrics(std::cout, "test", task.evaluate(d.test));
 }

@@ -118,20 +118,14 @@ void predict_token_lines(ClassificationTask& task, const std::vector<std::string
 
 void run_classify_predict(const ClassifyPredictArgs& p) {
   Device device = setup_runtime(p.common);
-  std::vector<LoadedModel<Classifier>> models;
-  for (const auto& c : p.checkpoints) {
-    models.push_back(load_trained_model<Classifier>(c, device));
-    check_same_classifier_task(p.checkpoints[0], models[0].info, c, models.back().info);
-  }
+  std::vector<LoadedModel<Classifier>> models = load_classifiers(p.checkpoints, device);
   LoadedModel<Classifier>& l = models[0];
   std::cerr << "data: " << read_data_description(l.info.extra["data"]).summary() << "\n";
   if (models.size() > 1)
     std::cerr << "ensemble: the mean of " << models.size() << " models' probabilities\n";
   const std::vector<std::string> labels = checkpoint_labels(l.info);
   ClassificationTask task(*l.model, device);
-  std::vector<Classifier*> others;
-  for (size_t i = 1; i < models.size(); ++i) others.push_back(models[i].model.get());
-  task.set_ensemble(others);
+  task.set_ensemble(ensemble_others(models));
   if (!p.images.empty()) {
     for (const auto& line : predict_labels(task, labels, idx_image_examples(p.images)))
       std::cout << line << "\n";

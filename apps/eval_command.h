@@ -7,6 +7,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "apps/common.h"
 #include "apps/data_description.h"
@@ -30,6 +31,14 @@ LoadedModel<Model> load_trained_model(const std::string& checkpoint, Device devi
   l.model->to(device);
   l.model->eval();
   return l;
+}
+
+// An ensemble's models after the first: the ones a task's set_ensemble averages with it.
+template <typename Loaded>
+auto ensemble_others(std::vector<Loaded>& models) {
+  std::vector<decltype(models[0].model.get())> out;
+  for (size_t i = 1; i < models.size(); ++i) out.push_back(models[i].model.get());
+  return out;
 }
 
 // eval reads the checkpoint's data with the checkpoint's seed unless --seed was given.

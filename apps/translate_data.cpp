@@ -191,12 +191,6 @@ std::vector<LoadedTranslator> load_translators(const std::vector<std::string>& c
   return out;
 }
 
-std::vector<Translator*> ensemble_others(std::vector<LoadedTranslator>& models) {
-  std::vector<Translator*> out;
-  for (size_t i = 1; i < models.size(); ++i) out.push_back(models[i].model.get());
-  return out;
-}
-
 std::map<std::string, double> test_and_show(TranslationTask& task, const TranslationData& d,
                                             const Vocab& src, const Vocab& tgt, int samples) {
   InMemoryDataset test = encode_seq2seq(d.test, src, tgt);

@@ -57,8 +57,6 @@ struct LoadedTranslator : LoadedModel<Translator> {
 // Several checkpoints decode as an ensemble; they must agree on both vocabularies.
 std::vector<LoadedTranslator> load_translators(const std::vector<std::string>& checkpoints,
                                                Device device);
-// The models after the first (the ensemble's others).
-std::vector<Translator*> ensemble_others(std::vector<LoadedTranslator>& models);
 
 // Evaluates on a test set and prints metrics and a few samples next to their references.
 std::map<std::string, double> test_and_show(TranslationTask& task, const TranslationData& d,
