@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "lab/plot.h"
 #include "lab/study.h"
@@ -512,6 +514,21 @@ Block caveats(const StudyOptions& o, const std::vector<StudyTask>& tasks,
   return {Block::Paragraph, text, "", {}};
 }
 
+// The machine writing the report, for the reader who compares its throughputs with their own:
+// the CPU's model name (Linux's /proc/cpuinfo) and the logical CPUs it offers.
+std::string machine_description() {
+  std::string cpu = "an unnamed CPU";
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      const size_t from = line.find_first_not_of(" \t", line.find(':') + 1);
+      if (from != std::string::npos) cpu = line.substr(from);
+      break;
+    }
+  return cpu + ", " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+         " logical CPUs";
+}
+
 }  // namespace
 
 // Every mixer on one line, every task's metric and throughput side by side: the table a reader
@@ -572,8 +589,10 @@ void write_study_report(const StudyOptions& o, const std::vector<StudyTask>& tas
                      "training command reports it; wall time includes data generation and the "
                      "final test. " +
                      together + " The finished cells' wall times add up to " +
-                     fmt(cell_seconds / 60.0, 1) +
-                     " minutes. In the summary, (nc) marks a "
+                     fmt(cell_seconds / 60.0, 1) + " minutes. The report was written on " +
+                     machine_description() +
+                     "; cells kept from an earlier run trained wherever that run was. "
+                     "In the summary, (nc) marks a "
                      "mixer with a cell that had not converged.",
                  "",
                  {}});

@@ -377,6 +377,10 @@ TEST_CASE("study app: the claims are judged by Welch's test on the seeds, with t
   CHECK(report.find("Cells ran one at a time") != std::string::npos);
   CHECK(report.find("| synth-mix:R+V | 0.940 ± 0.025 | 450 |") != std::string::npos);
   CHECK(report.find("add up to 3.5 minutes") != std::string::npos);  // 21 cells of 10 s
+  // The machine is named, so a reader knows where the throughputs come from.
+  CHECK(report.find("The report was written on ") != std::string::npos);
+  CHECK(report.find(std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+                    " logical CPUs") != std::string::npos);
 
   // A cell whose validation metric still rose by 0.05 in its last 20%: not converged, and the
   // claims resting on it are inconclusive.
