@@ -1,5 +1,6 @@
 #include "lab/study_stats.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -112,8 +113,12 @@ std::string verdict_better(const std::vector<double>& a, const std::vector<doubl
   if (!w.ok) return "inconclusive (one seed: no test)";
   const double d = higher_is_better ? w.difference : -w.difference;
   if (w.p < 0.05) return d > 0 ? "supported" : "contradicted";
+  // Metrics are fractions (three decimals); throughputs are thousands of examples per second,
+  // where decimals would be noise.
+  const int digits = std::max(std::fabs(d), w.half_width) >= 10 ? 0 : 3;
   char buf[96];
-  std::snprintf(buf, sizeof buf, "inconclusive (difference %.3f ± %.3f)", d, w.half_width);
+  std::snprintf(buf, sizeof buf, "inconclusive (difference %.*f ± %.*f)", digits, d, digits,
+                w.half_width);
   return buf;
 }
 
