@@ -171,11 +171,14 @@ std::string line_style(size_t i, const std::string& stroke) {
   return s;
 }
 
+// The legend's entries stand kLegendStep apart, the first at the plot's top + 8.
+constexpr double kLegendStep = 17;
+
 std::string legend(const Axes& a, const std::vector<ChartSeries>& series, bool lines) {
   std::string s;
   const double x = a.left + a.width + 16;
   double y = a.top + 8;
-  for (size_t i = 0; i < series.size(); ++i, y += 17) {
+  for (size_t i = 0; i < series.size(); ++i, y += kLegendStep) {
     if (lines)
       s += line(x, y, x + 22, y, "stroke-width=\"2\" " + line_style(i, series_colour(series, i)));
     else
@@ -202,7 +205,10 @@ Body frame(Axes& a, const std::string& title, const std::string& x_label,
   const bool has_data = fit_axes(a, series);
   Body b;
   b.width = a.left + a.width + legend_width(series);
-  b.height = a.top + a.height + 52;
+  // Tall enough for the axis label below the plot and for every legend entry (a study has more
+  // mixers than the plot's height holds).
+  const double legend_bottom = a.top + 8 + kLegendStep * static_cast<double>(series.size());
+  b.height = std::max(a.top + a.height + 52, legend_bottom + 8);
   b.svg = draw_axes(a, title, x_label, y_label, has_data);
   return b;
 }

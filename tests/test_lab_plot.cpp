@@ -27,6 +27,24 @@ namespace {
 // A missing or broken value in a series.
 constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
 
+// The height="…" of the figure's <svg> element.
+double svg_height(const std::string& svg) {
+  const size_t at = svg.find("height=\"");
+  REQUIRE(at != std::string::npos);
+  return std::stod(svg.substr(at + 8));
+}
+
+// Every legend entry lies inside the figure (its text's baseline and descent above the bottom).
+void check_legend_inside(const std::string& svg, size_t entries) {
+  const auto legend = svg_texts(svg, "legend");
+  REQUIRE(legend.size() == entries);
+  const double height = svg_height(svg);
+  for (const auto& entry : legend) {
+    INFO(entry.text, " at y = ", entry.y, " in a figure ", height, " high");
+    CHECK(entry.y + 4 <= height);
+  }
+}
+
 // Both axes have at least two tick labels, in increasing order, inside the data's range padded
 // by the chart (a tenth of the span either side is generous).
 void check_axis(const std::string& svg, const std::string& axis, double lo, double hi) {
@@ -85,6 +103,7 @@ TEST_CASE("lab plot: scatter points are named in the legend and their labels nev
   const auto legend = svg_texts(svg, "legend");
   REQUIRE(legend.size() == 25);
   for (int i = 0; i < 25; ++i) CHECK(legend[i].text == points[i].name);
+  check_legend_inside(svg, 25);  // more entries than the plot is high: the figure grows
   const auto labels = svg_texts(svg, "point-label");
   CHECK(labels.size() < 25);  // too crowded for all: the legend names the rest
   for (size_t a = 0; a < labels.size(); ++a)
@@ -109,6 +128,12 @@ TEST_CASE("lab plot: line charts skip non-finite points, no data says so, bad se
   CHECK(empty.find("no data") != std::string::npos);
   CHECK(svg_tick_values(empty, "x").size() >= 2);
   CHECK_THROWS_AS(line_chart_svg("bad", "x", "y", {{"b", {1, 2}, {1}, {}, ""}}), Error);
+
+  // A study's learning curves: one line per mixer, more than the plot is high.
+  std::vector<ChartSeries> many;
+  for (int i = 0; i < 30; ++i)
+    many.push_back({"mixer-" + std::to_string(i), {0, 100}, {2.0 - 0.01 * i, 1.0}, {}, ""});
+  check_legend_inside(line_chart_svg("curves", "step", "loss", many), 30);
 }
 
 TEST_CASE("lab plot: a run's curves.svg has loss and metric panels with ticks and the best step") {
