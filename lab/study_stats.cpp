@@ -127,20 +127,19 @@ double late_improvement(const std::vector<std::pair<int64_t, double>>& evaluatio
   const double nan = std::numeric_limits<double>::quiet_NaN();
   if (evaluations.size() < 2) return nan;
   const double last = static_cast<double>(evaluations.back().first);
-  // The mean of the evaluations whose step lies in (from·last, to·last].
-  auto window_mean = [&](double from, double to, int& count) {
+  // The mean of the evaluations whose step lies in (from·last, to·last]; NaN when there is none.
+  auto window_mean = [&](double from, double to) {
     double sum = 0;
-    count = 0;
+    int count = 0;
     for (const auto& [step, value] : evaluations) {
       const double s = static_cast<double>(step);
       if (s > from * last && s <= to * last) sum += value, ++count;
     }
     return count ? sum / count : nan;
   };
-  int late_count = 0, cut_count = 0;
-  const double late = window_mean(0.9, 1.0, late_count);  // holds the last evaluation
-  double at_cut = window_mean(0.7, 0.8, cut_count);
-  if (cut_count == 0) {  // sparse evaluations: the last one at or before 80%
+  const double late = window_mean(0.9, 1.0);  // holds the last evaluation
+  double at_cut = window_mean(0.7, 0.8);
+  if (std::isnan(at_cut)) {  // sparse evaluations: the last one at or before 80%
     const std::pair<int64_t, double>* before = nullptr;
     for (const auto& e : evaluations)
       if (static_cast<double>(e.first) <= 0.8 * last) before = &e;
