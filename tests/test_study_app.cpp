@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <fcntl.h>
 #include <iterator>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,7 +71,19 @@ TEST_CASE("study app: tiny ListOps study, killed after one cell, resumes without
   }
   ::kill(-pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
+  // The study's lock is free once every process that shares it is gone, and a training child
+  // that was forked but had not yet exec'd shares it: it dies with the group a moment later,
+  // which the rerun must not race (it would rightly say another study is running).
+  const std::string study_lock = (out / ".study.lock").string();
+  bool unlocked = false;
+  while (!unlocked && std::chrono::steady_clock::now() < deadline) {
+    const int fd = ::open(study_lock.c_str(), O_RDONLY | O_CLOEXEC);
+    unlocked = fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (fd >= 0) ::close(fd);
+    if (!unlocked) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   INFO(read_file(dir.file("first.log")));
+  REQUIRE(unlocked);
   REQUIRE(fs::exists(attention_done));
   REQUIRE_FALSE(fs::exists(fnet_done));  // killed before the second cell finished
   auto before = folder_state(cells / "attention");
