@@ -284,7 +284,7 @@ std::vector<Block> claims(const StudyOptions& o, const std::vector<StudyTask>& t
       for (const char* m : {"fnet", "mlp-mixer", "resmlp", "ffonly"}) {
         auto r = rows.find(m);
         if (r == rows.end() || r->second.throughput.empty()) continue;
-        v.add(verdict_better(r->second.throughput, att->second.throughput, true),
+        v.add(verdict_better(r->second.throughput, att->second.throughput, true, 0),
               t.name + ": " + m + " " + with_interval(r->second.throughput, 0) + " vs attention " +
                   with_interval(att->second.throughput, 0) + " training examples/s");
       }

@@ -1,6 +1,5 @@
 #include "lab/study_stats.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -108,14 +107,11 @@ WelchResult welch_test(const std::vector<double>& a, const std::vector<double>& 
 }
 
 std::string verdict_better(const std::vector<double>& a, const std::vector<double>& b,
-                           bool higher_is_better) {
+                           bool higher_is_better, int digits) {
   const WelchResult w = welch_test(a, b);
   if (!w.ok) return "inconclusive (one seed: no test)";
   const double d = higher_is_better ? w.difference : -w.difference;
   if (w.p < 0.05) return d > 0 ? "supported" : "contradicted";
-  // Metrics are fractions (three decimals); throughputs are thousands of examples per second,
-  // where decimals would be noise.
-  const int digits = std::max(std::fabs(d), w.half_width) >= 10 ? 0 : 3;
   char buf[96];
   std::snprintf(buf, sizeof buf, "inconclusive (difference %.*f ± %.*f)", digits, d, digits,
                 w.half_width);

@@ -41,9 +41,10 @@ WelchResult welch_test(const std::vector<double>& a, const std::vector<double>& 
 // The verdict on "a is better than b" (higher is better unless `higher_is_better` is false):
 // "supported" / "contradicted" when Welch's test is significant at 5% in that / the other
 // direction, else "inconclusive (difference d ± ci)"; with fewer than two seeds on a side,
-// "inconclusive (one seed: no test)".
+// "inconclusive (one seed: no test)". d and ci are printed with `digits` decimals, as the caller
+// prints the numbers compared (three for a metric, none for examples per second).
 std::string verdict_better(const std::vector<double>& a, const std::vector<double>& b,
-                           bool higher_is_better);
+                           bool higher_is_better, int digits = 3);
 
 // Convergence: the improvement of the validation metric over the last 20% of training, from
 // a cell's (step, value) evaluations in step order: the mean of the evaluations in the last tenth

@@ -71,12 +71,13 @@ TEST_CASE("study stats: Welch's test gives supported, contradicted and inconclus
   CHECK(n.p > 0.5);
   const std::string v = verdict_better(c, d, true);
   CHECK(v.rfind("inconclusive (difference 0.003 ± ", 0) == 0);
-  // The same spread in examples per second: whole numbers.
+  // The same spread in examples per second, printed as whole numbers as the caller asks.
   auto scaled = [](std::vector<double> x) {
     for (double& e : x) e *= 10000;
     return x;
   };
-  CHECK(verdict_better(scaled(c), scaled(d), true).rfind("inconclusive (difference 33 ± ", 0) == 0);
+  CHECK(verdict_better(scaled(c), scaled(d), true, 0).rfind("inconclusive (difference 33 ± ", 0) ==
+        0);
   // The interval's half-width lies between t(3) · se and t(2) · se (Welch's df is 2.88).
   const double se_cd = std::sqrt(0.0001 / 3 + 0.00043333 / 3);
   CHECK(n.df == doctest::Approx(2.876).epsilon(2e-3));
