@@ -5,13 +5,14 @@
 #   bench/quality.sh fashion-mnist [flags]  the Fashion-MNIST recipe: an attention-free gMLP with
 #                                           augmentation (MIXER=attention for the attention row);
 #                                           SEEDS="0 1 2" trains those seeds and scores them
-#                                           also as one ensemble
+#                                           also as one ensemble; JOBS=2 trains two seeds at once
 #   bench/quality.sh g2p [flags]            the CMUdict g014b2b recipe: a d=256 translator, the
 #                                           mean of its last 5 epochs' weights, beam 5 on test;
 #                                           SEEDS="0 1 2" also trains those seeds and decodes
 #                                           their averages as one ensemble; UNSEEN=FILE also
 #                                           scores each on a word list outside the split
-#                                           (scripts/g2p_unseen_words.py writes one)
+#                                           (scripts/g2p_unseen_words.py writes one); JOBS=2
+#                                           trains and scores two seeds at once
 #   bench/quality.sh fashion [flags]        the plain Fashion-MNIST setting of docs/results.md's
 #                                           per-mixer table (MIXER=, EPOCHS=)
 #   bench/quality.sh scan [flags]           the SCAN simple-split translator (MIXER=, DECODER=)
@@ -19,8 +20,9 @@
 # Extra flags go to `mixlab ... train` (they override the recipe's, as the last value of a flag
 # wins). Rerunning the fashion-mnist or g2p recipe with the same OUT= goes on where it stopped:
 # finished runs are kept and an unfinished one resumes from its last checkpoint. OUT= names the recipe's folder: its logs and command.txt, with mixlab's run folder in
-# run/ beside them. THREADS= sets the kernel threads (default: every core). docs/results.md
-# tabulates the results with their commands.
+# run/ beside them. JOBS= runs that many seeds side by side (default 1), each on THREADS= kernel
+# threads (default: the cores shared among the jobs). docs/results.md tabulates the results with
+# their commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${MIXLAB_BUILD_DIR:-build}
@@ -28,7 +30,9 @@ cmake --build "$build" --target mixlab -j "$(nproc)" >/dev/null
 mixlab=$build/mixlab
 mixer=${MIXER:-attention}
 decoder=${DECODER:-$mixer}
-threads=${THREADS:-$(nproc)}
+jobs=${JOBS:-1}
+threads=${THREADS:-$((($(nproc) + jobs - 1) / jobs))}
+ensemble_threads=${THREADS:-$(nproc)}
 task=${1:?usage: bench/quality.sh fashion-mnist|g2p|fashion|scan [flags]}
 shift
 commands=()
@@ -69,11 +73,43 @@ train() {
   fi
 }
 
+# Runs `$1 SEED` for every seed of $seeds, JOBS at a time. A job side by side with others runs in
+# a subshell, so it leaves its commands in $rec/steps.txt for the summary; the recipe stops if
+# any job failed.
+for_each_seed() {
+  local each=$1 seed running=0 failed=0
+  if [ "$jobs" -le 1 ]; then
+    for seed in $seeds; do "$each" "$seed"; done
+    return
+  fi
+  for seed in $seeds; do
+    if [ "$running" -ge "$jobs" ]; then
+      wait -n || failed=1
+      running=$((running - 1))
+    fi
+    (
+      commands=()
+      "$each" "$seed"
+      printf '%s\n' "${commands[@]}" >"$rec/steps.txt"
+    ) &
+    running=$((running + 1))
+  done
+  while [ "$running" -gt 0 ]; do
+    wait -n || failed=1
+    running=$((running - 1))
+  done
+  [ "$failed" = 0 ] || { echo "a seed's run failed: see its log" >&2; exit 1; }
+  for seed in $seeds; do
+    seed_folder "$seed"
+    mapfile -t -O "${#commands[@]}" commands <"$rec/steps.txt"
+  done
+}
+
 summary() {
   local minutes=$(((SECONDS - started) / 60)) seconds=$(((SECONDS - started) % 60))
   echo
   echo "== $task recipe"
-  echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $threads kernel threads"
+  echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $threads kernel threads a run, $jobs run(s) at a time"
   echo "wall time: ${minutes} min ${seconds} s"
   echo "commands:"
   printf '  %s\n' "${commands[@]}"
@@ -90,23 +126,31 @@ case "$task" in
     mixer=${MIXER:-gmlp}
     base=${OUT:-runs/quality/fashion-mnist-$mixer}
     seeds=${SEEDS:-0}
-    logs=()
-    bests=()
-    for seed in $seeds; do
+    seed_folder() {
       rec=$base
-      [ "$seeds" = 0 ] || rec=$base-seed$seed
+      [ "$seeds" = 0 ] || rec=$base-seed$1
       out=$rec/run
+    }
+    fashion_seed() {
+      seed_folder "$1"
       mkdir -p "$rec"
       train "$rec/log.txt" "$out" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" \
         --patch 4 --dim 96 --heads 4 --layers 6 --batch 128 --epochs "${EPOCHS:-24}" --lr 2e-3 \
         --warmup 500 --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 --augment-crop 2 \
-        --augment-flip --augment-erase 0.25 --seed "$seed" --threads "$threads" --quiet \
-        --out "$out" "$@"
+        --augment-flip --augment-erase 0.25 --seed "$1" --threads "$threads" --quiet \
+        --out "$out" "${flags[@]}"
+    }
+    flags=("$@")
+    for_each_seed fashion_seed
+    logs=()
+    bests=()
+    for seed in $seeds; do
+      seed_folder "$seed"
       logs+=("$rec/log.txt")
       bests+=("$out/best.safetensors")
     done
     if [ ${#bests[@]} -gt 1 ]; then
-      step "$base-ensemble-eval.txt" "$mixlab" classify eval --threads "$threads" \
+      step "$base-ensemble-eval.txt" "$mixlab" classify eval --threads "$ensemble_threads" \
         --checkpoint "${bests[@]}"
       logs+=("$base-ensemble-eval.txt")
     fi
@@ -114,17 +158,20 @@ case "$task" in
   g2p)
     base=${OUT:-runs/quality/g2p-$mixer}
     seeds=${SEEDS:-0}
-    averages=()
-    for seed in $seeds; do
-      rec=$base-seed$seed
+    seed_folder() {
+      rec=$base-seed$1
       out=$rec/run
+    }
+    # Trains one seed, averages its last five epochs' weights and decodes test (and UNSEEN).
+    g2p_seed() {
+      seed_folder "$1"
       mkdir -p "$rec"
       train "$rec/log.txt" "$out" "$mixlab" translate train --data g2p --mixer "$mixer" \
         --decoder-mixer "$decoder" --dim 256 --heads 4 --layers 3 --batch 128 \
         --epochs "${EPOCHS:-30}" --lr 1.5e-3 --warmup 1000 --dropout 0.1 --label-smoothing 0.1 \
-        --beam 1 --keep-epochs 5 --seed "$seed" --threads "$threads" --quiet --out "$out" "$@"
+        --beam 1 --keep-epochs 5 --seed "$1" --threads "$threads" --quiet --out "$out" "${flags[@]}"
+      local last e inputs=()
       last=$(ls "$out"/epoch-*.safetensors | sed 's/.*epoch-\([0-9]*\).*/\1/' | sort -n | tail -5)
-      inputs=()
       for e in $last; do inputs+=("$out/epoch-$e.safetensors"); done
       step "$rec/average.txt" "$mixlab" average --out "$out/avg.safetensors" "${inputs[@]}"
       step "$rec/eval.txt" "$mixlab" translate eval --data g2p --beam 5 --threads "$threads" \
@@ -133,21 +180,26 @@ case "$task" in
         step "$rec/unseen.txt" "$mixlab" translate eval --data "g2p:$UNSEEN" --beam 5 \
           --threads "$threads" --checkpoint "$out/avg.safetensors"
       fi
-      averages+=("$out/avg.safetensors")
-    done
+    }
+    flags=("$@")
+    for_each_seed g2p_seed
     logs=()
+    averages=()
     for seed in $seeds; do
-      logs+=("$base-seed$seed/eval.txt")
-      [ -z "${UNSEEN:-}" ] || logs+=("$base-seed$seed/unseen.txt")
+      seed_folder "$seed"
+      averages+=("$out/avg.safetensors")
+      logs+=("$rec/eval.txt")
+      [ -z "${UNSEEN:-}" ] || logs+=("$rec/unseen.txt")
     done
     if [ ${#averages[@]} -gt 1 ]; then
-      rec=$base-seed${seeds%% *}
+      # The ensemble decodes on every core: no seed runs beside it.
+      seed_folder "${seeds%% *}"
       step "$base-ensemble-eval.txt" "$mixlab" translate eval --data g2p --beam 5 \
-        --threads "$threads" --checkpoint "${averages[@]}"
+        --threads "$ensemble_threads" --checkpoint "${averages[@]}"
       logs+=("$base-ensemble-eval.txt")
       if [ -n "${UNSEEN:-}" ]; then
         step "$base-ensemble-unseen.txt" "$mixlab" translate eval --data "g2p:$UNSEEN" --beam 5 \
-          --threads "$threads" --checkpoint "${averages[@]}"
+          --threads "$ensemble_threads" --checkpoint "${averages[@]}"
         logs+=("$base-ensemble-unseen.txt")
       fi
     fi
