@@ -6,23 +6,23 @@
 #                                           augmentation (MIXER=attention for the attention row);
 #                                           SEEDS="0 1 2" trains those seeds and scores them
 #                                           also as one ensemble; JOBS=2 trains two seeds at once
-#   bench/quality.sh g2p [flags]            the CMUdict g014b2b recipe: a d=256 translator, the
-#                                           mean of its last 5 epochs' weights, beam 5 on test;
-#                                           SEEDS="0 1 2" also trains those seeds and decodes
-#                                           their averages as one ensemble; UNSEEN=FILE also
-#                                           scores each on a word list outside the split
-#                                           (scripts/g2p_unseen_words.py writes one); JOBS=2
-#                                           trains and scores two seeds at once
+#   bench/quality.sh g2p [flags]            the CMUdict g014b2b recipe: two d=128 translators
+#                                           (seeds 0 and 1, side by side), each the mean of its
+#                                           last 5 epochs' weights, beam 5 on test, and the two
+#                                           decoded as one ensemble (SEEDS=, JOBS= change
+#                                           that); UNSEEN=FILE also scores each on a word list
+#                                           outside the split (scripts/g2p_unseen_words.py)
 #   bench/quality.sh fashion [flags]        the plain Fashion-MNIST setting of docs/results.md's
 #                                           per-mixer table (MIXER=, EPOCHS=)
 #   bench/quality.sh scan [flags]           the SCAN simple-split translator (MIXER=, DECODER=)
 #
 # Extra flags go to `mixlab ... train` (they override the recipe's, as the last value of a flag
 # wins). Rerunning the fashion-mnist or g2p recipe with the same OUT= goes on where it stopped:
-# finished runs are kept and an unfinished one resumes from its last checkpoint. OUT= names the recipe's folder: its logs and command.txt, with mixlab's run folder in
-# run/ beside them. JOBS= runs that many seeds side by side (default 1), each on THREADS= kernel
-# threads (default: the cores shared among the jobs). docs/results.md tabulates the results with
-# their commands.
+# finished runs are kept and an unfinished one resumes from its last checkpoint. OUT= names the
+# recipe's folder: its logs and command.txt, with mixlab's run folder in run/ beside them. JOBS=
+# runs that many seeds side by side (default: 2 for g2p, else 1), each on THREADS= kernel threads
+# (default: the cores shared among the jobs). docs/results.md tabulates the results with their
+# commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${MIXLAB_BUILD_DIR:-build}
@@ -30,11 +30,14 @@ cmake --build "$build" --target mixlab -j "$(nproc)" >/dev/null
 mixlab=$build/mixlab
 mixer=${MIXER:-attention}
 decoder=${DECODER:-$mixer}
-jobs=${JOBS:-1}
-threads=${THREADS:-$((($(nproc) + jobs - 1) / jobs))}
-ensemble_threads=${THREADS:-$(nproc)}
 task=${1:?usage: bench/quality.sh fashion-mnist|g2p|fashion|scan [flags]}
 shift
+# The G2P recipe is two seeds side by side and their ensemble; the others train one run.
+jobs=1
+[ "$task" != g2p ] || jobs=2
+jobs=${JOBS:-$jobs}
+threads=${THREADS:-$((($(nproc) + jobs - 1) / jobs))}
+ensemble_threads=${THREADS:-$(nproc)}
 commands=()
 started=$SECONDS
 
@@ -157,7 +160,7 @@ case "$task" in
     summary "${logs[@]}" ;;
   g2p)
     base=${OUT:-runs/quality/g2p-$mixer}
-    seeds=${SEEDS:-0}
+    seeds=${SEEDS:-0 1}
     seed_folder() {
       rec=$base-seed$1
       out=$rec/run
@@ -167,8 +170,8 @@ case "$task" in
       seed_folder "$1"
       mkdir -p "$rec"
       train "$rec/log.txt" "$out" "$mixlab" translate train --data g2p --mixer "$mixer" \
-        --decoder-mixer "$decoder" --dim 256 --heads 4 --layers 3 --batch 128 \
-        --epochs "${EPOCHS:-30}" --lr 1.5e-3 --warmup 1000 --dropout 0.1 --label-smoothing 0.1 \
+        --decoder-mixer "$decoder" --dim 128 --heads 4 --layers 3 --batch 128 \
+        --epochs "${EPOCHS:-40}" --lr 2e-3 --warmup 800 --dropout 0.1 --label-smoothing 0.1 \
         --beam 1 --keep-epochs 5 --seed "$1" --threads "$threads" --quiet --out "$out" "${flags[@]}"
       local last e inputs=()
       last=$(ls "$out"/epoch-*.safetensors | sed 's/.*epoch-\([0-9]*\).*/\1/' | sort -n | tail -5)
