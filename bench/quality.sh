@@ -76,20 +76,17 @@ train() {
   fi
 }
 
-# Runs `$1 SEED` for every seed of $seeds, JOBS at a time. A job side by side with others runs in
-# a subshell, so it leaves its commands in $rec/steps.txt for the summary; the recipe stops if
-# any job failed.
+# Runs `$1 SEED` for every seed of $seeds, JOBS at a time, each in a subshell that leaves its
+# commands in $rec/steps.txt for the summary. After a failed seed no further seed starts, and the
+# recipe stops once the running ones end.
 for_each_seed() {
   local each=$1 seed running=0 failed=0
-  if [ "$jobs" -le 1 ]; then
-    for seed in $seeds; do "$each" "$seed"; done
-    return
-  fi
   for seed in $seeds; do
     if [ "$running" -ge "$jobs" ]; then
       wait -n || failed=1
       running=$((running - 1))
     fi
+    [ "$failed" = 0 ] || break
     (
       commands=()
       "$each" "$seed"
