@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "nn/conv_tokenizer.h"
 #include "train/data/idx.h"
 #include "train/data/listops.h"
 #include "train/data/seq2seq_text.h"
@@ -134,7 +135,8 @@ ClassificationData load_classify_data(const DataDescription& desc, const Vocab* 
 }
 
 ModelConfig classifier_config(const ModelFlags& mf, const CommonFlags& cf,
-                              const ClassificationData& d, int64_t patch, const std::string& pool) {
+                              const ClassificationData& d, int64_t patch, const std::string& pool,
+                              const std::string& stem) {
   ModelConfig c;
   c.task = ModelTask::Classify;
   apply_model_flags(mf, cf.seed, c);
@@ -149,6 +151,12 @@ ModelConfig classifier_config(const ModelFlags& mf, const CommonFlags& cf,
       throw UsageError("--patch " + std::to_string(patch) + " must divide the image side " +
                        std::to_string(d.side));
     c.patch = patch;
+    c.stem = parse_image_stem(stem);  // --stem: checked by the CLI
+    if (c.stem == ImageStem::Conv && ConvTokenizer::stage_channels(patch, c.dim).empty())
+      throw UsageError(
+          "--stem conv needs a --patch that is a power of two of at least 2 (one "
+          "2x2 pooling stage per halving), got " +
+          std::to_string(patch));
     c.max_len = (d.side / patch) * (d.side / patch) + extra;
   } else {
     c.vocab = static_cast<int64_t>(d.vocab.size());

@@ -45,9 +45,11 @@ ClassificationData load_classify_data(const DataDescription& desc, const Vocab* 
                                       UnknownTokens* unknown = nullptr,
                                       int64_t max_tokens = kDataLengthCap);
 
-// The classifier's configuration: the model flags, --patch and --pool, and the data's shape.
+// The classifier's configuration: the model flags, --patch, --pool and --stem, and the data's
+// shape.
 ModelConfig classifier_config(const ModelFlags& mf, const CommonFlags& cf,
-                              const ClassificationData& d, int64_t patch, const std::string& pool);
+                              const ClassificationData& d, int64_t patch, const std::string& pool,
+                              const std::string& stem = "patch");
 
 // What every checkpoint stores beside the weights: the config, vocabulary, labels and data.
 TrainingState classifier_metadata(const ModelConfig& c, const ClassificationData& d);

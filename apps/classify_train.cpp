@@ -25,6 +25,7 @@ struct ClassifyTrain {
   ListOpsFlags listops;
   int64_t patch = 4;
   std::string pool = "mean";
+  std::string stem = "patch";
   ImageAugmentation augment;
   ClassificationData data;
 
@@ -38,6 +39,12 @@ struct ClassifyTrain {
     cmd->add_option("--patch", patch, "image patch size p (p x p pixels per token)")
         ->capture_default_str()
         ->check(CLI::Range(1, 1024))
+        ->group(kModelGroup);
+    cmd->add_option("--stem", stem,
+                    "images: patch (p x p patches, one linear map) or conv (log2 p stages of 3x3 "
+                    "convolution, ReLU and 2x2 max-pool)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"patch", "conv"}))
         ->group(kModelGroup);
     cmd->add_option("--pool", pool, "mean (over valid tokens) or cls (a class token)")
         ->capture_default_str()
@@ -84,7 +91,7 @@ struct ClassifyTrain {
     const int64_t limit = flags.train.train_limit;
     if (limit > 0 && limit < static_cast<int64_t>(data.train.size()))
       data.train.examples().resize(limit);
-    return classifier_config(flags.model, flags.common, data, patch, pool);
+    return classifier_config(flags.model, flags.common, data, patch, pool, stem);
   }
 
   void adjust(TrainerOptions& options) {

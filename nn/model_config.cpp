@@ -12,6 +12,8 @@ constexpr EnumName<ModelTask> kTaskNames[] = {{ModelTask::Classify, "classify"},
 constexpr EnumName<InputKind> kInputNames[] = {{InputKind::Tokens, "tokens"},
                                                {InputKind::Image, "image"}};
 constexpr EnumName<PoolKind> kPoolNames[] = {{PoolKind::Mean, "mean"}, {PoolKind::Cls, "cls"}};
+constexpr EnumName<ImageStem> kStemNames[] = {{ImageStem::Patch, "patch"},
+                                              {ImageStem::Conv, "conv"}};
 
 Json options_json(const std::map<std::string, std::string>& options) {
   Json out = Json::object();
@@ -28,9 +30,11 @@ std::map<std::string, std::string> options_from(const Json& j) {
 std::string to_string(ModelTask task) { return enum_to_string(kTaskNames, task); }
 std::string to_string(InputKind input) { return enum_to_string(kInputNames, input); }
 std::string to_string(PoolKind pool) { return enum_to_string(kPoolNames, pool); }
+std::string to_string(ImageStem stem) { return enum_to_string(kStemNames, stem); }
 ModelTask parse_model_task(std::string_view name) { return enum_parse(kTaskNames, "task", name); }
 InputKind parse_input_kind(std::string_view name) { return enum_parse(kInputNames, "input", name); }
 PoolKind parse_pool_kind(std::string_view name) { return enum_parse(kPoolNames, "pool", name); }
+ImageStem parse_image_stem(std::string_view name) { return enum_parse(kStemNames, "stem", name); }
 
 Json ModelConfig::to_json() const {
   Json j = Json::object();
@@ -57,6 +61,7 @@ Json ModelConfig::to_json() const {
   j.set("image_height", image_height);
   j.set("image_width", image_width);
   j.set("patch", patch);
+  if (stem != ImageStem::Patch) j.set("stem", to_string(stem));  // absent: patch (older files)
   j.set("pool", to_string(pool));
   j.set("tgt_vocab", tgt_vocab);
   j.set("tie_output", tie_output);
@@ -115,6 +120,8 @@ ModelConfig ModelConfig::from_json(const Json& j) {
       c.image_width = v.as_int64();
     else if (key == "patch")
       c.patch = v.as_int64();
+    else if (key == "stem")
+      c.stem = parse_image_stem(v.as_string());
     else if (key == "pool")
       c.pool = parse_pool_kind(v.as_string());
     else if (key == "tgt_vocab")

@@ -17,12 +17,16 @@ namespace mixlab {
 enum class ModelTask { Classify, Translate };
 enum class InputKind { Tokens, Image };  // classifier input: token ids or image patches
 enum class PoolKind { Mean, Cls };       // mean over valid tokens, or a learned class token
+// Image tokens: p×p patches through one Linear, or a convolutional tokenizer (nn/conv_tokenizer.h).
+enum class ImageStem { Patch, Conv };
 std::string to_string(ModelTask task);   // classify | translate
 std::string to_string(InputKind input);  // tokens | image
 std::string to_string(PoolKind pool);    // mean | cls
+std::string to_string(ImageStem stem);   // patch | conv
 ModelTask parse_model_task(std::string_view name);
 InputKind parse_input_kind(std::string_view name);
 PoolKind parse_pool_kind(std::string_view name);
+ImageStem parse_image_stem(std::string_view name);
 
 struct ModelConfig {
   ModelTask task = ModelTask::Classify;
@@ -48,6 +52,7 @@ struct ModelConfig {
   int64_t vocab = 0;  // token vocabulary (classifier) or source vocabulary
   int64_t classes = 0;
   int64_t image_channels = 1, image_height = 28, image_width = 28, patch = 4;
+  ImageStem stem = ImageStem::Patch;
   PoolKind pool = PoolKind::Mean;
   // Translator outputs.
   int64_t tgt_vocab = 0;

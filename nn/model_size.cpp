@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "nn/conv_tokenizer.h"
 #include "nn/mixer_registry.h"
 
 namespace mixlab {
@@ -82,7 +83,12 @@ std::vector<Part> parts_of(const ModelConfig& c) {
            (translator ? " -> " + std::to_string(c.tgt_vocab) : std::string()) +
            " tokens) and --dim " + std::to_string(c.dim),
        vocab * d + (translator ? static_cast<double>(c.tgt_vocab) : c.classes) * (d + 1)});
-  if (c.input == InputKind::Image && !translator)
+  if (c.input == InputKind::Image && !translator && c.stem == ImageStem::Conv)
+    parts.push_back(
+        {"convolutional tokenizer",
+         "--stem conv, --patch " + std::to_string(c.patch) + " and --dim " + std::to_string(c.dim),
+         static_cast<double>(ConvTokenizer::parameters_for(c.image_channels, c.patch, c.dim))});
+  else if (c.input == InputKind::Image && !translator)
     parts.push_back({"patch embedding",
                      "--patch " + std::to_string(c.patch) + " and --dim " + std::to_string(c.dim),
                      static_cast<double>(c.patch) * c.patch * c.image_channels * d});

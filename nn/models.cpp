@@ -127,6 +127,10 @@ Classifier::Classifier(const ModelConfig& c) : config_(c) {
   if (c.input == InputKind::Tokens) {
     check(c.vocab > 0, "Classifier: token input needs a vocabulary size");
     tokens_ = register_module("embed", std::make_shared<Embedding>(c.vocab, c.dim, gen));
+  } else if (c.stem == ImageStem::Conv) {
+    conv_tokens_ = register_module(
+        "embed", std::make_shared<ConvTokenizer>(c.image_channels, c.image_height, c.image_width,
+                                                 c.patch, c.dim, gen));
   } else {
     patches_ = register_module(
         "embed", std::make_shared<PatchEmbedding>(c.image_channels, c.image_height, c.image_width,
@@ -146,7 +150,9 @@ Classifier::Classifier(const ModelConfig& c) : config_(c) {
 
 Tensor Classifier::forward(const Tensor& inputs, const std::vector<int32_t>& lengths_in) {
   std::vector<int32_t> lengths = lengths_in;
-  Tensor x = tokens_ ? tokens_->forward(inputs) : patches_->forward(inputs);
+  Tensor x = tokens_        ? tokens_->forward(inputs)
+             : conv_tokens_ ? conv_tokens_->forward(inputs)
+                            : patches_->forward(inputs);
   int64_t b = x.size(0);
   if (cls_token_.defined()) {
     x = concat({expand(cls_token_.to(x.dtype()), {b, 1, config_.dim}), x}, 1);

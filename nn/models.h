@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nn/blocks.h"
+#include "nn/conv_tokenizer.h"
 #include "nn/decoding.h"
 #include "nn/model_config.h"
 
@@ -57,6 +58,7 @@ class Classifier : public Module {
   bool rows_allowed_ = false;
   std::shared_ptr<Embedding> tokens_;
   std::shared_ptr<PatchEmbedding> patches_;
+  std::shared_ptr<ConvTokenizer> conv_tokens_;  // instead of patches_ with stem conv
   Tensor cls_token_;
   std::shared_ptr<PositionalEmbedding> positions_;
   std::shared_ptr<Encoder> encoder_;
