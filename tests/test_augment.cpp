@@ -1,6 +1,7 @@
 // Image augmentation (train/data/augment.h): off by default, a pure function of (seed, epoch,
 // index), each transform's effect on a known image, the loader's batches the same with and
-// without prefetch and across a resume, and the classify app's flags applied and recorded.
+// without prefetch and across a resume, and the classify app's flags applied and recorded (the
+// augmentation flags and --stem, the image tokenizer).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -276,4 +277,33 @@ TEST_CASE("augment app: the flags change training, are recorded, and token data 
   CHECK(tokens.code == 2);
   CHECK(testing::contains(tokens.output, "--augment-flip"));
   CHECK_FALSE(fs::exists(dir.file("tok")));
+}
+
+TEST_CASE("image stem app: --stem conv is trained, saved and evaluated; an odd patch is refused") {
+  testing::TempDir dir;
+  write_augment_images(dir.root / "images", 40);
+  const std::string base = "classify train --data " + dir.file("images") +
+                           " --dim 16 --heads 2 --layers 1 --batch 8 --steps 4 --threads 1 "
+                           "--quiet --dropout 0 ";
+  testing::Exit conv = run_augment_app(dir, base + "--stem conv --patch 4 --out " + dir.file("c"));
+  INFO(conv.output);
+  REQUIRE(conv.code == 0);
+  CHECK(testing::contains(testing::read_file(dir.file("c") + "/model.json"), "\"stem\":\"conv\""));
+  CHECK(testing::contains(testing::read_file(dir.file("c") + "/config.ini"), "stem=\"conv\""));
+  // The checkpoint rebuilds the tokenizer: eval scores the test images as training did.
+  testing::Exit eval =
+      run_augment_app(dir, "classify eval --threads 1 --checkpoint " + dir.file("c") +
+                               "/best.safetensors --data " + dir.file("images"));
+  INFO(eval.output);
+  REQUIRE(eval.code == 0);
+  const std::string metrics = testing::read_file(dir.file("c") + "/metrics.csv");
+  const std::string test_row = metrics.substr(metrics.rfind("test,"));
+  const std::string accuracy = test_row.substr(0, test_row.find(",,"));
+  CHECK(
+      testing::contains(eval.output, "test accuracy " + accuracy.substr(accuracy.rfind(',') + 1)));
+  // A patch that 2x2 pooling cannot reach is a usage error before anything is written.
+  testing::Exit odd = run_augment_app(dir, base + "--stem conv --patch 7 --out " + dir.file("odd"));
+  CHECK(odd.code == 2);
+  CHECK(testing::contains(odd.output, "--stem conv needs a --patch that is a power of two"));
+  CHECK_FALSE(fs::exists(dir.file("odd")));
 }
