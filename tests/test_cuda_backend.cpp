@@ -19,6 +19,7 @@
 #include "autograd/ops.h"
 #include "backends/backend.h"
 #include "core/random.h"
+#include "nn/conv_tokenizer.h"
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/models.h"
@@ -458,6 +459,28 @@ TEST_CASE("cuda: failures are mixlab::Error and leave the device usable" * docte
   CHECK_THROWS_AS(backend_for(gpu()).unary(UnaryOp::Exp, v, v, 0.0), Error);
 }
 #endif
+
+TEST_CASE("cuda: the convolutional tokenizer gives the CPU's tokens and gradients" *
+          doctest::skip(kNoGpu)) {
+  for (DType dt : kFloats) {
+    Generator gen_cpu(260), gen_gpu(260);
+    ConvTokenizer cpu_tok(1, 8, 8, 4, 6, gen_cpu), gpu_tok(1, 8, 8, 4, 6, gen_gpu);
+    cpu_tok.to(dt);
+    gpu_tok.to(dt);
+    gpu_tok.to(gpu());
+    Tensor images = rnd({3, 64}, 261, dt);
+    Tensor cpu_out = cpu_tok.forward(images), gpu_out = gpu_tok.forward(images.to(gpu()));
+    expect_close(cpu_out, gpu_out.to(Device::cpu()), tol_for(dt), "tokens");
+    Tensor weights = rnd(cpu_out.shape(), 262, dt);
+    sum(mul(cpu_out, weights)).backward();
+    sum(mul(gpu_out, weights.to(gpu()))).backward();
+    auto cpu_params = cpu_tok.named_parameters(), gpu_params = gpu_tok.named_parameters();
+    REQUIRE(cpu_params.size() == gpu_params.size());
+    for (size_t i = 0; i < cpu_params.size(); ++i)
+      expect_close(cpu_params[i].second.grad(), gpu_params[i].second.grad().to(Device::cpu()),
+                   tol_for(dt), "grad of " + cpu_params[i].first);
+  }
+}
 
 TEST_CASE("cuda: gradients flow back across Tensor.to" * doctest::skip(kNoGpu)) {
   for (DType dt : kFloats) {
