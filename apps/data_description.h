@@ -31,6 +31,9 @@ struct DataDescription {
   std::string held_out;                      // how validation (and test) examples were chosen
   std::vector<std::string> labels;           // classification: class names in id order
   std::string augment;  // training images: the augmentation (train/data/augment.h), "" = none
+  // g2p: the file the training words' targets were read from (`--train-targets`, sequence-level
+  // distillation), "" = the dictionary's.
+  std::string train_targets;
 
   Json to_json() const;
   static DataDescription from_json(const Json& json);

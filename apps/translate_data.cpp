@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <iostream>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/random.h"
 #include "core/strings.h"
@@ -129,6 +131,34 @@ TranslationData load_translate_data(const DataDescription& desc, int64_t max_tok
   d.desc = desc;
   d.description = desc.summary();
   return d;
+}
+
+int64_t replace_g2p_train_targets(TranslationData& data, const std::string& file) {
+  if (data.desc.kind != DataKind::G2p || !data.desc.path.empty())
+    throw UsageError("--train-targets is for --data g2p (the g014b2b training words)");
+  if (!std::filesystem::is_regular_file(file))
+    throw UsageError("--train-targets: " + file + " is not a file");
+  std::unordered_map<std::string, const G2PEntry*> given;
+  const std::vector<G2PEntry> entries = read_g2p_train(file);  // names FILE:LINE when malformed
+  for (const G2PEntry& e : entries) given.emplace(e.word, &e);
+  // The training words, in the order of the training pairs (a word's pronunciations adjacent).
+  std::vector<G2PEntry> train;
+  std::unordered_set<std::string> seen;
+  for (const Seq2SeqText& pair : data.train) {
+    std::string word;
+    for (const std::string& ch : pair.src) word += ch;
+    if (!seen.insert(word).second) continue;
+    auto it = given.find(word);
+    if (it == given.end())
+      throw UsageError("--train-targets " + file + " has no line for the training word '" + word +
+                       "' (every training word needs one)");
+    train.push_back(*it->second);
+  }
+  const int64_t unused = static_cast<int64_t>(entries.size() - train.size());
+  data.train = g2p_pairs(train);
+  data.desc.train_targets = absolute_path(file);
+  data.description = data.desc.summary();
+  return unused;
 }
 
 std::vector<std::vector<std::vector<int32_t>>> encode_refs(

@@ -33,6 +33,13 @@ DataDescription describe_translate_data(const std::string& name, const std::stri
 TranslationData load_translate_data(const DataDescription& desc,
                                     int64_t max_tokens = kDataLengthCap);
 
+// Sequence-level distillation (Kim & Rush 2016): the g2p training words' targets become the
+// pronunciations FILE gives them ("WORD<TAB>PH1 PH2 ...", g014b2b.train's format: a teacher's
+// `translate run` output pasted beside its input words). Every training word needs a line;
+// lines of other words (dev or test words, say) are not used, and their count is returned. The
+// validation and test sets keep the dictionary's references. Records FILE in data.desc.
+int64_t replace_g2p_train_targets(TranslationData& data, const std::string& file);
+
 // The references as token ids of `vocab`.
 std::vector<std::vector<std::vector<int32_t>>> encode_refs(
     const std::vector<std::vector<std::vector<std::string>>>& refs, const Vocab& vocab);

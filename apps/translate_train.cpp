@@ -30,6 +30,8 @@ struct TranslateTrain {
   std::string split = "simple", tokens = "words", decoder_mixer = "attention", cross = "attention";
   std::vector<std::string> decoder_options;
   bool tie = false;
+  std::string train_targets;   // g2p: sequence-level distillation's targets
+  int64_t unused_targets = 0;  // lines of --train-targets for words outside the training words
   TranslationData data;
   Vocab src, tgt;
   InMemoryDataset train_pairs, valid_pairs;  // encoded once the run folder is open
@@ -50,6 +52,11 @@ struct TranslateTrain {
     cmd->add_option("--tokens", tokens, "TSV data: tokens are words or chars")
         ->capture_default_str()
         ->check(CLI::IsMember({"words", "chars"}))
+        ->group(kDataGroup);
+    cmd->add_option("--train-targets", train_targets,
+                    "g2p: train on the pronunciations in FILE (WORD<TAB>phonemes per line, e.g. "
+                    "an ensemble's output for the training words: sequence-level distillation) "
+                    "instead of the dictionary's; validation and test keep the dictionary's")
         ->group(kDataGroup);
     cmd->add_option("--decoder-mixer", decoder_mixer, "the decoder's causal self-mixer")
         ->capture_default_str()
@@ -109,6 +116,7 @@ struct TranslateTrain {
       throw UsageError("--data g2p:" + desc.path +
                        ": a word list is for `translate eval`; train with --data g2p");
     data = load_translate_data(desc, std::max(kDataLengthCap, flags.model.max_len));
+    if (!train_targets.empty()) unused_targets = replace_g2p_train_targets(data, train_targets);
     const int64_t limit = flags.train.train_limit;
     if (limit > 0 && limit < static_cast<int64_t>(data.train.size())) data.train.resize(limit);
     src = build_src_vocab(data.train);
@@ -124,8 +132,11 @@ struct TranslateTrain {
   void describe(std::ostream& out, const ModelConfig& config, const Model& model, Device device) {
     out << "data: " << data.description << ": " << data.train.size() << " train, "
         << data.valid.size() << " valid, " << data.test.size() << " test; vocab " << src.size()
-        << " -> " << tgt.size() << "\n"
-        << "model: " << config.mixer << " encoder, " << config.decoder_mixer << " decoder, "
+        << " -> " << tgt.size() << "\n";
+    if (unused_targets > 0)
+      out << "data: " << unused_targets
+          << " words of --train-targets are not training words (dev or test words): not used\n";
+    out << "model: " << config.mixer << " encoder, " << config.decoder_mixer << " decoder, "
         << model.parameter_count() << " parameters, on " << describe_device(device) << "\n";
   }
 

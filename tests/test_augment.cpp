@@ -279,7 +279,8 @@ TEST_CASE("augment app: the flags change training, are recorded, and token data 
   CHECK_FALSE(fs::exists(dir.file("tok")));
 }
 
-TEST_CASE("image stem app: --stem conv is trained, saved and evaluated, and an odd patch is refused") {
+TEST_CASE(
+    "image stem app: --stem conv is trained, saved and evaluated, and an odd patch is refused") {
   testing::TempDir dir;
   write_augment_images(dir.root / "images", 40);
   const std::string base = "classify train --data " + dir.file("images") +
