@@ -11,7 +11,9 @@
 #                                           last 5 epochs' weights, beam 5 on test, and the two
 #                                           decoded as one ensemble (SEEDS=, JOBS= change
 #                                           that); UNSEEN=FILE also scores each on a word list
-#                                           outside the split (scripts/g2p_unseen_words.py)
+#                                           outside the split (scripts/g2p_unseen_words.py);
+#                                           DISTILL=1 then trains one model on the ensemble's
+#                                           pronunciations of the training words
 #   bench/quality.sh fashion [flags]        the plain Fashion-MNIST setting of docs/results.md's
 #                                           per-mixer table (MIXER=, EPOCHS=)
 #   bench/quality.sh scan [flags]           the SCAN simple-split translator (MIXER=, DECODER=)
@@ -162,14 +164,18 @@ case "$task" in
       rec=$base-seed$1
       out=$rec/run
     }
-    # Trains one seed, averages its last five epochs' weights and decodes test (and UNSEEN).
-    g2p_seed() {
-      seed_folder "$1"
+    # Trains one model into the folder REC (`g2p_model REC SEED [FLAGS...]`), averages its last
+    # five epochs' weights and decodes test (and UNSEEN).
+    g2p_model() {
+      local rec=$1 seed=$2
+      shift 2
+      out=$rec/run
       mkdir -p "$rec"
       train "$rec/log.txt" "$out" "$mixlab" translate train --data g2p --mixer "$mixer" \
         --decoder-mixer "$decoder" --dim 128 --heads 4 --layers 3 --batch 128 \
         --epochs "${EPOCHS:-40}" --lr 2e-3 --warmup 800 --dropout 0.1 --label-smoothing 0.1 \
-        --beam 1 --keep-epochs 5 --seed "$1" --threads "$threads" --quiet --out "$out" "${flags[@]}"
+        --beam 1 --keep-epochs 5 --seed "$seed" --threads "$threads" --quiet --out "$out" "$@" \
+        "${flags[@]}"
       local last e inputs=()
       last=$(ls "$out"/epoch-*.safetensors | sed 's/.*epoch-\([0-9]*\).*/\1/' | sort -n | tail -5)
       for e in $last; do inputs+=("$out/epoch-$e.safetensors"); done
@@ -180,6 +186,10 @@ case "$task" in
         step "$rec/unseen.txt" "$mixlab" translate eval --data "g2p:$UNSEEN" --beam 5 \
           --threads "$threads" --checkpoint "$out/avg.safetensors"
       fi
+    }
+    g2p_seed() {
+      seed_folder "$1"
+      g2p_model "$rec" "$1"
     }
     flags=("$@")
     for_each_seed g2p_seed
@@ -202,6 +212,32 @@ case "$task" in
           --threads "$ensemble_threads" --checkpoint "${averages[@]}"
         logs+=("$base-ensemble-unseen.txt")
       fi
+    fi
+    if [ -n "${DISTILL:-}" ]; then
+      # Sequence-level distillation: the ensemble decodes every training word (JOBS parts side
+      # by side), and one model learns those pronunciations (--train-targets) on every core.
+      [ ${#averages[@]} -gt 1 ] || { echo "DISTILL needs an ensemble: two or more SEEDS" >&2; exit 2; }
+      kd=$base-distill
+      mkdir -p "$kd"
+      if [ ! -s "$kd/targets.tsv" ]; then
+        zcat data/g2p/g014b2b.train.gz | cut -f1 | awk '!seen[$0]++' >"$kd/words.txt"
+        split -n "l/$jobs" -d "$kd/words.txt" "$kd/words-part-"
+        pids=()
+        for part in "$kd"/words-part-*; do
+          commands+=("$mixlab translate run --beam 5 --threads $threads --checkpoint ${averages[*]} < $part > $part.out")
+          "$mixlab" translate run --beam 5 --threads "$threads" --checkpoint "${averages[@]}" \
+            <"$part" >"$part.out" 2>"$part.log" &
+          pids+=($!)
+        done
+        for pid in "${pids[@]}"; do wait "$pid"; done
+        cat "$kd"/words-part-*.out | paste "$kd/words.txt" - >"$kd/targets.tsv.partial"
+        rm -f "$kd"/words-part-*
+        mv "$kd/targets.tsv.partial" "$kd/targets.tsv"
+      fi
+      threads=$ensemble_threads
+      g2p_model "$kd" "${seeds%% *}" --train-targets "$kd/targets.tsv"
+      logs+=("$kd/eval.txt")
+      [ -z "${UNSEEN:-}" ] || logs+=("$kd/unseen.txt")
     fi
     summary "${logs[@]}" ;;
   fashion)
