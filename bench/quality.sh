@@ -216,7 +216,10 @@ case "$task" in
     if [ -n "${DISTILL:-}" ]; then
       # Sequence-level distillation: the ensemble decodes every training word (JOBS parts side
       # by side), and one model learns those pronunciations (--train-targets) on every core.
-      [ ${#averages[@]} -gt 1 ] || { echo "DISTILL needs an ensemble: two or more SEEDS" >&2; exit 2; }
+      if [ ${#averages[@]} -lt 2 ]; then
+        echo "DISTILL needs an ensemble to learn from: two or more SEEDS" >&2
+        exit 2
+      fi
       kd=$base-distill
       mkdir -p "$kd"
       if [ ! -s "$kd/targets.tsv" ]; then
@@ -224,9 +227,9 @@ case "$task" in
         split -n "l/$jobs" -d "$kd/words.txt" "$kd/words-part-"
         pids=()
         for part in "$kd"/words-part-*; do
-          commands+=("$mixlab translate run --beam 5 --threads $threads --checkpoint ${averages[*]} < $part > $part.out")
-          "$mixlab" translate run --beam 5 --threads "$threads" --checkpoint "${averages[@]}" \
-            <"$part" >"$part.out" 2>"$part.log" &
+          commands+=("$mixlab translate run --beam 5 --batch 128 --threads $threads --checkpoint ${averages[*]} < $part > $part.out")
+          "$mixlab" translate run --beam 5 --batch 128 --threads "$threads" \
+            --checkpoint "${averages[@]}" <"$part" >"$part.out" 2>"$part.log" &
           pids+=($!)
         done
         for pid in "${pids[@]}"; do wait "$pid"; done

@@ -211,6 +211,15 @@ TEST_CASE("apps: translate train then run translates stdin") {
   int lines = 0;
   for (char c : run.output) lines += c == '\n';
   CHECK(lines == 3);
+  // --batch decodes lines together, printed in their order: the outputs of one at a time.
+  const std::string five = "a b c\nd\nc b\na\nd d c\n";
+  Run one_by_one =
+      run_mixlab("translate run --beam 2 --checkpoint " + out + "/last.safetensors", five);
+  Run batched = run_mixlab(
+      "translate run --beam 2 --batch 3 --checkpoint " + out + "/last.safetensors", five);
+  CHECK(one_by_one.code == 0);
+  CHECK(batched.code == 0);
+  CHECK(batched.output == one_by_one.output);
   // Without --data, eval scores the checkpoint's own data: the same numbers as naming it.
   Run own = run_mixlab("translate eval --checkpoint " + out + "/best.safetensors");
   Run named = run_mixlab("translate eval --checkpoint " + out + "/best.safetensors --data " +
