@@ -160,6 +160,10 @@ case "$task" in
   g2p)
     base=${OUT:-runs/quality/g2p-$mixer}
     seeds=${SEEDS:-0 1}
+    if [ -n "${DISTILL:-}" ] && [ "$(wc -w <<<"$seeds")" -lt 2 ]; then
+      echo "DISTILL needs an ensemble to learn from: two or more SEEDS" >&2
+      exit 2
+    fi
     seed_folder() {
       rec=$base-seed$1
       out=$rec/run
@@ -216,10 +220,6 @@ case "$task" in
     if [ -n "${DISTILL:-}" ]; then
       # Sequence-level distillation: the ensemble decodes every training word (JOBS parts side
       # by side), and one model learns those pronunciations (--train-targets) on every core.
-      if [ ${#averages[@]} -lt 2 ]; then
-        echo "DISTILL needs an ensemble to learn from: two or more SEEDS" >&2
-        exit 2
-      fi
       kd=$base-distill
       mkdir -p "$kd"
       if [ ! -s "$kd/targets.tsv" ]; then
