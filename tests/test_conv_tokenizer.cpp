@@ -133,9 +133,9 @@ TEST_CASE("conv tokenizer: a classifier with stem conv plans, builds, saves and 
   Tensor logits = m.forward(images);
   CHECK(logits.shape() == Shape{2, 3});
   sum(logits).backward();
-  for (auto& [name, p] : m.named_parameters())
-    if (name.rfind("embed.", 0) == 0) {
-      INFO(name);
-      CHECK(p.grad().defined());
+  for (const auto& named : m.named_parameters())
+    if (named.first.rfind("embed.", 0) == 0) {
+      INFO(named.first);
+      CHECK(named.second.grad().defined());
     }
 }
