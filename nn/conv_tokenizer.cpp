@@ -44,11 +44,15 @@ ConvTokenizer::ConvTokenizer(int64_t c, int64_t h, int64_t w, int64_t p, int64_t
         " must be a power of two of at least 2 (one 2x2 pooling stage per halving)");
   check(h % p == 0 && w % p == 0, "convolutional tokenizer: patch ", p,
         " must divide the image size ", h, "x", w);
-  int64_t in = c;
+  int64_t in = c, grid_h = h, grid_w = w;
   for (size_t s = 0; s < widths.size(); ++s) {
     convs.push_back(register_module("conv" + std::to_string(s + 1),
                                     std::make_shared<Linear>(9 * in, widths[s], true, gen)));
+    neighbourhoods_.push_back(
+        Tensor::from_data(neighbourhood_index(grid_h, grid_w), {grid_h * grid_w * 9}));
     in = widths[s];
+    grid_h /= 2;
+    grid_w /= 2;
   }
 }
 
@@ -65,11 +69,13 @@ Tensor ConvTokenizer::forward(const Tensor& images) const {
   // Pixels first, [H·W, B, C], so that a pixel's neighbours are rows select_rows can gather.
   Tensor x = contiguous(permute(reshape(images, {b, channels, height * width}), {2, 0, 1}));
   int64_t h = height, w = width;
-  for (const auto& conv : convs) {
+  for (size_t s = 0; s < convs.size(); ++s) {
+    const auto& conv = convs[s];
     const int64_t c = x.size(2);
     // conv: y[p] = W · [x[q] for q in the 3×3 neighbourhood of p, zeros outside] + bias.
     Tensor padded = concat({x, Tensor::zeros({1, b, c}, x.dtype(), x.device())}, 0);
-    Tensor index = Tensor::from_data(neighbourhood_index(h, w), {h * w * 9}, x.device());
+    const Tensor& host_index = neighbourhoods_[s];
+    Tensor index = x.device() == host_index.device() ? host_index : host_index.to(x.device());
     Tensor windows = reshape(select_rows(padded, index), {h * w, 9, b, c});
     windows = reshape(contiguous(permute(windows, {0, 2, 1, 3})), {h * w, b, 9 * c});
     Tensor y = relu(conv->forward(windows));  // [H·W, B, C_out]

@@ -29,6 +29,10 @@ class ConvTokenizer : public Module {
   // Stage s: a 3×3 convolution as Linear(9·C_in → C_out) on each pixel's neighbourhood, whose
   // weight columns run over (row offset, column offset, input channel).
   std::vector<std::shared_ptr<Linear>> convs;
+
+ private:
+  // Stage s's neighbourhood_index, built once on the CPU (not a buffer: no checkpoint holds it).
+  std::vector<Tensor> neighbourhoods_;
 };
 
 // The 3×3 neighbourhoods of an h×w grid in raster order, for select_rows: entry 9·p + 3·i + j is
