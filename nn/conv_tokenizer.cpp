@@ -61,6 +61,12 @@ std::string ConvTokenizer::extra_repr() const {
          ", patch=" + std::to_string(patch) + ", stages=" + std::to_string(convs.size());
 }
 
+const Tensor& ConvTokenizer::neighbourhood_on(size_t stage, Device device) const {
+  Tensor& index = neighbourhoods_[stage];
+  if (index.device() != device) index = index.to(device);
+  return index;
+}
+
 Tensor ConvTokenizer::forward(const Tensor& images) const {
   const int64_t b = images.size(0);
   if (images.numel() != b * channels * height * width)
@@ -74,9 +80,8 @@ Tensor ConvTokenizer::forward(const Tensor& images) const {
     const int64_t c = x.size(2);
     // conv: y[p] = W · [x[q] for q in the 3×3 neighbourhood of p, zeros outside] + bias.
     Tensor padded = concat({x, Tensor::zeros({1, b, c}, x.dtype(), x.device())}, 0);
-    const Tensor& host_index = neighbourhoods_[s];
-    Tensor index = x.device() == host_index.device() ? host_index : host_index.to(x.device());
-    Tensor windows = reshape(select_rows(padded, index), {h * w, 9, b, c});
+    Tensor windows =
+        reshape(select_rows(padded, neighbourhood_on(s, x.device())), {h * w, 9, b, c});
     windows = reshape(contiguous(permute(windows, {0, 2, 1, 3})), {h * w, b, 9 * c});
     Tensor y = relu(conv->forward(windows));  // [H·W, B, C_out]
     // 2×2 max-pool, stride 2: [H, W] -> [H/2, W/2].
