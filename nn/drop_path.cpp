@@ -9,7 +9,8 @@
 namespace mixlab {
 
 namespace {
-// Each sequence's factor m_b/(1-p), in batch order.
+// Each sequence's factor m_b/(1-p), in batch order. Drawn on the host for every device, so a
+// seed drops the same sequences on the CPU and on a GPU; the upload is one number per row.
 std::vector<double> sequence_factors(int64_t batch, double p, uint64_t seed) {
   Generator gen(seed);
   std::vector<double> factors(batch);
