@@ -2,8 +2,10 @@
 # Quality runs (benchmarks, not tests): train a documented recipe end to end and print its test
 # metrics, the wall time, the machine and every command line. Runs go to runs/quality/.
 #
-#   bench/quality.sh fashion-mnist [flags]  the Fashion-MNIST recipe: an attention-free gMLP with
-#                                           augmentation (MIXER=attention for the attention row);
+#   bench/quality.sh fashion-mnist [flags]  the Fashion-MNIST recipe: an attention-free gMLP on
+#                                           the convolutional tokenizer's tokens, with
+#                                           augmentation (MIXER=attention for the attention row,
+#                                           --stem patch for 4x4 patches instead);
 #                                           SEEDS="0 1 2" trains those seeds and scores them
 #                                           also as one ensemble; JOBS=2 trains two seeds at once
 #   bench/quality.sh g2p [flags]            the CMUdict g014b2b recipe: two d=128 translators
@@ -139,8 +141,8 @@ case "$task" in
       train "$rec/log.txt" "$out" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" \
         --patch 4 --dim 96 --heads 4 --layers 6 --batch 128 --epochs "${EPOCHS:-24}" --lr 2e-3 \
         --warmup 500 --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 --augment-crop 2 \
-        --augment-flip --augment-erase 0.25 --seed "$1" --threads "$threads" --quiet \
-        --out "$out" "${flags[@]}"
+        --augment-flip --augment-erase 0.25 --stem conv --seed "$1" --threads "$threads" \
+        --quiet --out "$out" "${flags[@]}"
     }
     flags=("$@")
     for_each_seed fashion_seed
