@@ -138,7 +138,9 @@ MIXLAB_HOST_DEVICE T apply_binary(T a, T b) {
   else if constexpr (OP == BinaryOp::Equal)
     return a == b ? T(1) : T(0);
   else if constexpr (OP == BinaryOp::ReluGrad)
-    return a * (b > 0 ? T(1) : T(0));  // a product, as dy times a 0/1 step gave: NaN · 0 is NaN
+    // dy · step(x) with NaN · 0 = NaN spelled out: written as a product, the vectoriser turns it
+    // into a select under the kernels' -fno-signed-zeros (seen with AVX-512) and drops the NaN.
+    return b > 0 || a != a ? a : T(0);
   else {
     static_assert(OP == BinaryOp::Greater,
                   "apply_binary: an op of MIXLAB_BINARY_OPS has no formula");
