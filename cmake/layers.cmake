@@ -27,7 +27,9 @@ mixlab_layer(mixlab_backends backends SOURCES ${MIXLAB_BACKEND_SOURCES} LINKS mi
 target_include_directories(mixlab_backends PRIVATE ${OPENBLAS_INCLUDE_DIR})
 target_link_libraries(mixlab_backends PRIVATE ${OPENBLAS_LIBRARY} PkgConfig::FFTW3)
 # The CPU kernels may reorder float sums so that reductions vectorise (results stay a pure
-# function of the binary, the inputs and the thread count); NaN and infinity semantics are kept.
+# function of the binary, the inputs and the thread count); NaN and infinity semantics are kept,
+# and tests/test_ops_non_finite.cpp holds the elementwise kernels and the reductions to the
+# reference's NaNs and infinities (a reordered product can overflow or drop a NaN).
 file(GLOB_RECURSE MIXLAB_CPU_KERNELS CONFIGURE_DEPENDS backends/cpu/*.cpp)
 set(MIXLAB_CPU_KERNEL_FLAGS -fno-math-errno -fno-trapping-math -fassociative-math -fno-signed-zeros)
 # MIXLAB_NATIVE (CMakeLists.txt): this machine's vector width. Results stay a pure function of

@@ -39,27 +39,6 @@ double gelu_exact_grad(double x) {
          x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
 }
 
-const char* unary_name(UnaryOp op) {
-  switch (op) {
-#define MIXLAB_NAME(n) \
-  case UnaryOp::n:     \
-    return #n;
-    MIXLAB_UNARY_OPS(MIXLAB_NAME)
-#undef MIXLAB_NAME
-  }
-  return "?";
-}
-const char* binary_name(BinaryOp op) {
-  switch (op) {
-#define MIXLAB_NAME(n) \
-  case BinaryOp::n:    \
-    return #n;
-    MIXLAB_BINARY_OPS(MIXLAB_NAME)
-#undef MIXLAB_NAME
-  }
-  return "?";
-}
-
 void add_memory_cases(std::vector<OpCase>& t) {
   t.push_back({"copy",
                "strided views, casts, concat [7, 17, 5]",

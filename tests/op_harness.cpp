@@ -36,6 +36,27 @@ Input Input::given(Shape s, std::vector<double> values) {
   return in;
 }
 
+const char* unary_name(UnaryOp op) {
+  switch (op) {
+#define MIXLAB_NAME(n) \
+  case UnaryOp::n:     \
+    return #n;
+    MIXLAB_UNARY_OPS(MIXLAB_NAME)
+#undef MIXLAB_NAME
+  }
+  return "?";
+}
+const char* binary_name(BinaryOp op) {
+  switch (op) {
+#define MIXLAB_NAME(n) \
+  case BinaryOp::n:    \
+    return #n;
+    MIXLAB_BINARY_OPS(MIXLAB_NAME)
+#undef MIXLAB_NAME
+  }
+  return "?";
+}
+
 std::vector<Device> available_devices() {
   std::vector<Device> devices{Device::cpu(), Device::ref()};
   if (device_available(DeviceType::CUDA)) devices.push_back(Device::cuda(0));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "backends/elementwise_ops.h"
 
 namespace mixlab::test {
 
@@ -89,6 +90,10 @@ const std::vector<OpCase>& op_cases();
 
 // Every device of the build and machine: the CPU, the reference, then each available accelerator.
 std::vector<Device> available_devices();
+
+// The names of MIXLAB_UNARY_OPS' and MIXLAB_BINARY_OPS' entries, for case names and failures.
+const char* unary_name(UnaryOp op);
+const char* binary_name(BinaryOp op);
 
 // The modes. Each reports through doctest CHECKs, naming the kernel, the case (its shapes), the
 // backend, the dtype and the output's shape, and for a value out of tolerance the worst element

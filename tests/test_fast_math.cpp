@@ -1,6 +1,6 @@
 // The float32 exp used by the CPU kernels with non-finite inputs: a NaN activation must come out
 // as NaN (so a diverged run is visible, and a sanitizer build does not stop on the float-to-int
-// conversion inside fast_expf), and the infinities must land on the clamped limits. The row
+// conversion inside fast_expf), -inf must give 0 and an overflow +inf, as libm's expf. The row
 // maximum in lanes (row_max) is the scalar chain's, NaN skipped, on every row length.
 #include <doctest/doctest.h>
 
@@ -19,11 +19,15 @@ constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 }  // namespace
 
-TEST_CASE("fast math: fast_expf propagates NaN and clamps the infinities") {
+TEST_CASE("fast math: fast_expf propagates NaN, underflows to 0 and overflows to infinity") {
   CHECK(std::isnan(cpu::fast_expf(kNaNf)));
   CHECK(std::isnan(cpu::fast_expf(-kNaNf)));
-  CHECK(cpu::fast_expf(-kInf) == doctest::Approx(std::exp(-87.0)).epsilon(1e-5));
-  CHECK(cpu::fast_expf(kInf) == doctest::Approx(std::exp(88.0)).epsilon(1e-5));
+  CHECK(cpu::fast_expf(-kInf) == 0.0f);
+  CHECK(cpu::fast_expf(-104.0f) == 0.0f);
+  CHECK(cpu::fast_expf(-88.0f) == doctest::Approx(std::exp(-88.0)).epsilon(1e-5));  // subnormal
+  CHECK(cpu::fast_expf(88.5f) == doctest::Approx(std::exp(88.5)).epsilon(1e-6));    // near FLT_MAX
+  CHECK(cpu::fast_expf(88.8f) == kInf);  // exp(88.8) is beyond float's largest
+  CHECK(cpu::fast_expf(kInf) == kInf);
   CHECK(cpu::fast_expf(1.0f) == doctest::Approx(std::exp(1.0)).epsilon(1e-6));
 }
 

@@ -55,7 +55,8 @@ inline __m256 power_of_two(__m256i n) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
 }
 
-// exp(y): fast_expf in 8 lanes.
+// exp(y) for y ≤ 88, fast_expf's value in 8 lanes; its callers pass shifted logits and -x²/2,
+// never more than 0. Above 88 it gives exp(88), where fast_expf overflows to +inf.
 inline __m256 exp_of(__m256 y) {
   // max(-104, y) then min(88, ·), y second: vmaxps/vminps return it when it is NaN.
   y = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), y));

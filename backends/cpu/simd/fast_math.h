@@ -30,17 +30,21 @@ inline constexpr float kNormalTail[5] = {0.5f * 1.061405429f, 0.5f * -1.45315202
                                          0.5f * 0.254829592f};
 
 // exp(x): x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact n·ln2), exp(r) by its
-// degree-6 Taylor polynomial (relative error < 2e-7 there), 2^n built in the exponent bits as
-// two factors 2^(n/2)·2^(n-n/2), each a normal float for every n in [-150, 127]: below
-// exp(-87.3) the result then underflows as libm's does, through the subnormals to exactly 0
-// (one factor of 2^n would need an exponent below float's smallest).
+// degree-6 Taylor polynomial (relative error < 2e-7 there), times 2^n in two steps: p·2^(n/2)
+// by adding n/2 to p's exponent bits (exact: the result is a normal float for every n in
+// [-150, 128]), then one float product with 2^(n-n/2). That product alone rounds: below
+// exp(-87.3) the result underflows as libm's does, through the subnormals to exactly 0, and above
+// exp(88.72) it overflows to +inf (x is clamped to [-104, 89], so n stays in that range). A
+// product of three floats would not do: the CPU kernels' -fassociative-math may multiply the two
+// powers of two first, and 2^128 is already +inf (exp(88.5) would be infinite).
 // NaN propagates as NaN through the arithmetic; only the value converted to an integer is swapped
-// for 0 (converting NaN to int32_t is undefined behaviour). That is one select and no select at
-// the end: GCC turns a pair of selects on the same condition into a branch, and the loops that
-// call this would no longer vectorise (seen with AVX-512 targets).
+// for 0 (converting NaN to int32_t is undefined behaviour), so n = 0 and p's NaN bits are left
+// as they are. That is one select and no select at the end: GCC turns a pair of selects on the
+// same condition into a branch, and the loops that call this would no longer vectorise (seen
+// with AVX-512 targets).
 inline float fast_expf(float x) {
   float c = x < -104.0f ? -104.0f : x;  // NaN compares false and stays NaN
-  c = c > 88.0f ? 88.0f : c;
+  c = c > 89.0f ? 89.0f : c;
   float t = c * 1.44269504088896341f;
   t = c != c ? 0.0f : t;
   int32_t n = static_cast<int32_t>(t + (t >= 0.0f ? 0.5f : -0.5f));
@@ -49,11 +53,13 @@ inline float fast_expf(float x) {
   float p = kExpTaylor[0];
   for (int i = 1; i < 7; ++i) p = p * r + kExpTaylor[i];
   int32_t half = n >> 1;  // floor(n / 2): n - half is within one of it
-  int32_t bits_low = (half + 127) << 23, bits_high = (n - half + 127) << 23;
-  float low, high;
-  std::memcpy(&low, &bits_low, sizeof low);
+  int32_t p_bits, bits_high = (n - half + 127) << 23;
+  std::memcpy(&p_bits, &p, sizeof p);
+  p_bits += half * (1 << 23);  // p · 2^half, exactly
+  float low_scaled, high;
+  std::memcpy(&low_scaled, &p_bits, sizeof low_scaled);
   std::memcpy(&high, &bits_high, sizeof high);
-  return p * low * high;
+  return low_scaled * high;
 }
 
 // erf(x) as an odd/even rational function on [-4, 4] (beyond it erf is ±1 in float32):
