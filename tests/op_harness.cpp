@@ -120,7 +120,8 @@ std::vector<Tensor> run_case(const OpCase& c, const Ctx& ctx) {
 
 }  // namespace
 
-// |got - ref| <= atol + rtol |ref| elementwise (NaN matches NaN, inf matches inf).
+// |got - ref| <= atol + rtol |ref| elementwise; NaN matches NaN only, and an infinity only the same
+// infinity (its relative tolerance, rtol · inf, would let any value through).
 void expect_close(const std::vector<double>& ref, const std::vector<double>& got, Tol tol,
                   const std::string& what) {
   INFO(what);
@@ -130,7 +131,7 @@ void expect_close(const std::vector<double>& ref, const std::vector<double>& got
   for (size_t i = 0; i < ref.size(); ++i) {
     if (ref[i] == got[i] || (std::isnan(ref[i]) && std::isnan(got[i]))) continue;
     double err = std::abs(ref[i] - got[i]);
-    double limit = tol.atol + tol.rtol * std::abs(ref[i]);
+    double limit = std::isinf(ref[i]) ? 0.0 : tol.atol + tol.rtol * std::abs(ref[i]);
     double excess = std::isnan(err) ? 1e300 : err - limit;
     if (!(err <= limit)) ++bad;
     if (excess > worst_excess) worst_excess = excess, worst = i;

@@ -100,8 +100,8 @@ const char* binary_name(BinaryOp op);
 // (its index and both values).
 void compare_with_reference(const OpCase& c, Device device);
 void gradient_by_finite_differences(const OpCase& c, Device device);
-// |got - ref| <= atol + rtol |ref| elementwise (NaN matches NaN, inf matches inf); a failure
-// names `what`, how many elements are off and the worst one.
+// |got - ref| <= atol + rtol |ref| elementwise (NaN matches NaN only, an infinity only the same
+// infinity); a failure names `what`, how many elements are off and the worst one.
 void expect_close(const std::vector<double>& ref, const std::vector<double>& got, Tol tol,
                   const std::string& what);
 // Mean seconds per run of the case (after one warm-up run), over about `budget` seconds.
