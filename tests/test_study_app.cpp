@@ -240,10 +240,17 @@ pid_t start_long_study(const fs::path& out, const std::string& log) {
             static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  // The header is written when the run starts; a row below it was logged after a step.
   const fs::path csv = out / "cells" / "listops" / "attention" / "seed-0" / "metrics.csv";
+  auto logged_rows = [&] {
+    std::ifstream in(csv);
+    std::string line;
+    int lines = 0;
+    while (lines < 2 && std::getline(in, line)) ++lines;
+    return lines >= 2;
+  };
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (!(fs::exists(csv) && fs::file_size(csv) > 0) &&
-         std::chrono::steady_clock::now() < deadline)
+  while (!logged_rows() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   return pid;
 }

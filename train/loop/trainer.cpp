@@ -154,6 +154,9 @@ TrainResult Trainer::run() {
 void Trainer::start() {
   const TrainerOptions& o = options_;
   Module& model = task_.model();
+  // Ctrl-C is taken over before the run writes its first file: a signal that arrives once the
+  // run folder has a metrics log stops the run after its next step, which then saves.
+  install_interrupt_handler();
   DataLoaderOptions lo;
   lo.batch_size = o.batch_size * dp_->size();  // [distributed] global batch, sliced per rank
   lo.shard_index = dp_->rank();                // [distributed]
@@ -235,7 +238,6 @@ void Trainer::start() {
                                         : std::max<int64_t>(1, o.log_every);
   unread_.clear();
   examples_ = tokens_ = 0;
-  install_interrupt_handler();
   t0_ = std::chrono::steady_clock::now();
   stop_ = o.max_steps > 0 && state_.step >= o.max_steps;
   total_steps_ = o.max_steps > 0 ? std::min(o.max_steps, steps_per_epoch_ * o.epochs)
