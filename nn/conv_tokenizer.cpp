@@ -48,8 +48,9 @@ ConvTokenizer::ConvTokenizer(int64_t c, int64_t h, int64_t w, int64_t p, int64_t
   for (size_t s = 0; s < widths.size(); ++s) {
     convs.push_back(register_module("conv" + std::to_string(s + 1),
                                     std::make_shared<Linear>(9 * in, widths[s], true, gen)));
-    neighbourhoods_.push_back(
-        Tensor::from_data(neighbourhood_index(grid_h, grid_w), {grid_h * grid_w * 9}));
+    neighbourhoods_.push_back(register_buffer(
+        "neighbourhood" + std::to_string(s + 1),
+        Tensor::from_data(neighbourhood_index(grid_h, grid_w), {grid_h * grid_w * 9}), false));
     in = widths[s];
     grid_h /= 2;
     grid_w /= 2;
@@ -59,12 +60,6 @@ ConvTokenizer::ConvTokenizer(int64_t c, int64_t h, int64_t w, int64_t p, int64_t
 std::string ConvTokenizer::extra_repr() const {
   return std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width) +
          ", patch=" + std::to_string(patch) + ", stages=" + std::to_string(convs.size());
-}
-
-const Tensor& ConvTokenizer::neighbourhood_on(size_t stage, Device device) const {
-  Tensor& index = neighbourhoods_[stage];
-  if (index.device() != device) index = index.to(device);
-  return index;
 }
 
 Tensor ConvTokenizer::forward(const Tensor& images) const {
@@ -80,8 +75,7 @@ Tensor ConvTokenizer::forward(const Tensor& images) const {
     const int64_t c = x.size(2);
     // conv: y[p] = W · [x[q] for q in the 3×3 neighbourhood of p, zeros outside] + bias.
     Tensor padded = concat({x, Tensor::zeros({1, b, c}, x.dtype(), x.device())}, 0);
-    Tensor windows =
-        reshape(select_rows(padded, neighbourhood_on(s, x.device())), {h * w, 9, b, c});
+    Tensor windows = reshape(select_rows(padded, neighbourhoods_[s]), {h * w, 9, b, c});
     windows = reshape(contiguous(permute(windows, {0, 2, 1, 3})), {h * w, b, 9 * c});
     Tensor y = relu(conv->forward(windows));  // [H·W, B, C_out]
     // 2×2 max-pool, stride 2: [H, W] -> [H/2, W/2].

@@ -31,11 +31,9 @@ class ConvTokenizer : public Module {
   std::vector<std::shared_ptr<Linear>> convs;
 
  private:
-  // Stage s's neighbourhood index, moved to the device of the images that use it, so that a model
-  // on a GPU uploads it once. Built on the CPU at construction; not a buffer, so no checkpoint
-  // holds it.
-  const Tensor& neighbourhood_on(size_t stage, Device device) const;
-  mutable std::vector<Tensor> neighbourhoods_;
+  // Stage s's neighbourhood index (neighbourhood_index below): a transient buffer, so it moves
+  // with the model to a GPU and no checkpoint holds it.
+  std::vector<Tensor> neighbourhoods_;
 };
 
 // The 3×3 neighbourhoods of an h×w grid in raster order, for select_rows: entry 9·p + 3·i + j is

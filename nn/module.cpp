@@ -16,10 +16,11 @@ Tensor Module::register_parameter(const std::string& name, Tensor value) {
   return value;
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor value) {
+Tensor Module::register_buffer(const std::string& name, Tensor value, bool persistent) {
   check(name.find('.') == std::string::npos, "buffer names cannot contain '.': ", name);
-  buffers_.emplace_back(name, value.detach());
-  return buffers_.back().second;
+  auto& list = persistent ? buffers_ : transient_buffers_;
+  list.emplace_back(name, value.detach());
+  return list.back().second;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
@@ -34,6 +35,11 @@ void Module::collect(const std::string& prefix, bool params, bool buffers,
   if (buffers)
     for (const auto& [n, t] : buffers_) out.emplace_back(prefix + n, t);
   for (const auto& [n, child] : children_) child->collect(prefix + n + ".", params, buffers, out);
+}
+
+void Module::collect_transient(std::vector<Tensor>& out) const {
+  for (const auto& [n, t] : transient_buffers_) out.push_back(t);
+  for (const auto& [n, child] : children_) child->collect_transient(out);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
@@ -73,6 +79,8 @@ void Module::print_into(std::string& out, const std::string& name, int depth) co
   if (!extra.empty()) out += "(" + extra + ")";
   for (const auto& [n, t] : parameters_) out += " " + n + shape_str(t.shape());
   for (const auto& [n, t] : buffers_) out += " " + n + shape_str(t.shape()) + "(buffer)";
+  for (const auto& [n, t] : transient_buffers_)
+    out += " " + n + shape_str(t.shape()) + "(buffer, not saved)";
   out += "\n";
   for (const auto& [n, child] : children_) child->print_into(out, n, depth + 1);
 }
@@ -102,7 +110,10 @@ void assign_in_place(const Tensor& t, const Tensor& value) {
 
 void Module::to(Device device) {
   NoGradGuard no_grad;
-  for (auto& [n, t] : named_tensors())
+  std::vector<Tensor> all;
+  for (auto& [n, t] : named_tensors()) all.push_back(t);
+  collect_transient(all);
+  for (Tensor& t : all)
     if (t.device() != device) assign_in_place(t, t.to(device));
 }
 

@@ -45,7 +45,10 @@ class Module {
 
  protected:
   Tensor register_parameter(const std::string& name, Tensor value);
-  Tensor register_buffer(const std::string& name, Tensor value);
+  // A buffer moves with the module (to()); a persistent one is also saved in checkpoints, while
+  // a transient one (PyTorch's persistent=False) is state rebuilt from the module's sizes, such
+  // as an index table, that no checkpoint holds.
+  Tensor register_buffer(const std::string& name, Tensor value, bool persistent = true);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -57,8 +60,9 @@ class Module {
   void collect(const std::string& prefix, bool params, bool buffers,
                std::vector<std::pair<std::string, Tensor>>& out) const;
   void print_into(std::string& out, const std::string& name, int depth) const;
+  void collect_transient(std::vector<Tensor>& out) const;
 
-  std::vector<std::pair<std::string, Tensor>> parameters_, buffers_;
+  std::vector<std::pair<std::string, Tensor>> parameters_, buffers_, transient_buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

@@ -70,6 +70,25 @@ TEST_CASE("conv tokenizer: stages, sizes and the neighbourhoods it gathers") {
         std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 6, 6});
 }
 
+TEST_CASE("conv tokenizer: its neighbourhood index moves with the model and is never saved") {
+  Generator gen(3);
+  ConvTokenizer t(1, 8, 8, 4, 6, gen);
+  // Transient buffers: neither checkpoint keys nor parameters, but shown by print().
+  for (const auto& [name, tensor] : t.named_tensors())
+    CHECK(name.find("neighbourhood") == std::string::npos);
+  CHECK(t.print().find("neighbourhood1[576](buffer, not saved)") != std::string::npos);
+  CHECK(t.print().find("neighbourhood2[144](buffer, not saved)") != std::string::npos);
+  // to() takes them along: the tokenizer runs on the device its parameters went to, and the
+  // float conversion leaves the int32 index as it is.
+  Tensor images = Tensor::normal({2, 64}, 0.0, 1.0, gen);
+  const std::vector<double> on_cpu = t.forward(images).to_double_vector();
+  t.to(Device::ref());
+  t.to(DType::F64);
+  Tensor on_ref = t.forward(images.to(Device::ref()).to(DType::F64));
+  CHECK(on_ref.device() == Device::ref());
+  check_close(on_ref.to(Device::cpu()).to_double_vector(), on_cpu, 1e-5);
+}
+
 TEST_CASE("conv tokenizer: two stages equal the plain convolution, ReLU and max-pool") {
   const int64_t b = 2, c = 2, side = 8, dim = 6;
   Generator gen(7);
