@@ -49,6 +49,9 @@ Tensor fft2_real(const Tensor& x, const Tensor& lengths) {
 
 // y[b, i, c] = Σ_{j<N} k[(i − j) mod L, c] · x[b, j, c] for x [B, N, d], k [L ≥ 2N − 1, d].
 // Backward: dx[b, j] = Σ_i k[(i − j) mod L] · dy[b, i], dk[l] = Σ_b Σ_i dy[b, i] · x[b, i − l].
+// The backward keeps x and k, not their spectra: a backend transforms them again (one more
+// transform per item and one for k) rather than hold B·d·(L/2 + 1) complex numbers per call
+// until the backward pass, about twice the memory of x for L = 2N.
 Tensor circular_conv(const Tensor& x, const Tensor& kernel) {
   check_same("circular_conv", {&x, &kernel});
   check(x.dim() == 3 && kernel.dim() == 2 && kernel.size(1) == x.size(2) &&
