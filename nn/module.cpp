@@ -108,18 +108,22 @@ void assign_in_place(const Tensor& t, const Tensor& value) {
   dst.grad.reset();
 }
 
-void Module::to(Device device) {
-  NoGradGuard no_grad;
+std::vector<Tensor> Module::moving_tensors() const {
   std::vector<Tensor> all;
   for (auto& [n, t] : named_tensors()) all.push_back(t);
   collect_transient(all);
-  for (Tensor& t : all)
+  return all;
+}
+
+void Module::to(Device device) {
+  NoGradGuard no_grad;
+  for (Tensor& t : moving_tensors())
     if (t.device() != device) assign_in_place(t, t.to(device));
 }
 
 void Module::to(DType dtype) {
   NoGradGuard no_grad;
-  for (auto& [n, t] : named_tensors())
+  for (Tensor& t : moving_tensors())
     if (is_floating(t.dtype()) && t.dtype() != dtype) assign_in_place(t, t.to(dtype));
 }
 

@@ -61,6 +61,8 @@ class Module {
                std::vector<std::pair<std::string, Tensor>>& out) const;
   void print_into(std::string& out, const std::string& name, int depth) const;
   void collect_transient(std::vector<Tensor>& out) const;
+  // What to() moves or converts: every parameter and buffer, transient ones too.
+  std::vector<Tensor> moving_tensors() const;
 
   std::vector<std::pair<std::string, Tensor>> parameters_, buffers_, transient_buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
