@@ -103,12 +103,7 @@ void add_memory_cases(std::vector<OpCase>& t) {
 
 void add_elementwise_cases(std::vector<OpCase>& t) {
   // The unary kernel: every op of MIXLAB_UNARY_OPS, on sizes 1, 17, 1000.
-  const UnaryOp all_unary[] = {
-#define MIXLAB_ENTRY(n) UnaryOp::n,
-      MIXLAB_UNARY_OPS(MIXLAB_ENTRY)
-#undef MIXLAB_ENTRY
-  };
-  for (UnaryOp op : all_unary) {
+  for (UnaryOp op : test::all_unary_ops()) {
     bool positive = op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::PowScalar;
     double alpha = op == UnaryOp::PowScalar ? 1.7 : -0.37;
     for (int64_t n : {1, 17, 1000}) {
@@ -208,12 +203,7 @@ void add_elementwise_cases(std::vector<OpCase>& t) {
   const Bcast shapes[] = {{{17, 1000}, {1000}, false}, {{3, 1, 5}, {1, 4, 5}, false},
                           {{1}, {1}, false},           {{1000, 17}, {17, 1}, true},
                           {{2, 3, 4}, {}, false},      {{17}, {17}, false}};
-  const BinaryOp all_binary[] = {
-#define MIXLAB_ENTRY(n) BinaryOp::n,
-      MIXLAB_BINARY_OPS(MIXLAB_ENTRY)
-#undef MIXLAB_ENTRY
-  };
-  for (BinaryOp op : all_binary) {
+  for (BinaryOp op : test::all_binary_ops()) {
     bool ints = op == BinaryOp::Equal || op == BinaryOp::Greater || op == BinaryOp::Maximum ||
                 op == BinaryOp::Minimum || op == BinaryOp::ReluGrad;  // (ReluGrad: x < 0, 0, > 0)
     for (const Bcast& s : shapes) {

@@ -57,6 +57,23 @@ const char* binary_name(BinaryOp op) {
   return "?";
 }
 
+const std::vector<UnaryOp>& all_unary_ops() {
+  static const std::vector<UnaryOp> ops = {
+#define MIXLAB_ENTRY(n) UnaryOp::n,
+      MIXLAB_UNARY_OPS(MIXLAB_ENTRY)
+#undef MIXLAB_ENTRY
+  };
+  return ops;
+}
+const std::vector<BinaryOp>& all_binary_ops() {
+  static const std::vector<BinaryOp> ops = {
+#define MIXLAB_ENTRY(n) BinaryOp::n,
+      MIXLAB_BINARY_OPS(MIXLAB_ENTRY)
+#undef MIXLAB_ENTRY
+  };
+  return ops;
+}
+
 std::vector<Device> available_devices() {
   std::vector<Device> devices{Device::cpu(), Device::ref()};
   if (device_available(DeviceType::CUDA)) devices.push_back(Device::cuda(0));

@@ -94,6 +94,9 @@ std::vector<Device> available_devices();
 // The names of MIXLAB_UNARY_OPS' and MIXLAB_BINARY_OPS' entries, for case names and failures.
 const char* unary_name(UnaryOp op);
 const char* binary_name(BinaryOp op);
+// Every op of MIXLAB_UNARY_OPS and MIXLAB_BINARY_OPS, in their order.
+const std::vector<UnaryOp>& all_unary_ops();
+const std::vector<BinaryOp>& all_binary_ops();
 
 // The modes. Each reports through doctest CHECKs, naming the kernel, the case (its shapes), the
 // backend, the dtype and the output's shape, and for a value out of tolerance the worst element

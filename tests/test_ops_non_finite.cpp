@@ -76,12 +76,7 @@ void like_reference(const std::string& what, Run run) {
 }  // namespace
 
 TEST_CASE("non-finite: every unary op gives the reference's NaNs, infinities and values") {
-  const UnaryOp ops[] = {
-#define MIXLAB_ENTRY(n) UnaryOp::n,
-      MIXLAB_UNARY_OPS(MIXLAB_ENTRY)
-#undef MIXLAB_ENTRY
-  };
-  for (UnaryOp op : ops)
+  for (UnaryOp op : test::all_unary_ops())
     for (int64_t n : {int64_t(13), kPairs}) {
       const double alpha = op == UnaryOp::PowScalar ? 1.7 : -0.37;
       like_reference(std::string(test::unary_name(op)) + " n=" + std::to_string(n),
@@ -94,13 +89,8 @@ TEST_CASE("non-finite: every unary op gives the reference's NaNs, infinities and
 }
 
 TEST_CASE("non-finite: every binary op gives the reference's NaNs, infinities and values") {
-  const BinaryOp ops[] = {
-#define MIXLAB_ENTRY(n) BinaryOp::n,
-      MIXLAB_BINARY_OPS(MIXLAB_ENTRY)
-#undef MIXLAB_ENTRY
-  };
   // a cycles fastest and b slowest: the 169 elements are every pair of special values.
-  for (BinaryOp op : ops)
+  for (BinaryOp op : test::all_binary_ops())
     like_reference(test::binary_name(op), [&](Device d, DType dtype) {
       Tensor a = on(cycled(kPairs, 1), dtype, d), b = on(cycled(kPairs, 13), dtype, d);
       Tensor out = Tensor::empty({kPairs}, dtype, d);
