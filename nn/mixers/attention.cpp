@@ -6,6 +6,9 @@
 //
 // Self-attention has X_kv = X; cross-attention takes X_kv from the memory and masks invalid
 // memory positions. M masks padded keys and, when causal, keys j > i. Params 4d² + 4d.
+// With `rel-bias=W` (self-attention only) the scores gain a learned relative position bias,
+//   A_k = softmax(Q_k K_kᵀ / √d_h + B_k + M),  B_k[i, j] = T[offset(i, j), k]
+// (nn/mixers/relative_bias.h: tokens on rows of W, one entry per 2-D offset and head).
 // Any length; padding and causality exact; incremental decoding caches K and V.
 // The core, from the scores to the weighted sum, runs fused per (batch, head) (mixers::attend,
 // fused_attention); under `mixlab inspect` (to record A_k) or with the Math core chosen
@@ -20,6 +23,7 @@
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
+#include "nn/mixers/relative_bias.h"
 #include "nn/mixing_capture.h"
 
 namespace mixlab {
@@ -33,6 +37,9 @@ class Attention : public Mixer {
     w_k = register_module("w_k", std::make_shared<Linear>(c.dim, c.dim, true, gen));
     w_v = register_module("w_v", std::make_shared<Linear>(c.dim, c.dim, true, gen));
     w_o = register_module("w_o", std::make_shared<Linear>(c.dim, c.dim, true, gen));
+    if (int64_t width = c.get_int("rel-bias", 0); width > 0)
+      rel_bias = register_module("rel_bias",
+                                 std::make_shared<RelativePositionBias>(c.heads, c.max_len, width));
   }
   std::string type_name() const override { return config_.cross ? "CrossAttention" : "Attention"; }
 
@@ -43,12 +50,15 @@ class Attention : public Mixer {
     int64_t h = config_.heads;
     Tensor mask = mixers::attention_mask(kv_valid, config_.causal, x.size(1), kv.size(1), x.dtype(),
                                          x.device());
+    Tensor bias = rel_bias ? rel_bias->bias(0, x.size(1), x.size(1)) : Tensor();
     if (!config_.cross && !math_attention())
-      return w_o->forward(mixers::packed_self_attention(x, *w_q, *w_k, *w_v, h, mask, scale()));
+      return w_o->forward(mixers::packed_self_attention(x, {w_q->weight, w_k->weight, w_v->weight},
+                                                        {w_q->bias, w_k->bias, w_v->bias}, h, mask,
+                                                        scale(), bias));
     Tensor q = mixers::split_heads(w_q->forward(x), h);
     Tensor k = mixers::split_heads(w_k->forward(kv), h);
     Tensor v = mixers::split_heads(w_v->forward(kv), h);
-    return attend(q, k, v, mask);
+    return attend(q, k, v, mask, bias);
   }
 
   // On the real tokens' rows (nn/token_rows.h): every projection runs on the R rows (the
@@ -57,7 +67,8 @@ class Attention : public Mixer {
   // equal (query, memory) lengths when the memory was packed too (the decoder packs its rows in
   // the memory's order), else it places the queries beside the padded memory.
   Tensor forward_rows(const Tensor& x, const MixerContext& ctx) override {
-    if (math_attention()) return Mixer::forward_rows(x, ctx);  // attend()'s equation path
+    // attend()'s equation path; the relative bias on the padded layout, where positions are plain
+    if (math_attention() || rel_bias) return Mixer::forward_rows(x, ctx);
     check_rows(x, ctx);
     const TokenRows& rows = ctx.rows;
     int64_t h = config_.heads, n = rows.length;
@@ -106,22 +117,28 @@ class Attention : public Mixer {
       cache.k = cache.k.defined() ? concat({cache.k, k}, 2) : k;
       cache.v = cache.v.defined() ? concat({cache.v, v}, 2) : v;
     }
-    ++cache.position;
-    return attend(q, cache.k, cache.v, mask);  // the new query sees every cached key
+    int64_t i = cache.position++;
+    Tensor bias = rel_bias ? rel_bias->bias(i, 1, cache.k.size(2)) : Tensor();
+    return attend(q, cache.k, cache.v, mask, bias);  // the new query sees every cached key
   }
 
  private:
-  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) const {
-    Tensor y = mixers::attend(q, k, v, mask, scale(), [&](const Tensor& a) {
-      capture_mixing(*this, config_.cross ? "cross-attention" : "attention", RowRule::SumToOne,
-                     [&] { return a; });
-    });
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                const Tensor& bias = Tensor()) const {
+    Tensor y = mixers::attend(
+        q, k, v, mask, scale(),
+        [&](const Tensor& a) {
+          capture_mixing(*this, config_.cross ? "cross-attention" : "attention", RowRule::SumToOne,
+                         [&] { return a; });
+        },
+        bias);
     return w_o->forward(mixers::merge_heads(y));
   }
 
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(config_.dim / config_.heads)); }
 
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+  std::shared_ptr<RelativePositionBias> rel_bias;  // null without rel-bias
 };
 
 }  // namespace
@@ -132,8 +149,22 @@ void register_attention_mixer(MixerRegistry& registry) {
   info.summary = "multi-head dot-product attention softmax(QKᵀ/√d_h)V (Vaswani et al. 2017)";
   info.capabilities.length = LengthSupport::Any;
   info.capabilities.cross = true;
+  info.options = {MixerOption::integer(
+      "rel-bias", "0",
+      "a learned relative position bias per head on the scores, for tokens in rows of W "
+      "(raster order; 1: a plain sequence, 7: an image's 7x7 tokens); 0: none",
+      0, kMaxOptionSize, [](int64_t width, const MixerConfig& c) -> std::string {
+        if (width == 0) return "";
+        if (c.cross) return "cross-attention has no relative positions (self-attention only)";
+        if (width > c.max_len) return "the row width W must be at most the maximum length";
+        return "";
+      })};
   info.build = [](const MixerConfig& c) { return std::make_shared<Attention>(c); };
-  info.expected_parameters = [](const MixerConfig& c) { return 4 * c.dim * c.dim + 4 * c.dim; };
+  info.expected_parameters = [](const MixerConfig& c) {
+    int64_t width = c.get_int("rel-bias", 0);
+    int64_t bias = width > 0 ? c.heads * RelativePositionBias::offsets(c.max_len, width) : 0;
+    return 4 * c.dim * c.dim + 4 * c.dim + bias;
+  };
   registry.add(std::move(info));
 }
 

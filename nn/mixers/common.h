@@ -27,11 +27,14 @@ Tensor masked_softmax(const Tensor& logits, const Tensor& allowed);
 // Math core chosen, nn/attention_core.h, or a mixing recorder active: `mixlab inspect`), when it
 // forms the probabilities on the equation's path and hands them to on_probabilities (which
 // records them, if a recorder is active) first. Both paths agree within float32 rounding.
+// `bias`, when defined (broadcastable to [B, h, N, M]), is added to the scaled scores:
+// softmax(scale · q kᵀ + bias + M) v (attention's relative position bias, §2).
 template <typename OnProbabilities>
 Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed,
-              double scale, OnProbabilities&& on_probabilities) {
-  if (!math_attention()) return fused_attention(q, k, v, allowed, scale);
-  Tensor a = masked_softmax(mul(matmul(q, transpose(k, -1, -2)), scale), allowed);
+              double scale, OnProbabilities&& on_probabilities, const Tensor& bias = Tensor()) {
+  if (!math_attention()) return fused_attention(q, k, v, allowed, scale, bias);
+  Tensor scores = mul(matmul(q, transpose(k, -1, -2)), scale);
+  Tensor a = masked_softmax(bias.defined() ? add(scores, bias) : scores, allowed);
   on_probabilities(a);
   return matmul(a, v);
 }
