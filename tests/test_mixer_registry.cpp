@@ -61,7 +61,7 @@ TEST_CASE("registry: an unknown option key suggests the closest option of that m
                        doctest::Contains("mixer 'lightconv' has no option 'kernal'; did you mean "
                                          "'kernel'? (its options: kernel)"),
                        MixerSpecError);
-  CHECK_THROWS_WITH_AS(make_mixer(with_options("attention", {{"rank", "3"}})),
+  CHECK_THROWS_WITH_AS(make_mixer(with_options("linear-attention", {{"rank", "3"}})),
                        doctest::Contains("(it takes no options)"), MixerSpecError);
 }
 
