@@ -40,8 +40,11 @@ int64_t expected_row(int64_t i, int64_t j, int64_t width, int64_t rows) {
 }  // namespace
 
 TEST_CASE("attention rel-bias: each score gets the table's entry for its 2-D offset and head") {
-  for (auto [width, max_len, n] : std::vector<std::array<int64_t, 3>>{
-           {3, 6, 6}, {1, 4, 4}, {1, 4, 7}, {2, 5, 8}}) {  // n > ℓ: rows clipped
+  // (W, ℓ, N); N > ℓ: rows clipped. Plain variables, not structured bindings, which INFO's
+  // lambda cannot capture under clang before 16.
+  for (const auto& sizes :
+       std::vector<std::array<int64_t, 3>>{{3, 6, 6}, {1, 4, 4}, {1, 4, 7}, {2, 5, 8}}) {
+    const int64_t width = sizes[0], max_len = sizes[1], n = sizes[2];
     INFO("W=" << width << " ℓ=" << max_len << " N=" << n);
     RelativePositionBias rel(2, max_len, width);
     int64_t rows = (max_len + width - 1) / width;
