@@ -77,6 +77,10 @@ struct MixerInfo {
   std::function<int64_t(const MixerConfig&)> expected_parameters;
   // Concrete names the shared tests instantiate (a family lists some members).
   std::vector<std::string> test_names;
+  // Option sets the shared mixer tests also run, each with the first test name: the options
+  // that change what the mixer computes (a relative position bias, a kernel width), so each
+  // is held to every property the default configuration is.
+  std::vector<std::map<std::string, std::string>> test_options;
 };
 
 class MixerRegistry {

@@ -1,7 +1,8 @@
 // Attention's relative position bias (mixers.md §2, `--mixer-opt rel-bias=W`): the offsets it
-// looks up, the equation it adds to, and every property the shared mixer tests hold plain
-// attention to (shape and parameter count, float64 gradients, padding, causality, decoding),
-// with the table set to values that matter.
+// looks up, the equation it adds to, decoding past ℓ and the refusals. Every property of
+// plain attention (float64 gradients, padding, causality, decoding, the parameter count) is
+// the shared mixer tests' (tests/test_mixers.cpp), which run attention with rel-bias=1 and 3
+// and a random table (its test options).
 #include "nn/mixers/relative_bias.h"
 #include "tests/mixer_harness.h"
 
@@ -134,24 +135,6 @@ TEST_CASE("attention rel-bias: parameter count, shape, and the bias changes the 
   CHECK(y.to_double_vector() != plain->forward(x, context_for(x, {}, false)).to_double_vector());
 }
 
-TEST_CASE("attention rel-bias: float64 gradients of input, projections and table") {
-  for (int64_t width : {1, 3}) {
-    for (bool causal : {false, true}) {
-      for (std::vector<int32_t> lengths : {std::vector<int32_t>{}, std::vector<int32_t>{5, 3}}) {
-        INFO("W=" << width << (causal ? " causal" : "") << (lengths.empty() ? "" : " padded"));
-        auto m = build_with_table(rel_config(width, causal));
-        Tensor x = rand64({2, 5, 8}, 7);
-        MixerContext ctx = context_for(x, lengths, causal);
-        std::vector<Tensor> leaves{x};
-        for (auto& p : m->parameters()) leaves.push_back(p);
-        auto result = gradcheck_leaves([&] { return m->forward(x, ctx); }, leaves);
-        INFO("worst: " << result.worst);
-        CHECK(result.ok);
-      }
-    }
-  }
-}
-
 TEST_CASE("attention rel-bias: the fused core and the equation's path agree, gradients too") {
   auto m = build_with_table(rel_config(3, true));
   Tensor x = rand64({2, 6, 8}, 8);
@@ -163,35 +146,11 @@ TEST_CASE("attention rel-bias: the fused core and the equation's path agree, gra
   for (size_t i = 0; i < fused.size(); ++i) check_close(fused[i], math[i], 1e-10);
 }
 
-TEST_CASE("attention rel-bias: padding, causality and decoding hold as for plain attention") {
-  NoGradGuard no_grad;
-  auto m = build_with_table(rel_config(3));
-  Tensor x1 = rand64({2, 6, 8}, 5, false);
-  Tensor keep = reshape(length_mask({6, 2}, 6, DType::F64), {2, 6, 1});
-  Tensor x2 = add(mul(x1, keep), mul(rand64({2, 6, 8}, 6, false), add(neg(keep), 1.0)));
-  MixerContext ctx = context_for(x1, {6, 2}, false);
-  Tensor y1 = m->forward(x1, ctx), y2 = m->forward(x2, ctx);
-  check_close(rows_of(y1, 0, 0, 6), rows_of(y2, 0, 0, 6), 1e-12);
-  check_close(rows_of(y1, 1, 0, 2), rows_of(y2, 1, 0, 2), 1e-12);
-
-  auto causal = build_with_table(rel_config(3, true));
-  Tensor later = reshape(length_mask({3, 3}, 6, DType::F64), {2, 6, 1});  // 1 for i < 3
-  Tensor x3 = add(mul(x1, later), mul(rand64({2, 6, 8}, 10, false), add(neg(later), 1.0)));
-  Tensor full = causal->forward(x1, context_for(x1, {}, true));
-  Tensor changed = causal->forward(x3, context_for(x3, {}, true));
-  for (int b = 0; b < 2; ++b) check_close(rows_of(full, b, 0, 3), rows_of(changed, b, 0, 3), 1e-12);
-  CHECK(rows_of(full, 0, 3, 6) != rows_of(changed, 0, 3, 6));
-
-  // Decoding, past ℓ too (the rows' offsets clipped): each step equals the full forward's row.
-  Tensor long_x = rand64({2, 8, 8}, 11, false);
-  MixerContext long_ctx = context_for(long_x, {}, true);
-  Tensor long_full = causal->forward(long_x, long_ctx);
-  auto cache = causal->new_cache();
-  for (int64_t t = 0; t < 8; ++t) {
-    Tensor y_t = causal->step(contiguous(narrow(long_x, 1, t, 1)), *cache, long_ctx);
-    for (int b = 0; b < 2; ++b)
-      check_close(rows_of(y_t, b, 0, 1), rows_of(long_full, b, t, t + 1), 1e-10);
-  }
+// The shared mixer tests decode within ℓ; past it the rows' offsets are clipped, which only
+// this mixer does, so each step is checked against the full forward there too.
+TEST_CASE("attention rel-bias: decoding past ℓ equals the full forward with clipped offsets") {
+  check_decoding_equals_forward(*build_with_table(rel_config(3, true)),
+                                rand64({2, 8, 8}, 11, false));
 }
 
 TEST_CASE("attention rel-bias: cross-attention and a row wider than ℓ are refused by name") {

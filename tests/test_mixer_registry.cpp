@@ -101,10 +101,12 @@ TEST_CASE("registry: option values are refused with the option's name and allowe
 
 TEST_CASE("registry: a built mixer holds its entry's capabilities, adjusted by its options") {
   const MixerRegistry& reg = MixerRegistry::instance();
-  for (const auto& name : all_test_names()) {
-    INFO(name);
-    auto m = make_mixer(small_config(name));
-    const MixerCapabilities& want = reg.find(name).capabilities;
+  for (const auto& mc : all_test_cases()) {
+    INFO(mc.label);
+    auto m = make_mixer(small_config(mc));
+    // Without options, the entry's own; with them, as its adjust_capabilities says.
+    const MixerCapabilities want =
+        mc.options.empty() ? reg.find(mc.name).capabilities : case_capabilities(mc);
     const MixerCapabilities& got = m->capabilities();
     CHECK(got.length == want.length);
     CHECK(got.block == want.block);
@@ -114,7 +116,7 @@ TEST_CASE("registry: a built mixer holds its entry's capabilities, adjusted by i
     CHECK(got.padding_property == want.padding_property);
     CHECK(got.exact_length_equivalence == want.exact_length_equivalence);
   }
-  // The one option that changes them (fnet-padded) is tested in test_mixers_misc.cpp.
+  // What fnet-padded gives up is tested in test_mixers_misc.cpp.
 }
 
 TEST_CASE("registry: a gMLP unit takes the block's FFN width unless its hidden option is given") {
@@ -136,10 +138,11 @@ TEST_CASE("registry: a gMLP unit takes the block's FFN width unless its hidden o
 }
 
 TEST_CASE("mixers: every step() starts with the same checks") {
-  for (const auto& name : all_test_names()) {
-    if (!MixerRegistry::instance().find(name).capabilities.causal) continue;
-    INFO(name);
-    auto causal = build64(small_config(name, true));
+  for (const auto& mc : all_test_cases()) {
+    if (!case_capabilities(mc).causal) continue;
+    INFO(mc.label);
+    const std::string& name = mc.name;
+    auto causal = build_case(mc, true);
     NoGradGuard no_grad;
     MixerContext ctx;
     ctx.causal = true;

@@ -1,7 +1,8 @@
 // Every mixer in the registry against every property its capabilities claim: shape, parameter
 // count (the spec's formula), float64 gradients for input and every parameter (plain, padded,
 // causal), the padding property, exact length equivalence, causality, refusals, the ℓ limit,
-// and incremental decoding equal to the full forward.
+// and incremental decoding equal to the full forward. Each runs over every test case: each
+// test name, and the option sets a mixer lists (attention's rel-bias, a kernel width, ...).
 #include "tests/mixer_harness.h"
 
 using namespace mixlab;
@@ -37,11 +38,11 @@ TEST_CASE("mixers: the registry holds every mixer of the specification") {
 }
 
 TEST_CASE("mixers: output shape and parameter count from the spec's formula") {
-  for (const auto& name : all_test_names()) {
-    INFO(name);
-    const MixerInfo& info = MixerRegistry::instance().find(name);
+  for (const auto& mc : all_test_cases()) {
+    INFO(mc.label);
+    const MixerInfo& info = MixerRegistry::instance().find(mc.name);
     for (auto [d, h, l] : std::vector<std::array<int64_t, 3>>{{8, 2, 8}, {12, 3, 10}}) {
-      MixerConfig c = small_config(name);
+      MixerConfig c = small_config(mc);
       c.dim = d, c.heads = h, c.max_len = l;
       auto m = make_mixer(c);
       CHECK(m->parameter_count() == info.expected_parameters(c));
@@ -53,14 +54,13 @@ TEST_CASE("mixers: output shape and parameter count from the spec's formula") {
 }
 
 TEST_CASE("mixers: float64 gradcheck of input and every parameter plain padded and causal") {
-  for (const auto& name : all_test_names()) {
-    const MixerInfo& info = MixerRegistry::instance().find(name);
+  for (const auto& mc : all_test_cases()) {
     std::vector<bool> modes{false};
-    if (info.capabilities.causal) modes.push_back(true);
+    if (case_capabilities(mc).causal) modes.push_back(true);
     for (bool causal : modes) {
       for (std::vector<int32_t> lengths : {std::vector<int32_t>{}, std::vector<int32_t>{5, 3}}) {
-        INFO(name << (causal ? " causal" : "") << (lengths.empty() ? "" : " padded"));
-        auto m = build64(small_config(name, causal));
+        INFO(mc.label << (causal ? " causal" : "") << (lengths.empty() ? "" : " padded"));
+        auto m = build_case(mc, causal);
         Tensor x = rand64({2, 5, 8}, 7);
         MixerContext ctx = context_for(x, lengths, causal);
         std::vector<Tensor> leaves{x};
@@ -74,10 +74,10 @@ TEST_CASE("mixers: float64 gradcheck of input and every parameter plain padded a
 }
 
 TEST_CASE("mixers: padding property (padded contents do not reach valid outputs)") {
-  for (const auto& name : all_test_names()) {
-    auto m = build64(small_config(name));
+  for (const auto& mc : all_test_cases()) {
+    auto m = build_case(mc);
     if (!m->capabilities().padding_property) continue;
-    INFO(name);
+    INFO(mc.label);
     NoGradGuard no_grad;
     Tensor x1 = rand64({2, 6, 8}, 5, false);
     // Same valid rows, different padding rows (batch 1 has length 2).
@@ -92,10 +92,10 @@ TEST_CASE("mixers: padding property (padded contents do not reach valid outputs)
 }
 
 TEST_CASE("mixers: exact length equivalence (padded to N equals alone at length n)") {
-  for (const auto& name : all_test_names()) {
-    auto m = build64(small_config(name));
+  for (const auto& mc : all_test_cases()) {
+    auto m = build_case(mc);
     if (!m->capabilities().exact_length_equivalence) continue;
-    INFO(name);
+    INFO(mc.label);
     NoGradGuard no_grad;
     Tensor x = rand64({1, 7, 8}, 8, false);
     Tensor padded = m->forward(x, context_for(x, {4}, false));
@@ -106,11 +106,10 @@ TEST_CASE("mixers: exact length equivalence (padded to N equals alone at length 
 }
 
 TEST_CASE("mixers: causal property (inputs after i do not change output i)") {
-  for (const auto& name : all_test_names()) {
-    const MixerInfo& info = MixerRegistry::instance().find(name);
-    if (!info.capabilities.causal) continue;
-    INFO(name);
-    auto m = build64(small_config(name, true));
+  for (const auto& mc : all_test_cases()) {
+    if (!case_capabilities(mc).causal) continue;
+    INFO(mc.label);
+    auto m = build_case(mc, true);
     NoGradGuard no_grad;
     Tensor x1 = rand64({2, 6, 8}, 9, false);
     Tensor later = reshape(length_mask({3, 3}, 6, DType::F64), {2, 6, 1});  // 1 for i < 3
@@ -128,13 +127,13 @@ TEST_CASE("mixers: causal property (inputs after i do not change output i)") {
 // same function as the causal one.
 TEST_CASE("mixers: left-to-right mixers are causal in their non-causal instance too") {
   int checked = 0;
-  for (const auto& name : all_test_names()) {
-    const MixerInfo& info = MixerRegistry::instance().find(name);
-    if (!info.capabilities.left_to_right) continue;
-    INFO(name);
-    CHECK(info.capabilities.causal);  // a left-to-right mixer can always be a decoder's
-    auto m = build64(small_config(name, false));
-    auto causal = build64(small_config(name, true));
+  for (const auto& mc : all_test_cases()) {
+    MixerCapabilities caps = case_capabilities(mc);
+    if (!caps.left_to_right) continue;
+    INFO(mc.label);
+    CHECK(caps.causal);  // a left-to-right mixer can always be a decoder's
+    auto m = build_case(mc, false);
+    auto causal = build_case(mc, true);
     NoGradGuard no_grad;
     Tensor x1 = rand64({2, 6, 8}, 9, false);
     Tensor later = reshape(length_mask({3, 3}, 6, DType::F64), {2, 6, 1});  // 1 for i < 3
@@ -155,9 +154,9 @@ TEST_CASE("mixers: left-to-right mixers see only the past in an encoder too") {
   // property when built for an encoder (causal = false); every other mixer that is not refused
   // in an encoder lets some later input change an earlier output there, so the claim is
   // checked both ways.
-  for (const auto& name : all_test_names()) {
-    auto m = build64(small_config(name, false));
-    INFO(name);
+  for (const auto& mc : all_test_cases()) {
+    auto m = build_case(mc, false);
+    INFO(mc.label);
     NoGradGuard no_grad;
     Tensor x1 = rand64({2, 6, 8}, 17, false);
     Tensor later = reshape(length_mask({3, 3}, 6, DType::F64), {2, 6, 1});  // 1 for i < 3
@@ -202,22 +201,10 @@ TEST_CASE("mixers: refusals and the length limit are clear errors") {
 }
 
 TEST_CASE("mixers: incremental decoding equals the full forward at every position") {
-  for (const auto& name : all_test_names()) {
-    const MixerInfo& info = MixerRegistry::instance().find(name);
-    if (!info.capabilities.causal) continue;
-    INFO(name);
-    auto m = build64(small_config(name, true));
-    NoGradGuard no_grad;
-    Tensor x = rand64({2, 6, 8}, 12, false);
-    MixerContext ctx = context_for(x, {}, true);
-    Tensor full = m->forward(x, ctx);
-    auto cache = m->new_cache();
-    for (int64_t t = 0; t < 6; ++t) {
-      Tensor y_t = m->step(contiguous(narrow(x, 1, t, 1)), *cache, ctx);
-      REQUIRE(y_t.shape() == Shape{2, 1, 8});
-      for (int b = 0; b < 2; ++b)
-        check_close(rows_of(y_t, b, 0, 1), rows_of(full, b, t, t + 1), 1e-10);
-    }
+  for (const auto& mc : all_test_cases()) {
+    if (!case_capabilities(mc).causal) continue;
+    INFO(mc.label);
+    check_decoding_equals_forward(*build_case(mc, true), rand64({2, 6, 8}, 12, false));
   }
 }
 
@@ -247,11 +234,10 @@ TEST_CASE("mixers: cross-attention masks invalid memory and has the padding prop
 }
 
 TEST_CASE("mixers: caches reorder their batch rows for beam search") {
-  for (const auto& name : all_test_names()) {
-    const MixerInfo& info = MixerRegistry::instance().find(name);
-    if (!info.capabilities.causal) continue;
-    INFO(name);
-    auto m = build64(small_config(name, true));
+  for (const auto& mc : all_test_cases()) {
+    if (!case_capabilities(mc).causal) continue;
+    INFO(mc.label);
+    auto m = build_case(mc, true);
     NoGradGuard no_grad;
     Tensor x = rand64({2, 4, 8}, 16, false);
     Tensor swapped = concat({narrow(x, 0, 1, 1), narrow(x, 0, 0, 1)}, 0);

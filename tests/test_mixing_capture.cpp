@@ -120,12 +120,14 @@ TEST_CASE("mixing capture: off by default, one scope at a time, nested scopes re
 }
 
 TEST_CASE("mixing capture: every mixer gives [B, H, N, N]-style matrices whose rows obey it") {
-  for (const auto& name : all_test_names()) {
+  for (const auto& mc : all_test_cases()) {
+    const std::string& name = mc.name;
+    // A convolution's band is its kernel width: the option's, else the default 7.
+    int64_t kernel = mc.options.count("kernel") ? std::stoll(mc.options.at("kernel")) : 7;
     for (bool causal : {false, true}) {
-      const MixerInfo& info = MixerRegistry::instance().find(name);
-      if (causal && !info.capabilities.causal) continue;
-      INFO(name << (causal ? " causal" : ""));
-      auto m = build64(small_config(name, causal));
+      if (causal && !case_capabilities(mc).causal) continue;
+      INFO(mc.label << (causal ? " causal" : ""));
+      auto m = build_case(mc, causal);
       Tensor x = rand64({2, kN, 8}, 7, false);
       auto matrices = capture_one(*m, x, causal);
       REQUIRE(!matrices.empty());
@@ -136,14 +138,17 @@ TEST_CASE("mixing capture: every mixer gives [B, H, N, N]-style matrices whose r
         REQUIRE(mm.shape.size() == 4);
         CHECK((mm.batch() == 1 || mm.batch() == 2));
         if (mm.rows == "query") CHECK(mm.n_rows() == kN);
-        check_rows(mm, causal, 7);
+        check_rows(mm, causal, kernel);
       }
       // Mixers with heads show one matrix per head for their main matrix.
       const auto& first = matrices.front();
       bool per_head = name == "attention" || name.rfind("synth-", 0) == 0 || name == "hcsa" ||
                       name == "lightconv" || name == "dynconv" || name == "linformer" ||
                       name == "external";
-      if (per_head) CHECK(first.heads() == 2);
+      // External attention's expansion e gives e·h heads of d_h = d/h (mixers.md §7).
+      int64_t expansion =
+          mc.options.count("expansion") ? std::stoll(mc.options.at("expansion")) : 1;
+      if (per_head) CHECK(first.heads() == 2 * expansion);
     }
   }
 }

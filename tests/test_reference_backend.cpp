@@ -20,6 +20,7 @@
 #include "nn/models.h"
 #include "tests/app_runner.h"
 #include "tests/file_helpers.h"
+#include "tests/mixer_harness.h"
 #include "tests/model_configs.h"
 #include "tests/temp_dir.h"
 #include "train/loop/trainer.h"
@@ -128,31 +129,38 @@ TEST_CASE(
   const std::vector<int32_t> lengths{4, 6, 3, 5}, labels{0, 1, 2, 1}, tgt_len{4, 3, 3, 2};
   const std::vector<int32_t> tgt_in{1, 3, 4, 5, 1, 6, 5, 0, 1, 3, 3, 0, 1, 4, 0, 0};
   const std::vector<int32_t> tgt_out{3, 4, 5, 2, 6, 5, 2, 0, 3, 3, 2, 0, 4, 2, 0, 0};
-  for (const auto& info : MixerRegistry::instance().all()) {
-    for (const std::string& name : info.test_names) {
-      INFO(name);
-      std::vector<std::vector<double>> results[2];
-      int slot = 0;
-      for (Device device : {Device::cpu(), Device::ref()}) {
-        Classifier model(testing::tiny_classifier(name));
-        results[slot++] = loss_and_gradients(model, device, [&](Device d) {
-          return cross_entropy(model.forward(Tensor::from_data(ids, {4, 6}).to(d), lengths),
-                               Tensor::from_data(labels, {4}).to(d));
-        });
-      }
-      check_same_values(results[0], results[1]);
-      const std::string decoder = info.capabilities.causal ? name : "attention";
-      slot = 0;
-      for (Device device : {Device::cpu(), Device::ref()}) {
-        Translator model(testing::tiny_translator(name, decoder));
-        results[slot++] = loss_and_gradients(model, device, [&](Device d) {
-          return cross_entropy(model.forward(Tensor::from_data(ids, {4, 6}).to(d), lengths,
-                                             Tensor::from_data(tgt_in, {4, 4}).to(d), tgt_len),
-                               Tensor::from_data(tgt_out, {4, 4}).to(d), 0);
-        });
-      }
-      check_same_values(results[0], results[1]);
+  // Each test case: every test name, and the option sets mixers list (attention's rel-bias in
+  // the encoder and the decoder's self-attention, a kernel width, ...).
+  for (const auto& mc : testing::all_test_cases()) {
+    const std::string& name = mc.name;
+    INFO(mc.label);
+    std::vector<std::vector<double>> results[2];
+    int slot = 0;
+    for (Device device : {Device::cpu(), Device::ref()}) {
+      ModelConfig config = testing::tiny_classifier(name);
+      config.mixer_options = mc.options;
+      Classifier model(config);
+      results[slot++] = loss_and_gradients(model, device, [&](Device d) {
+        return cross_entropy(model.forward(Tensor::from_data(ids, {4, 6}).to(d), lengths),
+                             Tensor::from_data(labels, {4}).to(d));
+      });
     }
+    check_same_values(results[0], results[1]);
+    const bool causal = testing::case_capabilities(mc).causal;
+    const std::string decoder = causal ? name : "attention";
+    slot = 0;
+    for (Device device : {Device::cpu(), Device::ref()}) {
+      ModelConfig config = testing::tiny_translator(name, decoder);
+      config.mixer_options = mc.options;
+      if (causal) config.decoder_mixer_options = mc.options;
+      Translator model(config);
+      results[slot++] = loss_and_gradients(model, device, [&](Device d) {
+        return cross_entropy(model.forward(Tensor::from_data(ids, {4, 6}).to(d), lengths,
+                                           Tensor::from_data(tgt_in, {4, 4}).to(d), tgt_len),
+                             Tensor::from_data(tgt_out, {4, 4}).to(d), 0);
+      });
+    }
+    check_same_values(results[0], results[1]);
   }
 }
 

@@ -165,6 +165,8 @@ void register_attention_mixer(MixerRegistry& registry) {
     int64_t bias = width > 0 ? c.heads * RelativePositionBias::offsets(c.max_len, width) : 0;
     return 4 * c.dim * c.dim + 4 * c.dim + bias;
   };
+  // A sequence's offsets, and tokens on rows of 3 (the shared tests' ℓ = 8: three rows).
+  info.test_options = {{{"rel-bias", "1"}}, {{"rel-bias", "3"}}};
   registry.add(std::move(info));
 }
 

@@ -149,6 +149,7 @@ void register_external_mixer(MixerRegistry& registry) {
     int64_t d = c.dim, dh = c.dim / c.heads;
     return 2 * e * d * d + (e + 1) * d + 2 * dh * s + s + dh;
   };
+  info.test_options = {{{"expansion", "2"}, {"slots", "7"}}};
   registry.add(std::move(info));
 }
 
