@@ -25,6 +25,10 @@ void check_value(const MixerOption& o, const std::string& value, const MixerConf
   switch (o.type) {
     case MixerOption::Type::Boolean:
       if (!parses_as_bool(value)) spec_fail(what, " is not allowed; allowed: ", o.allowed());
+      if (o.rule && sizes_known) {
+        const std::string broken = o.rule(config.get_bool(o.key, false) ? 1 : 0, config);
+        if (!broken.empty()) spec_fail(what, " is not allowed: ", broken);
+      }
       return;
     case MixerOption::Type::Integer:
       break;
@@ -59,12 +63,14 @@ MixerOption MixerOption::integer(std::string key, std::string default_value, std
   return o;
 }
 
-MixerOption MixerOption::boolean(std::string key, std::string default_value, std::string help) {
+MixerOption MixerOption::boolean(std::string key, std::string default_value, std::string help,
+                                 Rule rule) {
   MixerOption o;
   o.key = std::move(key);
   o.default_value = std::move(default_value);
   o.help = std::move(help);
   o.type = Type::Boolean;
+  o.rule = std::move(rule);
   return o;
 }
 
@@ -153,8 +159,10 @@ void MixerRegistry::validate(const MixerConfig& config, bool sizes_known) const 
                              : " (its options: " + join(keys) + ")");
     check_value(*option, value, config, sizes_known);
   }
-  if (config.causal && !info.capabilities.causal)
-    spec_fail("mixer '", config.name, "' cannot be causal: ", info.capabilities.causal_refusal,
+  // As its options leave it (attention with lsa cannot be causal; attention can).
+  const MixerCapabilities caps = capabilities(config);
+  if (config.causal && !caps.causal)
+    spec_fail("mixer '", config.name, "' cannot be causal: ", caps.causal_refusal,
               " Mixers that support causal use: ", join(causal_names()), ".");
   if (config.cross && !info.capabilities.cross)
     spec_fail("mixer '", config.name,

@@ -44,8 +44,8 @@ struct MixerOption {
   int64_t min = 0;
   int64_t max = std::numeric_limits<int64_t>::max();
   std::vector<std::string> words;  // Integer: words allowed instead of a number, e.g. "auto"
-  // Integer: a further rule given the whole configuration; returns "" when `value` is allowed,
-  // else what is required ("kernel width K must be odd ...").
+  // A further rule given the whole configuration (a boolean's value as 1 or 0); returns "" when
+  // `value` is allowed, else what is required ("kernel width K must be odd ...").
   using Rule = std::function<std::string(int64_t value, const MixerConfig&)>;
   Rule rule;
 
@@ -53,7 +53,8 @@ struct MixerOption {
   static MixerOption integer(std::string key, std::string default_value, std::string help,
                              int64_t min, int64_t max, Rule rule = nullptr,
                              std::vector<std::string> words = {});
-  static MixerOption boolean(std::string key, std::string default_value, std::string help);
+  static MixerOption boolean(std::string key, std::string default_value, std::string help,
+                             Rule rule = nullptr);
 
   std::string allowed() const;  // "an integer in [1, 255]", "true or false", ...
 };

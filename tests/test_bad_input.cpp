@@ -252,8 +252,8 @@ TEST_CASE("bad input: every refused input names its cause and leaves the run fol
       // Flags.
       {T + " --mixer nosuch", "unknown mixer 'nosuch' (known mixers: attention,", 2},
       {T + " --decoder-mixer fnet", "mixer 'fnet' cannot be causal: a Fourier transform", 2},
-      {T + " --mixer-opt rank=3", "mixer 'attention' has no option 'rank' (its options: rel-bias)",
-       2},
+      {T + " --mixer-opt rank=3",
+       "mixer 'attention' has no option 'rank' (its options: rel-bias, lsa)", 2},
       {T + " --mixer synth-frandom --mixer-opt rnk=3",
        "mixer 'synth-frandom' has no option 'rnk'; did you mean 'rank'? (its options: rank)", 2},
       {T + " --mixer-opt novalue", "--mixer-opt 'novalue': expected key=value", 2},

@@ -59,7 +59,9 @@ TEST_CASE("mixers: float64 gradcheck of input and every parameter plain padded a
     if (case_capabilities(mc).causal) modes.push_back(true);
     for (bool causal : modes) {
       for (std::vector<int32_t> lengths : {std::vector<int32_t>{}, std::vector<int32_t>{5, 3}}) {
-        INFO(mc.label << (causal ? " causal" : "") << (lengths.empty() ? "" : " padded"));
+        const std::string what =
+            mc.label + (causal ? " causal" : "") + (lengths.empty() ? "" : " padded");
+        INFO(what);
         auto m = build_case(mc, causal);
         Tensor x = rand64({2, 5, 8}, 7);
         MixerContext ctx = context_for(x, lengths, causal);

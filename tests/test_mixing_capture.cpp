@@ -126,7 +126,8 @@ TEST_CASE("mixing capture: every mixer gives [B, H, N, N]-style matrices whose r
     int64_t kernel = mc.options.count("kernel") ? std::stoll(mc.options.at("kernel")) : 7;
     for (bool causal : {false, true}) {
       if (causal && !case_capabilities(mc).causal) continue;
-      INFO(mc.label << (causal ? " causal" : ""));
+      const std::string what = mc.label + (causal ? " causal" : "");
+      INFO(what);
       auto m = build_case(mc, causal);
       Tensor x = rand64({2, kN, 8}, 7, false);
       auto matrices = capture_one(*m, x, causal);

@@ -9,6 +9,10 @@
 // With `rel-bias=W` (self-attention only) the scores gain a learned relative position bias,
 //   A_k = softmax(Q_k K_kᵀ / √d_h + B_k + M),  B_k[i, j] = T[offset(i, j), k]
 // (nn/mixers/relative_bias.h: tokens on rows of W, one entry per 2-D offset and head).
+// With `lsa=true` (self-attention only), Locality Self-Attention: a learned temperature τ
+// (one scalar, √d_h at first) in place of √d_h, and each query's own key masked,
+//   A_k = softmax(Q_k K_kᵀ / τ + M_self + M),  M_self[i, i] = −∞,
+// applied as the gain √d_h/τ on W_Q and b_Q, so that the fused core's fixed 1/√d_h gives 1/τ.
 // Any length; padding and causality exact; incremental decoding caches K and V.
 // The core, from the scores to the weighted sum, runs fused per (batch, head) (mixers::attend,
 // fused_attention); under `mixlab inspect` (to record A_k) or with the Math core chosen
@@ -20,6 +24,7 @@
 
 #include "core/random.h"
 #include "nn/attention_core.h"
+#include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/mixer_registry.h"
 #include "nn/mixers/common.h"
@@ -40,6 +45,8 @@ class Attention : public Mixer {
     if (int64_t width = c.get_int("rel-bias", 0); width > 0)
       rel_bias = register_module("rel_bias",
                                  std::make_shared<RelativePositionBias>(c.heads, c.max_len, width));
+    if (c.get_bool("lsa", false))
+      temperature = register_parameter("temperature", init::constant({1}, 1.0 / scale()));
   }
   std::string type_name() const override { return config_.cross ? "CrossAttention" : "Attention"; }
 
@@ -50,12 +57,16 @@ class Attention : public Mixer {
     int64_t h = config_.heads;
     Tensor mask = mixers::attention_mask(kv_valid, config_.causal, x.size(1), kv.size(1), x.dtype(),
                                          x.device());
+    if (temperature.defined()) mask = without_own_key(mask, x.size(1), x.size(1), x);
     Tensor bias = rel_bias ? rel_bias->bias(0, x.size(1), x.size(1)) : Tensor();
-    if (!config_.cross && !math_attention())
-      return w_o->forward(mixers::packed_self_attention(x, {w_q->weight, w_k->weight, w_v->weight},
-                                                        {w_q->bias, w_k->bias, w_v->bias}, h, mask,
-                                                        scale(), bias));
-    Tensor q = mixers::split_heads(w_q->forward(x), h);
+    if (!config_.cross && !math_attention()) {
+      Tensor gain = query_gain();
+      Tensor w = gain.defined() ? mul(w_q->weight, gain) : w_q->weight;
+      Tensor b = gain.defined() ? mul(w_q->bias, gain) : w_q->bias;
+      return w_o->forward(mixers::packed_self_attention(
+          x, {w, w_k->weight, w_v->weight}, {b, w_k->bias, w_v->bias}, h, mask, scale(), bias));
+    }
+    Tensor q = mixers::split_heads(scaled_query(w_q->forward(x)), h);
     Tensor k = mixers::split_heads(w_k->forward(kv), h);
     Tensor v = mixers::split_heads(w_v->forward(kv), h);
     return attend(q, k, v, mask, bias);
@@ -67,8 +78,9 @@ class Attention : public Mixer {
   // equal (query, memory) lengths when the memory was packed too (the decoder packs its rows in
   // the memory's order), else it places the queries beside the padded memory.
   Tensor forward_rows(const Tensor& x, const MixerContext& ctx) override {
-    // attend()'s equation path; the relative bias on the padded layout, where positions are plain
-    if (math_attention() || rel_bias) return Mixer::forward_rows(x, ctx);
+    // attend()'s equation path; the relative bias and LSA's mask on the padded layout, where
+    // positions are plain
+    if (math_attention() || rel_bias || temperature.defined()) return Mixer::forward_rows(x, ctx);
     check_rows(x, ctx);
     const TokenRows& rows = ctx.rows;
     int64_t h = config_.heads, n = rows.length;
@@ -103,7 +115,7 @@ class Attention : public Mixer {
   Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext& ctx) override {
     auto& cache = begin_step<Cache>(x_t, base);
     int64_t h = config_.heads;
-    Tensor q = mixers::split_heads(w_q->forward(x_t), h);
+    Tensor q = mixers::split_heads(scaled_query(w_q->forward(x_t)), h);
     Tensor mask;
     if (config_.cross) {
       if (!cache.k.defined()) {  // the memory does not change while decoding
@@ -118,6 +130,7 @@ class Attention : public Mixer {
       cache.v = cache.v.defined() ? concat({cache.v, v}, 2) : v;
     }
     int64_t i = cache.position++;
+    if (temperature.defined()) mask = without_own_key(mask, 1, cache.k.size(2), x_t);
     Tensor bias = rel_bias ? rel_bias->bias(i, 1, cache.k.size(2)) : Tensor();
     return attend(q, cache.k, cache.v, mask, bias);  // the new query sees every cached key
   }
@@ -137,8 +150,25 @@ class Attention : public Mixer {
 
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(config_.dim / config_.heads)); }
 
+  // LSA's √d_h/τ, which turns the core's 1/√d_h into 1/τ (undefined without LSA).
+  Tensor query_gain() const {
+    return temperature.defined() ? mul(pow(temperature, -1.0), 1.0 / scale()) : Tensor();
+  }
+  Tensor scaled_query(const Tensor& q) const {
+    return temperature.defined() ? mul(q, query_gain()) : q;
+  }
+  // LSA's M_self: `allowed` ([B, 1, N|1, M] or undefined) without each query's own key, query i
+  // of the n being key i + m − n of the m (the last queries, as in decoding).
+  static Tensor without_own_key(const Tensor& allowed, int64_t n, int64_t m, const Tensor& like) {
+    std::vector<double> v(static_cast<size_t>(n * m), 1.0);
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i * m + i + m - n)] = 0.0;
+    Tensor own = Tensor::from_data(v, {n, m}).to(like.dtype()).to(like.device());
+    return allowed.defined() ? mul(allowed, own) : own;
+  }
+
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
   std::shared_ptr<RelativePositionBias> rel_bias;  // null without rel-bias
+  Tensor temperature;                              // LSA's τ [1]; undefined without lsa
 };
 
 }  // namespace
@@ -149,24 +179,44 @@ void register_attention_mixer(MixerRegistry& registry) {
   info.summary = "multi-head dot-product attention softmax(QKᵀ/√d_h)V (Vaswani et al. 2017)";
   info.capabilities.length = LengthSupport::Any;
   info.capabilities.cross = true;
-  info.options = {MixerOption::integer(
-      "rel-bias", "0",
-      "a learned relative position bias per head on the scores, for tokens in rows of W "
-      "(raster order; 1: a plain sequence, 7: an image's 7x7 tokens); 0: none",
-      0, kMaxOptionSize, [](int64_t width, const MixerConfig& c) -> std::string {
-        if (width == 0) return "";
-        if (c.cross) return "cross-attention has no relative positions (self-attention only)";
-        if (width > c.max_len) return "the row width W must be at most the maximum length";
-        return "";
-      })};
+  info.options = {
+      MixerOption::integer(
+          "rel-bias", "0",
+          "a learned relative position bias per head on the scores, for tokens in rows of W "
+          "(raster order; 1: a plain sequence, 7: an image's 7x7 tokens); 0: none",
+          0, kMaxOptionSize,
+          [](int64_t width, const MixerConfig& c) -> std::string {
+            if (width == 0) return "";
+            if (c.cross) return "cross-attention has no relative positions (self-attention only)";
+            if (width > c.max_len) return "the row width W must be at most the maximum length";
+            return "";
+          }),
+      MixerOption::boolean(
+          "lsa", "false",
+          "Locality Self-Attention (Lee et al. 2021): a learned temperature in place "
+          "of √d_h, and each query's own key masked; self-attention only",
+          [](int64_t on, const MixerConfig& c) -> std::string {
+            if (on && c.cross)
+              return "cross-attention has no own key to mask "
+                     "(self-attention only)";
+            return "";
+          })};
+  info.adjust_capabilities = [](const MixerConfig& c, MixerCapabilities& caps) {
+    if (!c.get_bool("lsa", false)) return;
+    caps.causal = false;
+    caps.causal_refusal =
+        "with lsa each query's own key is masked, so a decoder's first position would see no "
+        "key at all (Locality Self-Attention is for encoders).";
+  };
   info.build = [](const MixerConfig& c) { return std::make_shared<Attention>(c); };
   info.expected_parameters = [](const MixerConfig& c) {
     int64_t width = c.get_int("rel-bias", 0);
     int64_t bias = width > 0 ? c.heads * RelativePositionBias::offsets(c.max_len, width) : 0;
-    return 4 * c.dim * c.dim + 4 * c.dim + bias;
+    int64_t temperature = c.get_bool("lsa", false) ? 1 : 0;
+    return 4 * c.dim * c.dim + 4 * c.dim + bias + temperature;
   };
   // A sequence's offsets, and tokens on rows of 3 (the shared tests' ℓ = 8: three rows).
-  info.test_options = {{{"rel-bias", "1"}}, {{"rel-bias", "3"}}};
+  info.test_options = {{{"rel-bias", "1"}}, {{"rel-bias", "3"}}, {{"lsa", "true"}}};
   registry.add(std::move(info));
 }
 
