@@ -15,6 +15,8 @@
 // length L (pad_channels_kernel), transformed by one batched R2C plan, multiplied by the
 // kernel's half spectrum (conjugated for the backward's correlations) and brought back by one
 // batched C2R plan; the batch sum of the kernel's gradient runs per frequency in item order.
+// The backward transforms the kernel again instead of keeping the forward's spectrum, as the
+// CPU backend does: d of its 2B·d + d transforms, and nothing held between the two passes.
 #include <cuComplex.h>
 
 #include <algorithm>
