@@ -57,7 +57,7 @@ class Attention : public Mixer {
     int64_t h = config_.heads;
     Tensor mask = mixers::attention_mask(kv_valid, config_.causal, x.size(1), kv.size(1), x.dtype(),
                                          x.device());
-    if (temperature.defined()) mask = without_own_key(mask, x.size(1), x.size(1), x);
+    if (temperature.defined()) mask = without_own_key(mask, x);
     Tensor bias = rel_bias ? rel_bias->bias(0, x.size(1), x.size(1)) : Tensor();
     if (!config_.cross && !math_attention()) {
       Tensor gain = query_gain();
@@ -115,7 +115,7 @@ class Attention : public Mixer {
   Tensor step(const Tensor& x_t, MixerCache& base, const MixerContext& ctx) override {
     auto& cache = begin_step<Cache>(x_t, base);
     int64_t h = config_.heads;
-    Tensor q = mixers::split_heads(scaled_query(w_q->forward(x_t)), h);
+    Tensor q = mixers::split_heads(w_q->forward(x_t), h);  // never LSA: it refuses causal use
     Tensor mask;
     if (config_.cross) {
       if (!cache.k.defined()) {  // the memory does not change while decoding
@@ -130,7 +130,6 @@ class Attention : public Mixer {
       cache.v = cache.v.defined() ? concat({cache.v, v}, 2) : v;
     }
     int64_t i = cache.position++;
-    if (temperature.defined()) mask = without_own_key(mask, 1, cache.k.size(2), x_t);
     Tensor bias = rel_bias ? rel_bias->bias(i, 1, cache.k.size(2)) : Tensor();
     return attend(q, cache.k, cache.v, mask, bias);  // the new query sees every cached key
   }
@@ -157,12 +156,13 @@ class Attention : public Mixer {
   Tensor scaled_query(const Tensor& q) const {
     return temperature.defined() ? mul(q, query_gain()) : q;
   }
-  // LSA's M_self: `allowed` ([B, 1, N|1, M] or undefined) without each query's own key, query i
-  // of the n being key i + m − n of the m (the last queries, as in decoding).
-  static Tensor without_own_key(const Tensor& allowed, int64_t n, int64_t m, const Tensor& like) {
-    std::vector<double> v(static_cast<size_t>(n * m), 1.0);
-    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i * m + i + m - n)] = 0.0;
-    Tensor own = Tensor::from_data(v, {n, m}).to(like.dtype()).to(like.device());
+  // LSA's M_self: `allowed` ([B, 1, 1|N, N] or undefined) without each query's own key, for
+  // self-attention on x [B, N, d].
+  static Tensor without_own_key(const Tensor& allowed, const Tensor& x) {
+    const int64_t n = x.size(1);
+    std::vector<double> v(static_cast<size_t>(n * n), 1.0);
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i * n + i)] = 0.0;
+    Tensor own = Tensor::from_data(v, {n, n}).to(x.dtype()).to(x.device());
     return allowed.defined() ? mul(allowed, own) : own;
   }
 
