@@ -74,6 +74,7 @@ struct MixerCapabilities {
   bool causal = true;          // false: the registry refuses causal instances
   std::string causal_refusal;  // one sentence: why not (when causal == false)
   bool cross = false;          // can be a cross-mixer (keys/values from memory)
+  std::string cross_refusal;   // one sentence: why not, when an option takes `cross` away
   bool left_to_right = false;  // reads left to right in every mode, encoder included (§17, §18)
   BlockStyle block = BlockStyle::PreNorm;
 };

@@ -159,15 +159,16 @@ void MixerRegistry::validate(const MixerConfig& config, bool sizes_known) const 
                              : " (its options: " + join(keys) + ")");
     check_value(*option, value, config, sizes_known);
   }
-  // As its options leave it (attention with lsa cannot be causal; attention can).
+  // As its options leave it (attention with lsa can be neither causal nor a cross-mixer).
   const MixerCapabilities caps = capabilities(config);
   if (config.causal && !caps.causal)
     spec_fail("mixer '", config.name, "' cannot be causal: ", caps.causal_refusal,
               " Mixers that support causal use: ", join(causal_names()), ".");
-  if (config.cross && !info.capabilities.cross)
-    spec_fail("mixer '", config.name,
-              "' cannot be a cross-mixer (keys and values from memory): only dot-product "
-              "attention can attend to the encoder");
+  if (config.cross && !caps.cross)
+    spec_fail("mixer '", config.name, "' cannot be a cross-mixer (keys and values from memory): ",
+              caps.cross_refusal.empty()
+                  ? std::string("only dot-product attention can attend to the encoder")
+                  : caps.cross_refusal);
   if (!sizes_known) return;
   if (!(config.dim > 0 && config.heads > 0 && config.dim % config.heads == 0))
     spec_fail(config.name, ": width d = ", config.dim,

@@ -107,7 +107,9 @@ TEST_CASE("attention lsa: one parameter more, and refused for cross and causal u
   CHECK(make_mixer(c)->parameter_count() == 4 * 16 + 4 * 4 + 1);
   MixerConfig cross = c;
   cross.cross = true;
-  CHECK_THROWS_WITH_AS(make_mixer(cross), doctest::Contains("lsa=true is not allowed"),
+  CHECK_THROWS_WITH_AS(make_mixer(cross),
+                       doctest::Contains("mixer 'attention' cannot be a cross-mixer "
+                                         "(keys and values from memory): lsa masks"),
                        MixerSpecError);
   MixerConfig causal = c;
   causal.causal = true;

@@ -156,8 +156,16 @@ TEST_CASE("attention rel-bias: decoding past ℓ equals the full forward with cl
 TEST_CASE("attention rel-bias: cross-attention and a row wider than ℓ are refused by name") {
   MixerConfig cross = rel_config(3);
   cross.cross = true;
-  CHECK_THROWS_WITH_AS(make_mixer(cross), doctest::Contains("rel-bias"), MixerSpecError);
-  CHECK_THROWS_WITH_AS(make_mixer(cross), doctest::Contains("cross-attention"), MixerSpecError);
+  CHECK_THROWS_WITH_AS(make_mixer(cross),
+                       doctest::Contains("mixer 'attention' cannot be a cross-mixer "
+                                         "(keys and values from memory): rel-bias biases"),
+                       MixerSpecError);
+  // Refused before any size is known, as the apps check a specification first.
+  CHECK_THROWS_WITH_AS(
+      MixerRegistry::instance().check_spec("attention", {{"rel-bias", "1"}}, false, true),
+      doctest::Contains("cross-attention's keys"), MixerSpecError);
+  cross.options["rel-bias"] = "0";  // off: attention attends to memory as ever
+  CHECK_NOTHROW(make_mixer(cross));
   CHECK_THROWS_WITH_AS(make_mixer(rel_config(7)), doctest::Contains("at most the maximum length"),
                        MixerSpecError);
   MixerConfig negative = rel_config(3);

@@ -186,23 +186,27 @@ void register_attention_mixer(MixerRegistry& registry) {
           "(raster order; 1: a plain sequence, 7: an image's 7x7 tokens); 0: none",
           0, kMaxOptionSize,
           [](int64_t width, const MixerConfig& c) -> std::string {
-            if (width == 0) return "";
-            if (c.cross) return "cross-attention has no relative positions (self-attention only)";
             if (width > c.max_len) return "the row width W must be at most the maximum length";
             return "";
           }),
       MixerOption::boolean(
           "lsa", "false",
           "Locality Self-Attention (Lee et al. 2021): a learned temperature in place "
-          "of √d_h, and each query's own key masked; self-attention only",
-          [](int64_t on, const MixerConfig& c) -> std::string {
-            if (on && c.cross)
-              return "cross-attention has no own key to mask "
-                     "(self-attention only)";
-            return "";
-          })};
+          "of √d_h, and each query's own key masked; self-attention only")};
+  // Both options are for self-attention: they refuse cross use here, with their reason, and lsa
+  // refuses causal use too.
   info.adjust_capabilities = [](const MixerConfig& c, MixerCapabilities& caps) {
+    if (c.get_int("rel-bias", 0) > 0) {
+      caps.cross = false;
+      caps.cross_refusal =
+          "rel-bias biases each score by the offset j - i, and cross-attention's keys (the "
+          "encoder's positions) have no offset to the query (rel-bias is for self-attention).";
+    }
     if (!c.get_bool("lsa", false)) return;
+    caps.cross = false;
+    caps.cross_refusal =
+        "lsa masks each query's own key, and cross-attention's keys (the encoder's positions) "
+        "hold no own key (Locality Self-Attention is for self-attention).";
     caps.causal = false;
     caps.causal_refusal =
         "with lsa each query's own key is masked, so a decoder's first position would see no "
