@@ -187,8 +187,10 @@ TrainingState classifier_metadata(const ModelConfig& c, const ClassificationData
 ImageAugmentation image_augmentation(ImageAugmentation flags, const ClassificationData& d) {
   if (!flags.enabled()) return flags;
   if (d.input != InputKind::Image)
-    throw UsageError("--augment-crop, --augment-flip and --augment-erase apply to images; " +
-                     d.description + " holds token sequences");
+    throw UsageError(
+        "--augment-crop, --augment-flip, --augment-erase, --augment-mixup and --augment-cutmix "
+        "apply to images; " +
+        d.description + " holds token sequences");
   flags.channels = 1;
   flags.height = flags.width = d.side;
   flags.background = (0.0f - kFashionMnistMean) / kFashionMnistStd;  // a black pixel

@@ -74,6 +74,18 @@ struct ClassifyTrain {
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0))
         ->group(kDataGroup);
+    cmd->add_option("--augment-mixup", augment.mixup,
+                    "images: mixup, each batch blended with itself reversed under one "
+                    "λ ~ Beta(α, α); the α (0: off)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 10.0))
+        ->group(kDataGroup);
+    cmd->add_option("--augment-cutmix", augment.cutmix,
+                    "images: CutMix, a box of the reversed batch pasted in, its area 1 - λ with "
+                    "λ ~ Beta(α, α); the α (0: off; with mixup, each batch picks one)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 10.0))
+        ->group(kDataGroup);
   }
 
   ModelConfig prepare() {

@@ -15,6 +15,7 @@
 #include "tests/app_runner.h"
 #include "tests/file_helpers.h"
 #include "tests/temp_dir.h"
+#include "tests/test_data_util.h"
 #include "train/data/augment.h"
 #include "train/data/data_loader.h"
 
@@ -46,17 +47,6 @@ std::pair<int64_t, int64_t> find_marked_pixel(const std::vector<float>& image, i
   return {-1, -1};
 }
 
-// Images whose pixel p of example e is e * 1000 + p: every image distinct, every pixel known.
-InMemoryDataset numbered_test_images(size_t count, int64_t side) {
-  std::vector<Example> examples(count);
-  for (size_t e = 0; e < count; ++e) {
-    for (int64_t p = 0; p < side * side; ++p)
-      examples[e].features.push_back(static_cast<float>(e * 1000 + p));
-    examples[e].label = static_cast<int32_t>(e % 3);
-  }
-  return InMemoryDataset(std::move(examples));
-}
-
 std::vector<std::vector<float>> augmented_epoch(const Dataset& data, DataLoaderOptions o,
                                                 int64_t epoch, int64_t skip = 0) {
   DataLoader loader(data, o);
@@ -72,7 +62,7 @@ TEST_CASE("augment: off by default, and the loader then hands out the images unc
   ImageAugmentation none;
   CHECK_FALSE(none.enabled());
   CHECK(none.describe() == "none");
-  InMemoryDataset data = numbered_test_images(10, 6);
+  InMemoryDataset data = testing::numbered_image_dataset(10, 6);
   DataLoaderOptions o;
   o.batch_size = 4;
   o.seed = 3;
@@ -168,7 +158,7 @@ TEST_CASE("augment: a pure function of seed, epoch and index, other epochs draw 
   a.crop_pad = 3;
   a.flip = true;
   a.erase = 0.5;
-  InMemoryDataset data = numbered_test_images(12, 6);
+  InMemoryDataset data = testing::numbered_image_dataset(12, 6);
   std::vector<float> first = data.at(4).features, again = first, other_epoch = first;
   augment_image(first.data(), a, 9, 1, 4);
   augment_image(again.data(), a, 9, 1, 4);
@@ -204,6 +194,12 @@ TEST_CASE("augment: settings out of range and a geometry that does not fit are r
   a.erase = 1.5;
   CHECK_THROWS_WITH(check_augmentation(a, 25), doctest::Contains("--augment-erase"));
   a.erase = 0;
+  a.mixup = -0.5;
+  CHECK_THROWS_WITH(check_augmentation(a, 25), doctest::Contains("--augment-mixup"));
+  a.mixup = 0;
+  a.cutmix = 10.5;
+  CHECK_THROWS_WITH(check_augmentation(a, 25), doctest::Contains("--augment-cutmix"));
+  a.cutmix = 0;
   CHECK_THROWS_WITH(check_augmentation(a, 24), doctest::Contains("1x5x5"));
   CHECK_NOTHROW(check_augmentation(a, 25));
 }
@@ -239,7 +235,7 @@ testing::Exit run_augment_app(const testing::TempDir& dir, const std::string& ar
 
 }  // namespace
 
-TEST_CASE("augment app: the flags change training, are recorded, and token data refuses them") {
+TEST_CASE("augment app: the flags, mixing too, change training, are recorded, token data refuses") {
   testing::TempDir dir;
   write_augment_images(dir.root / "images", 40);
   const std::string base = "classify train --data " + dir.file("images") +
@@ -268,6 +264,22 @@ TEST_CASE("augment app: the flags change training, are recorded, and token data 
       dir, base + "--augment-crop 2 --augment-flip --augment-erase 0.5 --out " + dir.file("aug2"));
   REQUIRE(again.code == 0);
   CHECK(testing::read_file(dir.file("aug2") + "/last.safetensors") == checkpoint);
+
+  // Batch mixing: applied, recorded, the same on a rerun; an α out of range is refused.
+  const std::string mix = "--augment-mixup 0.8 --augment-cutmix 1 --out ";
+  testing::Exit mixed = run_augment_app(dir, base + mix + dir.file("mixed"));
+  INFO(mixed.output);
+  REQUIRE(mixed.code == 0);
+  CHECK(testing::contains(mixed.output, "training images augmented: mixup α=0.8, CutMix α=1"));
+  const std::string mixed_checkpoint = testing::read_file(dir.file("mixed") + "/last.safetensors");
+  CHECK(testing::contains(mixed_checkpoint, "mixup α=0.8, CutMix α=1"));
+  CHECK(mixed_checkpoint != testing::read_file(dir.file("plain") + "/last.safetensors"));
+  REQUIRE(run_augment_app(dir, base + mix + dir.file("mixed2")).code == 0);
+  CHECK(testing::read_file(dir.file("mixed2") + "/last.safetensors") == mixed_checkpoint);
+  testing::Exit bad = run_augment_app(dir, base + "--augment-cutmix 11 --out " + dir.file("bad"));
+  CHECK(bad.code == 2);
+  CHECK(testing::contains(bad.output, "--augment-cutmix"));
+  CHECK_FALSE(fs::exists(dir.file("bad")));
 
   std::ofstream(dir.file("text.tsv")) << "a\tx y\nb\ty z\na\tx x\nb\tz z\na\tx\nb\tz\n"
                                       << "a\tx y x\nb\tz y z\na\ty x\nb\ty z\nb\tz\n";

@@ -3,12 +3,14 @@
 #pragma once
 #include "core/error.h"
 #include "tests/temp_dir.h"
+#include "train/data/dataset.h"
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 #include <zlib.h>
@@ -25,6 +27,18 @@ inline std::string error_of(auto&& action) {
     return e.what();
   }
   return "";
+}
+
+// `count` side x side images whose pixel p of example e is e * 1000 + p (every image distinct,
+// every pixel known), labelled e % 3.
+inline InMemoryDataset numbered_image_dataset(size_t count, int64_t side) {
+  std::vector<Example> examples(count);
+  for (size_t e = 0; e < count; ++e) {
+    for (int64_t p = 0; p < side * side; ++p)
+      examples[e].features.push_back(static_cast<float>(e * 1000 + p));
+    examples[e].label = static_cast<int32_t>(e % 3);
+  }
+  return InMemoryDataset(std::move(examples));
 }
 
 inline void write_file(const std::string& path, const std::string& content) {

@@ -75,7 +75,9 @@ std::string ImageAugmentation::describe() const {
   const char* sep = "";
   if (crop_pad > 0) out << sep << "crop after padding " << crop_pad, sep = ", ";
   if (flip) out << sep << "horizontal flip", sep = ", ";
-  if (erase > 0) out << sep << "random erasing p=" << erase;
+  if (erase > 0) out << sep << "random erasing p=" << erase, sep = ", ";
+  if (mixup > 0) out << sep << "mixup α=" << mixup, sep = ", ";
+  if (cutmix > 0) out << sep << "CutMix α=" << cutmix;
   return out.str();
 }
 
@@ -84,6 +86,9 @@ void check_augmentation(const ImageAugmentation& a, int64_t pixels) {
         "--augment-crop: the padding must be 0 to 8 pixels, got ", a.crop_pad);
   check(a.erase >= 0.0 && a.erase <= 1.0,
         "--augment-erase: the probability must be in [0, 1], got ", a.erase);
+  check(a.mixup >= 0.0 && a.mixup <= 10.0, "--augment-mixup: α must be in [0, 10], got ", a.mixup);
+  check(a.cutmix >= 0.0 && a.cutmix <= 10.0, "--augment-cutmix: α must be in [0, 10], got ",
+        a.cutmix);
   if (!a.enabled()) return;
   check(
       a.channels >= 1 && a.height >= 1 && a.width >= 1 && a.channels * a.height * a.width == pixels,

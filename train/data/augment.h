@@ -18,18 +18,22 @@ struct ImageAugmentation {
   int64_t crop_pad = 0;
   bool flip = false;   // mirror left-right with probability 1/2
   double erase = 0.0;  // probability of erasing one rectangle (Zhong et al. 2020); 0 = off
+  // Batch mixing (train/data/batch_mixing.h): the α of λ ~ Beta(α, α); 0 = off.
+  double mixup = 0.0;
+  double cutmix = 0.0;
   // The images' geometry, in (channel, row, column) order, and the value a padded pixel takes
   // (the standardized value of a black pixel).
   int64_t channels = 1, height = 0, width = 0;
   float background = 0.0f;
 
-  bool enabled() const { return crop_pad > 0 || flip || erase > 0.0; }
-  // "crop after padding 4, horizontal flip, random erasing p=0.25", or "none".
+  bool mixes() const { return mixup > 0.0 || cutmix > 0.0; }
+  bool enabled() const { return crop_pad > 0 || flip || erase > 0.0 || mixes(); }
+  // "crop after padding 4, horizontal flip, random erasing p=0.25, mixup α=0.8", or "none".
   std::string describe() const;
 };
 
 // Refuses (Error naming the setting) a pad outside [0, 8], an erase probability outside [0, 1],
-// or a geometry that does not match `pixels` per image.
+// a mixing α outside [0, 10], or a geometry that does not match `pixels` per image.
 void check_augmentation(const ImageAugmentation& augment, int64_t pixels);
 
 // Augments one image in place (size channels * height * width).

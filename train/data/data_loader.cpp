@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "train/data/batch_mixing.h"
 #include "train/data/rng.h"
 
 namespace mixlab {
@@ -248,6 +249,7 @@ void DataLoader::worker_loop() {
 void DataLoader::prepare(size_t batch_index, Batch& out) const {
   collate_into(dataset_, plan_[batch_index], options_.pad_id, out);
   augment_batch(out.features, out.indices, options_.augment, options_.seed, planned_epoch_);
+  mix_batch(out, options_.augment, options_.seed, planned_epoch_);
 }
 
 void DataLoader::stop_worker() {

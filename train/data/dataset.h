@@ -52,6 +52,10 @@ struct Batch {
   std::vector<int64_t> feature_shape;
   std::vector<int32_t> labels;  // [size]
   std::vector<size_t> indices;  // dataset indices of the examples, in batch order
+  // Batch mixing (train/data/batch_mixing.h): each image's partner's label, and the weight λ of
+  // its own label in the loss; empty and 1 when the batch is not mixed.
+  std::vector<int32_t> mix_labels;
+  double mix_weight = 1.0;
 };
 
 }  // namespace mixlab

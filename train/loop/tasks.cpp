@@ -142,9 +142,16 @@ int64_t ClassificationTask::tokens(const Batch& b) const {
   return TrainTask::tokens(b);
 }
 
+// A mixed batch (train/data/batch_mixing.h) scores each image against both of its labels:
+// λ CE(z, y) + (1 - λ) CE(z, y_partner).
 Tensor ClassificationTask::loss(const Batch& b) {
   Tensor labels = Tensor::from_data(b.labels, {b.size}, device_);
-  return cross_entropy(logits(b), labels, -100, label_smoothing_);
+  Tensor z = logits(b);
+  Tensor own = cross_entropy(z, labels, -100, label_smoothing_);
+  if (b.mix_labels.empty()) return own;
+  Tensor partner_labels = Tensor::from_data(b.mix_labels, {b.size}, device_);
+  Tensor partner = cross_entropy(z, partner_labels, -100, label_smoothing_);
+  return add(mul(own, b.mix_weight), mul(partner, 1.0 - b.mix_weight));
 }
 
 Tensor ClassificationTask::probabilities(const Batch& b) {
