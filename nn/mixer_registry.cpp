@@ -25,10 +25,6 @@ void check_value(const MixerOption& o, const std::string& value, const MixerConf
   switch (o.type) {
     case MixerOption::Type::Boolean:
       if (!parses_as_bool(value)) spec_fail(what, " is not allowed; allowed: ", o.allowed());
-      if (o.rule && sizes_known) {
-        const std::string broken = o.rule(config.get_bool(o.key, false) ? 1 : 0, config);
-        if (!broken.empty()) spec_fail(what, " is not allowed: ", broken);
-      }
       return;
     case MixerOption::Type::Integer:
       break;
@@ -63,14 +59,12 @@ MixerOption MixerOption::integer(std::string key, std::string default_value, std
   return o;
 }
 
-MixerOption MixerOption::boolean(std::string key, std::string default_value, std::string help,
-                                 Rule rule) {
+MixerOption MixerOption::boolean(std::string key, std::string default_value, std::string help) {
   MixerOption o;
   o.key = std::move(key);
   o.default_value = std::move(default_value);
   o.help = std::move(help);
   o.type = Type::Boolean;
-  o.rule = std::move(rule);
   return o;
 }
 

@@ -44,7 +44,7 @@ struct MixerOption {
   int64_t min = 0;
   int64_t max = std::numeric_limits<int64_t>::max();
   std::vector<std::string> words;  // Integer: words allowed instead of a number, e.g. "auto"
-  // A further rule given the whole configuration (a boolean's value as 1 or 0); returns "" when
+  // Integer only: a further rule given the whole configuration; returns "" when
   // `value` is allowed, else what is required ("kernel width K must be odd ...").
   using Rule = std::function<std::string(int64_t value, const MixerConfig&)>;
   Rule rule;
@@ -53,8 +53,8 @@ struct MixerOption {
   static MixerOption integer(std::string key, std::string default_value, std::string help,
                              int64_t min, int64_t max, Rule rule = nullptr,
                              std::vector<std::string> words = {});
-  static MixerOption boolean(std::string key, std::string default_value, std::string help,
-                             Rule rule = nullptr);
+  // A boolean option. What it takes away goes through MixerInfo::adjust_capabilities.
+  static MixerOption boolean(std::string key, std::string default_value, std::string help);
 
   std::string allowed() const;  // "an integer in [1, 255]", "true or false", ...
 };
