@@ -230,4 +230,36 @@ std::vector<LoadedModel<Classifier>> load_classifiers(const std::vector<std::str
   return models;
 }
 
+namespace {
+// The examples a description names, without what only changes how they are trained on. The seed
+// picks examples only of generated ListOps.
+DataDescription examples_of(DataDescription d) {
+  d.augment.clear();
+  d.teacher.clear();
+  if (d.kind != DataKind::ListOps) d.seed = 0;
+  return d;
+}
+}  // namespace
+
+void check_teacher(const std::string& checkpoint, const CheckpointInfo& teacher,
+                   const ModelConfig& student, const ClassificationData& data) {
+  const ModelConfig& t = teacher.config;
+  const auto it = teacher.extra.find("data");
+  const DataDescription taught = read_data_description(it == teacher.extra.end() ? "" : it->second);
+  const std::string vocab = data.input == InputKind::Tokens ? data.vocab.to_string() : "";
+  const std::string named = "--teacher " + checkpoint;
+  if (t.input != student.input || t.image_channels != student.image_channels ||
+      t.image_height != student.image_height || t.image_width != student.image_width ||
+      teacher.vocab_src != vocab)
+    throw UsageError(named + " reads other inputs than the model this run trains (" +
+                     data.description + ")");
+  if (checkpoint_labels(teacher) != data.labels)
+    throw UsageError(named + " names other classes than " + data.description);
+  if (examples_of(taught) != examples_of(data.desc))
+    throw UsageError(named + " was trained on " + examples_of(taught).summary() +
+                     ", and this run trains on " + examples_of(data.desc).summary() +
+                     "; a teacher must have been trained on the same training and held-out "
+                     "examples, or it has seen the student's validation examples");
+}
+
 }  // namespace mixlab::app

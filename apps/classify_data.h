@@ -67,4 +67,10 @@ std::vector<std::string> checkpoint_labels(const CheckpointInfo& info);
 std::vector<LoadedModel<Classifier>> load_classifiers(const std::vector<std::string>& checkpoints,
                                                       Device device);
 
+// A distillation teacher (`classify train --teacher`) must read the student's inputs, name its
+// classes, and have been trained on the same training and held-out examples, or it would have
+// seen the student's validation data. A usage error naming the checkpoint and what differs.
+void check_teacher(const std::string& checkpoint, const CheckpointInfo& teacher,
+                   const ModelConfig& student, const ClassificationData& data);
+
 }  // namespace mixlab::app

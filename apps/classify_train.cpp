@@ -6,6 +6,7 @@
 // last.safetensors, metrics.csv, curves.svg, config.ini, model.json.
 #include <algorithm>
 #include <iostream>
+#include <sstream>
 
 #include "apps/classify_data.h"
 #include "apps/cli_style.h"
@@ -27,6 +28,9 @@ struct ClassifyTrain {
   std::string pool = "mean";
   std::string stem = "patch";
   ImageAugmentation augment;
+  std::vector<std::string> teacher_paths;
+  double distill_weight = 0.5;
+  std::vector<LoadedModel<Classifier>> teachers;
   ClassificationData data;
 
   ClassifyTrain() {
@@ -86,6 +90,23 @@ struct ClassifyTrain {
         ->capture_default_str()
         ->check(CLI::Range(0.0, 10.0))
         ->group(kDataGroup);
+    // Stored absolute in config.ini, so that --resume finds the teachers from any directory.
+    cmd->add_option("--teacher", teacher_paths,
+                    "hard distillation: trained classifiers (.safetensors) whose predicted class "
+                    "for each training batch is a second label; several predict together (the "
+                    "mean of their probabilities)")
+        ->transform(CLI::Validator(
+            [](std::string& path) {
+              if (!path.empty()) path = absolute_path(path);
+              return std::string();
+            },
+            "FILE"))
+        ->group(kOptimisationGroup);
+    cmd->add_option("--distill-weight", distill_weight,
+                    "with --teacher: the loss is (1 - w) · CE(labels) + w · CE(teacher's class)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0))
+        ->group(kOptimisationGroup);
   }
 
   ModelConfig prepare() {
@@ -103,7 +124,30 @@ struct ClassifyTrain {
     const int64_t limit = flags.train.train_limit;
     if (limit > 0 && limit < static_cast<int64_t>(data.train.size()))
       data.train.examples().resize(limit);
-    return classifier_config(flags.model, flags.common, data, patch, pool, stem);
+    const ModelConfig config =
+        classifier_config(flags.model, flags.common, data, patch, pool, stem);
+    load_teachers(config);
+    return config;
+  }
+
+  // The teachers, checked against this run's data before anything is written.
+  void load_teachers(const ModelConfig& config) {
+    // config.ini stores a run without a teacher as `teacher=""`.
+    std::erase(teacher_paths, std::string());
+    if (teacher_paths.empty()) {
+      if (distill_weight != 0.5)  // the default
+        throw UsageError("--distill-weight weighs the labels of --teacher, and none was given");
+      return;
+    }
+    teachers = load_classifiers(teacher_paths, Device::cpu());
+    for (size_t i = 0; i < teachers.size(); ++i)
+      check_teacher(teacher_paths[i], teachers[i].info, config, data);
+    data.desc.teacher = (teachers.size() == 1 ? "the classifier " : "the mean of the classifiers ");
+    for (size_t i = 0; i < teacher_paths.size(); ++i)
+      data.desc.teacher += (i == 0 ? "" : ", ") + teacher_paths[i];
+    std::ostringstream weight;
+    weight << distill_weight;
+    data.desc.teacher += " (hard, weight " + weight.str() + ")";
   }
 
   void adjust(TrainerOptions& options) {
@@ -121,7 +165,14 @@ struct ClassifyTrain {
 
   std::string data_json() const { return data.desc.to_json().dump(); }
   ClassificationTask make_task(Model& model, Device device) {
-    return ClassificationTask(model, device, flags.train.label_smoothing);
+    ClassificationTask task(model, device, flags.train.label_smoothing);
+    std::vector<Classifier*> teacher_models;
+    for (auto& t : teachers) {
+      t.model->to(device);
+      teacher_models.push_back(t.model.get());
+    }
+    if (!teacher_models.empty()) task.set_teachers(teacher_models, distill_weight);
+    return task;
   }
   const Dataset& train_set() const { return data.train; }
   const Dataset* valid_set() const { return &data.valid; }

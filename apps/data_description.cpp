@@ -37,6 +37,7 @@ Json DataDescription::to_json() const {
   if (!held_out.empty()) j.set("held_out", held_out);
   if (!augment.empty()) j.set("augment", augment);
   if (!train_targets.empty()) j.set("train_targets", train_targets);
+  if (!teacher.empty()) j.set("teacher", teacher);
   if (!labels.empty()) {
     Json l = Json::array();
     for (const auto& name : labels) l.push_back(name);
@@ -57,6 +58,7 @@ DataDescription DataDescription::from_json(const Json& j) {
   text("held_out", d.held_out);
   text("augment", d.augment);
   text("train_targets", d.train_targets);
+  text("teacher", d.teacher);
   if (const Json* v = j.find("seed")) d.seed = static_cast<uint64_t>(v->as_int64());
   if (const Json* g = j.find("generator"))
     for (const auto& [k, v] : g->as_object()) d.generator[k] = v.as_int64();
@@ -96,6 +98,7 @@ std::string DataDescription::summary() const {
   if (!held_out.empty()) s += "; held out: " + held_out;
   if (!augment.empty()) s += "; training images augmented: " + augment;
   if (!train_targets.empty()) s += "; training targets from " + train_targets;
+  if (!teacher.empty()) s += "; distilled from " + teacher;
   return s + ")";
 }
 

@@ -34,6 +34,9 @@ struct DataDescription {
   // g2p: the file the training words' targets were read from (`--train-targets`, sequence-level
   // distillation), "" = the dictionary's.
   std::string train_targets;
+  // classification: the teachers whose predicted classes are a second set of training labels
+  // (`--teacher`, hard distillation) and that set's weight; "" = none.
+  std::string teacher;
 
   Json to_json() const;
   static DataDescription from_json(const Json& json);

@@ -206,27 +206,6 @@ TEST_CASE("augment: settings out of range and a geometry that does not fit are r
 
 namespace {
 
-void put_idx_be32(std::string& s, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>(v >> shift));
-}
-
-// A folder of the four Fashion-MNIST files with `n` 28x28 images, a different image per index.
-void write_augment_images(const fs::path& dir, uint32_t n) {
-  fs::create_directories(dir);
-  for (const char* split : {"train", "t10k"}) {
-    std::string images, labels;
-    put_idx_be32(images, 0x803), put_idx_be32(images, n), put_idx_be32(images, 28),
-        put_idx_be32(images, 28);
-    put_idx_be32(labels, 0x801), put_idx_be32(labels, n);
-    for (uint32_t i = 0; i < n; ++i) {
-      for (int p = 0; p < 784; ++p) images.push_back(static_cast<char>((p * 7 + i * 13) % 256));
-      labels.push_back(static_cast<char>(i % 10));
-    }
-    std::ofstream(dir / (std::string(split) + "-images-idx3-ubyte"), std::ios::binary) << images;
-    std::ofstream(dir / (std::string(split) + "-labels-idx1-ubyte"), std::ios::binary) << labels;
-  }
-}
-
 // `mixlab ARGS` (split at spaces), its log in `dir`.
 testing::Exit run_augment_app(const testing::TempDir& dir, const std::string& args) {
   static int calls = 0;
@@ -237,7 +216,7 @@ testing::Exit run_augment_app(const testing::TempDir& dir, const std::string& ar
 
 TEST_CASE("augment app: the flags, mixing too, change training, are recorded, token data refuses") {
   testing::TempDir dir;
-  write_augment_images(dir.root / "images", 40);
+  testing::write_idx_image_folder(dir.root / "images", 40);
   const std::string base = "classify train --data " + dir.file("images") +
                            " --dim 16 --heads 2 --layers 1 --patch 7 --batch 8 --steps 4 "
                            "--threads 1 --quiet --dropout 0 ";
@@ -294,7 +273,7 @@ TEST_CASE("augment app: the flags, mixing too, change training, are recorded, to
 TEST_CASE(
     "image stem app: --stem conv is trained, saved and evaluated, and an odd patch is refused") {
   testing::TempDir dir;
-  write_augment_images(dir.root / "images", 40);
+  testing::write_idx_image_folder(dir.root / "images", 40);
   const std::string base = "classify train --data " + dir.file("images") +
                            " --dim 16 --heads 2 --layers 1 --batch 8 --steps 4 --threads 1 "
                            "--quiet --dropout 0 ";

@@ -41,6 +41,26 @@ inline InMemoryDataset numbered_image_dataset(size_t count, int64_t side) {
   return InMemoryDataset(std::move(examples));
 }
 
+// A folder of the four Fashion-MNIST files (train and t10k) with `n` 28x28 images, a different
+// image per index, image i labelled i % 10.
+inline void write_idx_image_folder(const std::filesystem::path& dir, uint32_t n) {
+  auto put_be32 = [](std::string& s, uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>(v >> shift));
+  };
+  std::filesystem::create_directories(dir);
+  for (const char* split : {"train", "t10k"}) {
+    std::string images, labels;
+    for (uint32_t v : {0x803u, n, 28u, 28u}) put_be32(images, v);
+    for (uint32_t v : {0x801u, n}) put_be32(labels, v);
+    for (uint32_t i = 0; i < n; ++i) {
+      for (int p = 0; p < 784; ++p) images.push_back(static_cast<char>((p * 7 + i * 13) % 256));
+      labels.push_back(static_cast<char>(i % 10));
+    }
+    std::ofstream(dir / (std::string(split) + "-images-idx3-ubyte"), std::ios::binary) << images;
+    std::ofstream(dir / (std::string(split) + "-labels-idx1-ubyte"), std::ios::binary) << labels;
+  }
+}
+
 inline void write_file(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary);
   out << content;

@@ -112,6 +112,18 @@ Tensor log_mean_probability(const std::vector<Tensor>& logits) {
   for (size_t i = 1; i < logits.size(); ++i) probs = add(probs, softmax(logits[i], -1));
   return log(add(mul(probs, 1.0 / static_cast<double>(logits.size())), 1e-30));
 }
+
+// The index of each row's largest entry of [B, classes] scores (the first, on a tie).
+std::vector<int32_t> row_argmax(const Tensor& z) {
+  const std::vector<float> v = z.to_float_vector();
+  const int64_t rows = z.size(0), classes = z.size(1);
+  std::vector<int32_t> out(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = v.data() + i * classes;
+    out[i] = static_cast<int32_t>(std::max_element(row, row + classes) - row);
+  }
+  return out;
+}
 }  // namespace
 
 // ---- classification ----
@@ -144,14 +156,35 @@ int64_t ClassificationTask::tokens(const Batch& b) const {
 
 // A mixed batch (train/data/batch_mixing.h) scores each image against both of its labels:
 // λ CE(z, y) + (1 - λ) CE(z, y_partner).
-Tensor ClassificationTask::loss(const Batch& b) {
+Tensor ClassificationTask::label_loss(const Tensor& z, const Batch& b) {
   Tensor labels = Tensor::from_data(b.labels, {b.size}, device_);
-  Tensor z = logits(b);
   Tensor own = cross_entropy(z, labels, -100, label_smoothing_);
   if (b.mix_labels.empty()) return own;
   Tensor partner_labels = Tensor::from_data(b.mix_labels, {b.size}, device_);
   Tensor partner = cross_entropy(z, partner_labels, -100, label_smoothing_);
   return add(mul(own, b.mix_weight), mul(partner, 1.0 - b.mix_weight));
+}
+
+Tensor ClassificationTask::loss(const Batch& b) {
+  Tensor z = logits(b);
+  Tensor data_loss = label_loss(z, b);
+  if (teachers_.empty()) return data_loss;
+  Tensor taught = Tensor::from_data(teacher_predictions(b), {b.size}, device_);
+  Tensor teacher_loss = cross_entropy(z, taught, -100, label_smoothing_);
+  return add(mul(data_loss, 1.0 - teacher_weight_), mul(teacher_loss, teacher_weight_));
+}
+
+void ClassificationTask::set_teachers(std::vector<Classifier*> teachers, double weight) {
+  for (Classifier* t : teachers) t->eval();
+  teachers_ = std::move(teachers);
+  teacher_weight_ = weight;
+}
+
+std::vector<int32_t> ClassificationTask::teacher_predictions(const Batch& b) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> logits;
+  for (Classifier* t : teachers_) logits.push_back(model_logits(*t, b));
+  return row_argmax(logits.size() == 1 ? logits[0] : log_mean_probability(logits));
 }
 
 Tensor ClassificationTask::probabilities(const Batch& b) {
@@ -170,13 +203,9 @@ std::map<std::string, double> ClassificationTask::evaluate(const Dataset& data) 
       progress.update(done);
       Tensor z = logits(b);
       loss_sum += cross_entropy(z, Tensor::from_data(b.labels, {b.size}, device_)).item() * b.size;
-      std::vector<float> v = z.to_float_vector();
-      int64_t classes = z.size(1);
-      for (int64_t i = 0; i < b.size; ++i) {
-        const float* row = v.data() + i * classes;
-        predictions.push_back(static_cast<int32_t>(std::max_element(row, row + classes) - row));
-        labels.push_back(b.labels[i]);
-      }
+      const std::vector<int32_t> predicted = row_argmax(z);
+      predictions.insert(predictions.end(), predicted.begin(), predicted.end());
+      labels.insert(labels.end(), b.labels.begin(), b.labels.begin() + b.size);
     }
     progress.finish();
     std::map<std::string, double> m;

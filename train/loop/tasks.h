@@ -48,14 +48,24 @@ class ClassificationTask : public TrainTask {
   // task's model from now on: the probabilities become the mean of the models', and the loss the
   // cross-entropy of that mean. Empty: the task's model alone.
   void set_ensemble(std::vector<Classifier*> others) { others_ = std::move(others); }
+  // Hard distillation (DeiT; Touvron et al. 2021): trained classifiers that read the same inputs
+  // and name the same classes. Each training batch is also scored against the class they
+  // predict for it (the argmax of their mean probability, in eval mode, on the batch as
+  // augmented): loss = (1 - weight) · L(z, y) + weight · CE(z, ŷ_teacher). Empty: off.
+  void set_teachers(std::vector<Classifier*> teachers, double weight);
+  // The teachers' predicted class for each example of a batch.
+  std::vector<int32_t> teacher_predictions(const Batch& batch);
 
  private:
   Tensor logits(const Batch& batch);  // log of the ensemble's mean probability when it has others
   Tensor model_logits(Classifier& model, const Batch& batch);
+  Tensor label_loss(const Tensor& z, const Batch& batch);  // the data's labels, mixed or not
   Classifier& model_;
   Device device_;
   double label_smoothing_;
   std::vector<Classifier*> others_;
+  std::vector<Classifier*> teachers_;
+  double teacher_weight_ = 0.0;
 };
 
 class TranslationTask : public TrainTask {
