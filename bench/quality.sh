@@ -7,7 +7,9 @@
 #                                           augmentation (MIXER=attention for the attention row,
 #                                           --stem patch for 4x4 patches instead);
 #                                           SEEDS="0 1 2" trains those seeds and scores them
-#                                           also as one ensemble; JOBS=2 trains two seeds at once
+#                                           also as one ensemble; JOBS=2 trains two seeds at once;
+#                                           DISTILL=1 trains each seed's gMLP first and the
+#                                           mixer also on its predictions (--teacher)
 #   bench/quality.sh g2p [flags]            the CMUdict g014b2b recipe: two d=128 translators
 #                                           (seeds 0 and 1, side by side), each the mean of its
 #                                           last 5 epochs' weights, beam 5 on test, and the two
@@ -128,27 +130,51 @@ summary() {
 case "$task" in
   fashion-mnist)
     mixer=${MIXER:-gmlp}
-    base=${OUT:-runs/quality/fashion-mnist-$mixer}
+    base=${OUT:-runs/quality/fashion-mnist-$mixer${DISTILL:+-distilled}}
     seeds=${SEEDS:-0}
     seed_folder() {
       rec=$base
       [ "$seeds" = 0 ] || rec=$base-seed$1
       out=$rec/run
     }
-    fashion_seed() {
-      seed_folder "$1"
+    teacher_base=${TEACHER_OUT:-runs/quality/fashion-mnist-gmlp}
+    teacher_folder() {  # the folders of the recipe's gMLP for DISTILL=1, named as seed_folder's
+      rec=$teacher_base
+      [ "$seeds" = 0 ] || rec=$teacher_base-seed$1
+      out=$rec/run
+    }
+    # Trains the recipe's model for one seed into $out: `fashion_train MIXER SEED [FLAGS...]`.
+    fashion_train() {
+      local model=$1 seed=$2
+      shift 2
       mkdir -p "$rec"
-      train "$rec/log.txt" "$out" "$mixlab" classify train --data fashion-mnist --mixer "$mixer" \
+      train "$rec/log.txt" "$out" "$mixlab" classify train --data fashion-mnist --mixer "$model" \
         --patch 4 --dim 96 --heads 4 --layers 6 --batch 128 --epochs "${EPOCHS:-24}" --lr 2e-3 \
         --warmup 500 --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 --augment-crop 2 \
-        --augment-flip --augment-erase 0.25 --stem conv --seed "$1" --threads "$threads" \
-        --quiet --out "$out" "${flags[@]}"
+        --augment-flip --augment-erase 0.25 --stem conv --seed "$seed" --threads "$threads" \
+        --quiet --out "$out" "$@"
+    }
+    # DISTILL=1: the seed's gMLP of the recipe first (24 epochs, in $teacher_base, kept when it
+    # has finished), then the mixer learns from it as well (--teacher, hard distillation).
+    fashion_seed() {
+      local teacher=()
+      if [ -n "${DISTILL:-}" ]; then
+        teacher_folder "$1"
+        EPOCHS=24 fashion_train gmlp "$1"
+        teacher=(--teacher "$out/best.safetensors")
+      fi
+      seed_folder "$1"
+      fashion_train "$mixer" "$1" "${teacher[@]}" "${flags[@]}"
     }
     flags=("$@")
     for_each_seed fashion_seed
     logs=()
     bests=()
     for seed in $seeds; do
+      if [ -n "${DISTILL:-}" ]; then
+        teacher_folder "$seed"
+        logs+=("$rec/log.txt")
+      fi
       seed_folder "$seed"
       logs+=("$rec/log.txt")
       bests+=("$out/best.safetensors")
