@@ -6,6 +6,8 @@
 #if defined(MIXLAB_HAS_LANES)
 #include <algorithm>
 #include <chrono>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/simd/register_tile.h"
@@ -53,17 +55,25 @@ struct PeakTile {
   }
 };
 
-// Best GFLOP/s of `repeat` timed runs of fn, each doing `flops`.
-template <typename F>
-double best_rate(F&& fn, double flops, int repeat) {
-  fn();
-  double best = 1e30;
+// Best GFLOP/s of each of two workloads over `repeat` timed runs taken in turn (f, g, f, g, ...),
+// each run doing `f_flops` or `g_flops`. On a shared machine the clock and a neighbour's load
+// (an SMT sibling's, too) change from one moment to the next; taking turns exposes both
+// workloads to the same moments, so their ratio stays meaningful.
+template <typename F, typename G>
+std::pair<double, double> best_rates_in_turn(F&& f, double f_flops, G&& g, double g_flops,
+                                             int repeat) {
+  f();
+  g();
+  double best_f = 1e30, best_g = 1e30;
   for (int i = 0; i < repeat; ++i) {
-    const auto t0 = Clock::now();
-    fn();
-    best = std::min(best, seconds_since(t0));
+    auto t0 = Clock::now();
+    f();
+    best_f = std::min(best_f, seconds_since(t0));
+    t0 = Clock::now();
+    g();
+    best_g = std::min(best_g, seconds_since(t0));
   }
-  return flops / best * 1e-9;
+  return {f_flops / best_f * 1e-9, g_flops / best_g * 1e-9};
 }
 
 }  // namespace
@@ -84,8 +94,6 @@ CorePeak measure_core_peak(double seconds) {
   double rounds = 0;
   const auto run_chains = [&](double n) { sink = sink + fma_chains(static_cast<long>(n), inputs); };
   calibrate(run_chains, rounds);
-  peak.fma_gflops =
-      best_rate([&] { run_chains(rounds); }, 2.0 * 12 * Lanes::kWidth * rounds, kRepeat);
 
   // The tile over a panel of B of 16 KB (k steps of kTilePanel floats) and kTileRows rows of A:
   // both stay in L1.
@@ -104,9 +112,9 @@ CorePeak measure_core_peak(double seconds) {
     sink = sink + c[0];
   };
   calibrate(run_tiles, tiles);
-  peak.tile_gflops =
-      best_rate([&] { run_tiles(tiles); },
-                2.0 * kTileRows * kTilePanel * static_cast<double>(k) * tiles, kRepeat);
+  std::tie(peak.fma_gflops, peak.tile_gflops) = best_rates_in_turn(
+      [&] { run_chains(rounds); }, 2.0 * 12 * Lanes::kWidth * rounds, [&] { run_tiles(tiles); },
+      2.0 * kTileRows * kTilePanel * static_cast<double>(k) * tiles, kRepeat);
   return peak;
 }
 
