@@ -16,7 +16,8 @@ struct CorePeak {
   double tile_gflops = 0;
 };
 
-// Each figure is the best of 10 runs of about `seconds` / 20 each, on the calling thread.
+// Each figure is the best of 10 runs of about `seconds` / 20 each, on the calling thread; the
+// two workloads' runs take turns, so a shared machine's changing load reaches both alike.
 CorePeak measure_core_peak(double seconds = 0.3);
 
 }  // namespace mixlab::cpu
