@@ -208,12 +208,16 @@ std::vector<std::string> checkpoint_labels(const CheckpointInfo& info) {
 
 namespace {
 
+// Whether two classifiers take the same kind of input, and images of the same geometry.
+bool same_input_kind(const ModelConfig& x, const ModelConfig& y) {
+  return x.input == y.input && x.image_channels == y.image_channels &&
+         x.image_height == y.image_height && x.image_width == y.image_width;
+}
+
 void check_same_classifier_task(const std::string& first, const CheckpointInfo& a,
                                 const std::string& other, const CheckpointInfo& b) {
-  const ModelConfig &x = a.config, &y = b.config;
-  const bool same_input = x.input == y.input && x.image_channels == y.image_channels &&
-                          x.image_height == y.image_height && x.image_width == y.image_width;
-  if (!same_input || a.vocab_src != b.vocab_src || checkpoint_labels(a) != checkpoint_labels(b))
+  if (!same_input_kind(a.config, b.config) || a.vocab_src != b.vocab_src ||
+      checkpoint_labels(a) != checkpoint_labels(b))
     throw UsageError("--checkpoint " + other + " reads other inputs or names other classes than " +
                      first + "; an ensemble needs models trained on the same data");
 }
@@ -243,14 +247,11 @@ DataDescription examples_of(DataDescription d) {
 
 void check_teacher(const std::string& checkpoint, const CheckpointInfo& teacher,
                    const ModelConfig& student, const ClassificationData& data) {
-  const ModelConfig& t = teacher.config;
   const auto it = teacher.extra.find("data");
   const DataDescription taught = read_data_description(it == teacher.extra.end() ? "" : it->second);
   const std::string vocab = data.input == InputKind::Tokens ? data.vocab.to_string() : "";
   const std::string named = "--teacher " + checkpoint;
-  if (t.input != student.input || t.image_channels != student.image_channels ||
-      t.image_height != student.image_height || t.image_width != student.image_width ||
-      teacher.vocab_src != vocab)
+  if (!same_input_kind(teacher.config, student) || teacher.vocab_src != vocab)
     throw UsageError(named + " reads other inputs than the model this run trains (" +
                      data.description + ")");
   if (checkpoint_labels(teacher) != data.labels)
