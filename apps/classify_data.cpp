@@ -10,6 +10,7 @@
 #include "train/data/listops.h"
 #include "train/data/seq2seq_text.h"
 #include "train/data/vocab.h"
+#include "train/loop/tasks.h"
 
 namespace mixlab::app {
 
@@ -261,6 +262,25 @@ void check_teacher(const std::string& checkpoint, const CheckpointInfo& teacher,
                      ", and this run trains on " + examples_of(data.desc).summary() +
                      "; a teacher must have been trained on the same training and held-out "
                      "examples, or it has seen the student's validation examples");
+}
+
+void add_tta_flag(CLI::App* cmd, std::string& tta) {
+  cmd->add_option("--tta", tta,
+                  "test-time augmentation: none, or flip (the mean probability of each image and "
+                  "its left-right mirror)")
+      ->check(CLI::IsMember({"none", "flip"}))
+      ->default_val("none")
+      ->group(kModelGroup);
+}
+
+void apply_tta(ClassificationTask& task, const std::string& tta, const std::string& checkpoint,
+               const ModelConfig& config, std::ostream& log) {
+  if (tta != "flip") return;
+  if (config.input != InputKind::Image)
+    throw UsageError("--tta flip: checkpoint '" + checkpoint + "' classifies " +
+                     to_string(config.input) + "s; flip averaging is for images");
+  task.set_flip_averaging(true);
+  log << "test-time augmentation: the mean of each image's and its mirror's probabilities\n";
 }
 
 }  // namespace mixlab::app

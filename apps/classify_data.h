@@ -3,6 +3,7 @@
 // rebuilt from its checkpoint.
 #pragma once
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,10 @@
 #include "train/data/augment.h"
 #include "train/data/dataset.h"
 #include "train/data/text_files.h"
+
+namespace mixlab {
+class ClassificationTask;
+}
 
 namespace mixlab::app {
 
@@ -72,5 +77,13 @@ std::vector<LoadedModel<Classifier>> load_classifiers(const std::vector<std::str
 // seen the student's validation data. A usage error naming the checkpoint and what differs.
 void check_teacher(const std::string& checkpoint, const CheckpointInfo& teacher,
                    const ModelConfig& student, const ClassificationData& data);
+
+// `classify eval|predict --tta none|flip`: test-time augmentation. flip scores each image and its
+// left-right mirror and takes the mean of their probabilities.
+void add_tta_flag(CLI::App* cmd, std::string& tta);
+// Applies --tta to `task`, saying so on `log`. flip for a checkpoint that classifies tokens is a
+// usage error naming the checkpoint.
+void apply_tta(ClassificationTask& task, const std::string& tta, const std::string& checkpoint,
+               const ModelConfig& config, std::ostream& log);
 
 }  // namespace mixlab::app

@@ -19,6 +19,7 @@ struct ClassifyEvalArgs {
   CommonFlags common;
   std::vector<std::string> checkpoints;
   ListOpsFlags listops;
+  std::string tta = "none";
 };
 
 // The checkpoint's data unless --data names other data (a ListOps generator keeps the
@@ -80,6 +81,7 @@ void run_classify_eval(const CLI::App& cmd, const ClassifyEvalArgs& e) {
   unknown.report(std::cerr);
   ClassificationTask task(*l.model, device);
   task.set_ensemble(ensemble_others(models));
+  apply_tta(task, e.tta, e.checkpoints[0], l.info.config, std::cerr);
   task.set_progress(&std::cerr);
   print_metrics(std::cout, "test", task.evaluate(d.test));
 }
@@ -98,6 +100,7 @@ void add_classify_eval_command(CLI::App& classify) {
                    "class probabilities)")
       ->required()
       ->group(kModelGroup);
+  add_tta_flag(eval, e->tta);
   eval->callback([e, eval] { run_classify_eval(*eval, *e); });
 }
 

@@ -23,6 +23,7 @@ struct ClassifyPredictArgs {
   CommonFlags common;
   std::vector<std::string> checkpoints;
   std::string images;
+  std::string tta = "none";
 };
 
 // "label<TAB>probability" for each example, in order.
@@ -126,6 +127,7 @@ void run_classify_predict(const ClassifyPredictArgs& p) {
   const std::vector<std::string> labels = checkpoint_labels(l.info);
   ClassificationTask task(*l.model, device);
   task.set_ensemble(ensemble_others(models));
+  apply_tta(task, p.tta, p.checkpoints[0], l.info.config, std::cerr);
   if (!p.images.empty()) {
     for (const auto& line : predict_labels(task, labels, idx_image_examples(p.images)))
       std::cout << line << "\n";
@@ -158,6 +160,7 @@ void add_classify_predict_command(CLI::App& classify) {
       ->required()
       ->group(kModelGroup);
   predict->add_option("--images", p->images, "an IDX image file (else: token lines on stdin)");
+  add_tta_flag(predict, p->tta);
   predict->callback([p] { run_classify_predict(*p); });
 }
 

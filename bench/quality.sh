@@ -9,7 +9,9 @@
 #                                           SEEDS="0 1 2" trains those seeds and scores them
 #                                           also as one ensemble; JOBS=2 trains two seeds at once;
 #                                           DISTILL=1 trains each seed's gMLP first and the
-#                                           mixer also on its predictions (--teacher)
+#                                           mixer also on its predictions (--teacher);
+#                                           each best checkpoint (and the ensemble) is
+#                                           scored again with --tta flip
 #   bench/quality.sh g2p [flags]            the CMUdict g014b2b recipe: two d=128 translators
 #                                           (seeds 0 and 1, side by side), each the mean of its
 #                                           last 5 epochs' weights, beam 5 on test, and the two
@@ -123,7 +125,7 @@ summary() {
   local log
   for log in "$@"; do
     echo "  $log"
-    grep -hE "^test |WER|PER|accuracy" "$log" | grep -v "Elapsed" | sed 's/^/    /' || true
+    grep -hE "^test |^test-time|WER|PER|accuracy" "$log" | grep -v "Elapsed" | sed 's/^/    /' || true
   done
 }
 
@@ -165,6 +167,9 @@ case "$task" in
       fi
       seed_folder "$1"
       fashion_train "$mixer" "$1" "${teacher[@]}" "${flags[@]}"
+      # The best checkpoint again with test-time flip averaging (each image and its mirror).
+      step "$rec/tta-eval.txt" "$mixlab" classify eval --tta flip --threads "$threads" \
+        --checkpoint "$out/best.safetensors"
     }
     flags=("$@")
     for_each_seed fashion_seed
@@ -176,13 +181,15 @@ case "$task" in
         logs+=("$rec/log.txt")
       fi
       seed_folder "$seed"
-      logs+=("$rec/log.txt")
+      logs+=("$rec/log.txt" "$rec/tta-eval.txt")
       bests+=("$out/best.safetensors")
     done
     if [ ${#bests[@]} -gt 1 ]; then
       step "$base-ensemble-eval.txt" "$mixlab" classify eval --threads "$ensemble_threads" \
         --checkpoint "${bests[@]}"
-      logs+=("$base-ensemble-eval.txt")
+      step "$base-ensemble-tta-eval.txt" "$mixlab" classify eval --tta flip \
+        --threads "$ensemble_threads" --checkpoint "${bests[@]}"
+      logs+=("$base-ensemble-eval.txt" "$base-ensemble-tta-eval.txt")
     fi
     summary "${logs[@]}" ;;
   g2p)

@@ -110,6 +110,18 @@ void augment_image(float* image, const ImageAugmentation& a, uint64_t seed, int6
   if (a.erase > 0 && rng.uniform() < a.erase) erase(image, a, rng);
 }
 
+void mirror_batch(std::vector<float>& features, int64_t channels, int64_t height, int64_t width) {
+  ImageAugmentation geometry;
+  geometry.channels = channels;
+  geometry.height = height;
+  geometry.width = width;
+  const size_t pixels = static_cast<size_t>(channels * height * width);
+  check(pixels > 0 && features.size() % pixels == 0, "mirror_batch: ", features.size(),
+        " feature values are no whole number of ", channels, "x", height, "x", width, " images");
+  for (size_t start = 0; start < features.size(); start += pixels)
+    mirror(features.data() + start, geometry);
+}
+
 void augment_batch(std::vector<float>& features, const std::vector<size_t>& indices,
                    const ImageAugmentation& a, uint64_t seed, int64_t epoch) {
   if (!a.enabled() || indices.empty()) return;

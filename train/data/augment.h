@@ -40,6 +40,10 @@ void check_augmentation(const ImageAugmentation& augment, int64_t pixels);
 void augment_image(float* image, const ImageAugmentation& augment, uint64_t seed, int64_t epoch,
                    uint64_t index);
 
+// Mirrors every image of a collated batch left-right: features [batch, channels * height * width],
+// each image in (channel, row, column) order. The second view of test-time flip averaging.
+void mirror_batch(std::vector<float>& features, int64_t channels, int64_t height, int64_t width);
+
 // Augments every image of a collated batch: features [batch, pixels], `indices` the examples'
 // dataset indices.
 void augment_batch(std::vector<float>& features, const std::vector<size_t>& indices,

@@ -7,6 +7,8 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "core/error.h"
+#include "train/data/augment.h"
 #include "train/data/data_loader.h"
 #include "train/loop/metrics.h"
 #include "train/run/progress.h"
@@ -130,20 +132,38 @@ std::vector<int32_t> row_argmax(const Tensor& z) {
 ClassificationTask::ClassificationTask(Classifier& model, Device device, double label_smoothing)
     : model_(model), device_(device), label_smoothing_(label_smoothing) {}
 
-Tensor ClassificationTask::model_logits(Classifier& model, const Batch& b) {
+std::vector<Tensor> ClassificationTask::each_logits(const std::vector<Classifier*>& models,
+                                                    const Batch& b) {
+  std::vector<Tensor> z;
   if (!b.features.empty()) {
     Tensor x = Tensor::from_data(
         b.features, {b.size, static_cast<int64_t>(b.features.size()) / b.size}, device_);
-    return model.forward(x);
+    for (Classifier* m : models) z.push_back(m->forward(x));
+    return z;
   }
   Tensor ids = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
-  return model.forward(ids, b.src_lengths);
+  for (Classifier* m : models) z.push_back(m->forward(ids, b.src_lengths));
+  return z;
 }
 
-Tensor ClassificationTask::logits(const Batch& b) {
-  std::vector<Tensor> logits{model_logits(model_, b)};
-  for (Classifier* m : others_) logits.push_back(model_logits(*m, b));
-  return logits.size() == 1 ? logits[0] : log_mean_probability(logits);
+Tensor ClassificationTask::logits(const Batch& b, bool both_views) {
+  std::vector<Classifier*> models{&model_};
+  models.insert(models.end(), others_.begin(), others_.end());
+  std::vector<Tensor> z = each_logits(models, b);
+  if (both_views) {
+    const ModelConfig& c = model_.config();
+    Batch mirrored = b;
+    mirror_batch(mirrored.features, c.image_channels, c.image_height, c.image_width);
+    for (Tensor& view : each_logits(models, mirrored)) z.push_back(std::move(view));
+  }
+  return z.size() == 1 ? z[0] : log_mean_probability(z);
+}
+
+void ClassificationTask::set_flip_averaging(bool on) {
+  check(!on || model_.config().input == InputKind::Image,
+        "test-time flip averaging needs an image classifier; this one reads ",
+        to_string(model_.config().input));
+  flip_averaging_ = on;
 }
 
 int64_t ClassificationTask::tokens(const Batch& b) const {
@@ -182,13 +202,12 @@ void ClassificationTask::set_teachers(std::vector<Classifier*> teachers, double 
 
 std::vector<int32_t> ClassificationTask::teacher_predictions(const Batch& b) {
   NoGradGuard no_grad;
-  std::vector<Tensor> logits;
-  for (Classifier* t : teachers_) logits.push_back(model_logits(*t, b));
+  std::vector<Tensor> logits = each_logits(teachers_, b);
   return row_argmax(logits.size() == 1 ? logits[0] : log_mean_probability(logits));
 }
 
 Tensor ClassificationTask::probabilities(const Batch& b) {
-  return in_eval_mode(model_, [&] { return softmax(logits(b), -1); });
+  return in_eval_mode(model_, [&] { return softmax(logits(b, flip_averaging_), -1); });
 }
 
 std::map<std::string, double> ClassificationTask::evaluate(const Dataset& data) {
@@ -201,7 +220,7 @@ std::map<std::string, double> ClassificationTask::evaluate(const Dataset& data) 
     LazyProgress progress(progress_, "evaluate", loader.batches_per_epoch());
     for (int64_t done = 1; loader.next(b); ++done) {
       progress.update(done);
-      Tensor z = logits(b);
+      Tensor z = logits(b, flip_averaging_);
       loss_sum += cross_entropy(z, Tensor::from_data(b.labels, {b.size}, device_)).item() * b.size;
       const std::vector<int32_t> predicted = row_argmax(z);
       predictions.insert(predictions.end(), predicted.begin(), predicted.end());

@@ -48,6 +48,11 @@ class ClassificationTask : public TrainTask {
   // task's model from now on: the probabilities become the mean of the models', and the loss the
   // cross-entropy of that mean. Empty: the task's model alone.
   void set_ensemble(std::vector<Classifier*> others) { others_ = std::move(others); }
+  // Test-time flip averaging, for image classifiers: each image is also scored mirrored
+  // left-right, and evaluate() and probabilities() take the mean probability over both views
+  // (and over the ensemble's models). The training loss never uses it. Off by default; an Error
+  // for a token classifier.
+  void set_flip_averaging(bool on);
   // Hard distillation (DeiT; Touvron et al. 2021): trained classifiers that read the same inputs
   // and name the same classes. Each training batch is also scored against the class they
   // predict for it (the argmax of their mean probability, in eval mode, on the batch as
@@ -57,8 +62,11 @@ class ClassificationTask : public TrainTask {
   std::vector<int32_t> teacher_predictions(const Batch& batch);
 
  private:
-  Tensor logits(const Batch& batch);  // log of the ensemble's mean probability when it has others
-  Tensor model_logits(Classifier& model, const Batch& batch);
+  // The log of the mean probability over the model, its ensemble and, with `both_views`, the
+  // mirrored images (the model alone: its logits).
+  Tensor logits(const Batch& batch, bool both_views = false);
+  // Each model's logits for the batch, its input moved to the device once.
+  std::vector<Tensor> each_logits(const std::vector<Classifier*>& models, const Batch& batch);
   Tensor label_loss(const Tensor& z, const Batch& batch);  // the data's labels, mixed or not
   Classifier& model_;
   Device device_;
@@ -66,6 +74,7 @@ class ClassificationTask : public TrainTask {
   std::vector<Classifier*> others_;
   std::vector<Classifier*> teachers_;
   double teacher_weight_ = 0.0;
+  bool flip_averaging_ = false;
 };
 
 class TranslationTask : public TrainTask {
