@@ -132,29 +132,27 @@ std::vector<int32_t> row_argmax(const Tensor& z) {
 ClassificationTask::ClassificationTask(Classifier& model, Device device, double label_smoothing)
     : model_(model), device_(device), label_smoothing_(label_smoothing) {}
 
-std::vector<Tensor> ClassificationTask::each_logits(const std::vector<Classifier*>& models,
-                                                    const Batch& b) {
-  std::vector<Tensor> z;
-  if (!b.features.empty()) {
-    Tensor x = Tensor::from_data(
-        b.features, {b.size, static_cast<int64_t>(b.features.size()) / b.size}, device_);
-    for (Classifier* m : models) z.push_back(m->forward(x));
-    return z;
-  }
-  Tensor ids = Tensor::from_data(b.src, {b.size, b.src_len}, device_);
-  for (Classifier* m : models) z.push_back(m->forward(ids, b.src_lengths));
-  return z;
+Tensor ClassificationTask::input(const Batch& b) const {
+  if (!b.features.empty())
+    return Tensor::from_data(b.features, {b.size, static_cast<int64_t>(b.features.size()) / b.size},
+                             device_);
+  return Tensor::from_data(b.src, {b.size, b.src_len}, device_);
 }
 
-Tensor ClassificationTask::logits(const Batch& b, bool both_views) {
-  std::vector<Classifier*> models{&model_};
-  models.insert(models.end(), others_.begin(), others_.end());
-  std::vector<Tensor> z = each_logits(models, b);
+Tensor ClassificationTask::model_logits(Classifier& model, const Tensor& x, const Batch& b) {
+  return b.features.empty() ? model.forward(x, b.src_lengths) : model.forward(x);
+}
+
+Tensor ClassificationTask::logits(const Batch& b, const Tensor& x, bool both_views) {
+  std::vector<Tensor> z{model_logits(model_, x, b)};
+  for (Classifier* m : others_) z.push_back(model_logits(*m, x, b));
   if (both_views) {
     const ModelConfig& c = model_.config();
-    Batch mirrored = b;
-    mirror_batch(mirrored.features, c.image_channels, c.image_height, c.image_width);
-    for (Tensor& view : each_logits(models, mirrored)) z.push_back(std::move(view));
+    std::vector<float> mirrored = b.features;
+    mirror_batch(mirrored, c.image_channels, c.image_height, c.image_width);
+    Tensor xm = Tensor::from_data(mirrored, x.shape(), device_);
+    z.push_back(model_logits(model_, xm, b));
+    for (Classifier* m : others_) z.push_back(model_logits(*m, xm, b));
   }
   return z.size() == 1 ? z[0] : log_mean_probability(z);
 }
@@ -186,10 +184,11 @@ Tensor ClassificationTask::label_loss(const Tensor& z, const Batch& b) {
 }
 
 Tensor ClassificationTask::loss(const Batch& b) {
-  Tensor z = logits(b);
+  const Tensor x = input(b);  // one copy of the batch for the model and its teachers
+  Tensor z = logits(b, x);
   Tensor data_loss = label_loss(z, b);
   if (teachers_.empty()) return data_loss;
-  Tensor taught = Tensor::from_data(teacher_predictions(b), {b.size}, device_);
+  Tensor taught = Tensor::from_data(teacher_classes(b, x), {b.size}, device_);
   Tensor teacher_loss = cross_entropy(z, taught, -100, label_smoothing_);
   return add(mul(data_loss, 1.0 - teacher_weight_), mul(teacher_loss, teacher_weight_));
 }
@@ -201,13 +200,18 @@ void ClassificationTask::set_teachers(std::vector<Classifier*> teachers, double 
 }
 
 std::vector<int32_t> ClassificationTask::teacher_predictions(const Batch& b) {
+  return teacher_classes(b, input(b));
+}
+
+std::vector<int32_t> ClassificationTask::teacher_classes(const Batch& b, const Tensor& x) {
   NoGradGuard no_grad;
-  std::vector<Tensor> logits = each_logits(teachers_, b);
+  std::vector<Tensor> logits;
+  for (Classifier* t : teachers_) logits.push_back(model_logits(*t, x, b));
   return row_argmax(logits.size() == 1 ? logits[0] : log_mean_probability(logits));
 }
 
 Tensor ClassificationTask::probabilities(const Batch& b) {
-  return in_eval_mode(model_, [&] { return softmax(logits(b, flip_averaging_), -1); });
+  return in_eval_mode(model_, [&] { return softmax(logits(b, input(b), flip_averaging_), -1); });
 }
 
 std::map<std::string, double> ClassificationTask::evaluate(const Dataset& data) {
@@ -220,7 +224,7 @@ std::map<std::string, double> ClassificationTask::evaluate(const Dataset& data) 
     LazyProgress progress(progress_, "evaluate", loader.batches_per_epoch());
     for (int64_t done = 1; loader.next(b); ++done) {
       progress.update(done);
-      Tensor z = logits(b, flip_averaging_);
+      Tensor z = logits(b, input(b), flip_averaging_);
       loss_sum += cross_entropy(z, Tensor::from_data(b.labels, {b.size}, device_)).item() * b.size;
       const std::vector<int32_t> predicted = row_argmax(z);
       predictions.insert(predictions.end(), predicted.begin(), predicted.end());

@@ -62,11 +62,16 @@ class ClassificationTask : public TrainTask {
   std::vector<int32_t> teacher_predictions(const Batch& batch);
 
  private:
+  // The batch's input on the device, built once for every model that reads it: its images
+  // [B, pixels] or its token ids [B, S].
+  Tensor input(const Batch& batch) const;
+  // `model`'s logits for `x`, the input of `batch`.
+  static Tensor model_logits(Classifier& model, const Tensor& x, const Batch& batch);
   // The log of the mean probability over the model, its ensemble and, with `both_views`, the
   // mirrored images (the model alone: its logits).
-  Tensor logits(const Batch& batch, bool both_views = false);
-  // Each model's logits for the batch, its input moved to the device once.
-  std::vector<Tensor> each_logits(const std::vector<Classifier*>& models, const Batch& batch);
+  Tensor logits(const Batch& batch, const Tensor& x, bool both_views = false);
+  // The teachers' predicted classes for `x`, the input of `batch`.
+  std::vector<int32_t> teacher_classes(const Batch& batch, const Tensor& x);
   Tensor label_loss(const Tensor& z, const Batch& batch);  // the data's labels, mixed or not
   Classifier& model_;
   Device device_;
