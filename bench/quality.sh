@@ -13,13 +13,17 @@
 #                                           each best checkpoint (and the ensemble) is
 #                                           scored again with --tta flip
 #   bench/quality.sh g2p [flags]            the CMUdict g014b2b recipe: two d=128 translators
-#                                           (seeds 0 and 1, side by side), each the mean of its
-#                                           last 5 epochs' weights, beam 5 on test, and the two
+#                                           (seeds 0 and 1, side by side; 60 epochs, weight
+#                                           decay 0.1, attention with a relative position
+#                                           bias), each the mean of its last 5 epochs'
+#                                           weights, beam 5 on test, and the two
 #                                           decoded as one ensemble (SEEDS=, JOBS= change
 #                                           that); UNSEEN=FILE also scores each on a word list
 #                                           outside the split (scripts/g2p_unseen_words.py);
 #                                           DISTILL=1 then trains one model on the ensemble's
-#                                           pronunciations of the training words
+#                                           pronunciations of the training words; BASELINE=1
+#                                           trains the levers' baseline instead (40 epochs,
+#                                           weight decay 0.01, no position bias)
 #   bench/quality.sh fashion [flags]        the plain Fashion-MNIST setting of docs/results.md's
 #                                           per-mixer table (MIXER=, EPOCHS=)
 #   bench/quality.sh scan [flags]           the SCAN simple-split translator (MIXER=, DECODER=)
@@ -139,6 +143,7 @@ case "$task" in
       [ "$seeds" = 0 ] || rec=$base-seed$1
       out=$rec/run
     }
+    epochs=24
     teacher_base=${TEACHER_OUT:-runs/quality/fashion-mnist-gmlp}
     teacher_folder() {  # the folders of the recipe's gMLP for DISTILL=1, named as seed_folder's
       rec=$teacher_base
@@ -151,10 +156,10 @@ case "$task" in
       shift 2
       mkdir -p "$rec"
       train "$rec/log.txt" "$out" "$mixlab" classify train --data fashion-mnist --mixer "$model" \
-        --patch 4 --dim 96 --heads 4 --layers 6 --batch 128 --epochs "${EPOCHS:-24}" --lr 2e-3 \
-        --warmup 500 --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 --augment-crop 2 \
-        --augment-flip --augment-erase 0.25 --stem conv --seed "$seed" --threads "$threads" \
-        --quiet --out "$out" "$@"
+        --patch 4 --dim 96 --heads 4 --layers 6 --batch 128 --epochs "${EPOCHS:-$epochs}" \
+        --lr 2e-3 --warmup 500 --weight-decay 0.05 --label-smoothing 0.1 --dropout 0.1 \
+        --augment-crop 2 --augment-flip --augment-erase 0.25 --stem conv --seed "$seed" \
+        --threads "$threads" --quiet --out "$out" "$@"
     }
     # DISTILL=1: the seed's gMLP of the recipe first (24 epochs, in $teacher_base, kept when it
     # has finished), then the mixer learns from it as well (--teacher, hard distillation).
@@ -193,7 +198,7 @@ case "$task" in
     fi
     summary "${logs[@]}" ;;
   g2p)
-    base=${OUT:-runs/quality/g2p-$mixer}
+    base=${OUT:-runs/quality/g2p-$mixer${BASELINE:+-baseline}}
     seeds=${SEEDS:-0 1}
     if [ -n "${DISTILL:-}" ] && [ "$(wc -w <<<"$seeds")" -lt 2 ]; then
       echo "DISTILL needs an ensemble to learn from: two or more SEEDS" >&2
@@ -212,9 +217,9 @@ case "$task" in
       mkdir -p "$rec"
       train "$rec/log.txt" "$out" "$mixlab" translate train --data g2p --mixer "$mixer" \
         --decoder-mixer "$decoder" --dim 128 --heads 4 --layers 3 --batch 128 \
-        --epochs "${EPOCHS:-40}" --lr 2e-3 --warmup 800 --dropout 0.1 --label-smoothing 0.1 \
-        --beam 1 --keep-epochs 5 --seed "$seed" --threads "$threads" --quiet --out "$out" "$@" \
-        "${flags[@]}"
+        --epochs "${EPOCHS:-$epochs}" --lr 2e-3 --warmup 800 --weight-decay "$decay" \
+        --dropout 0.1 --label-smoothing 0.1 --beam 1 --keep-epochs 5 --seed "$seed" \
+        --threads "$threads" --quiet --out "$out" "${position_bias[@]}" "$@" "${flags[@]}"
       local last e inputs=()
       last=$(ls "$out"/epoch-*.safetensors | sed 's/.*epoch-\([0-9]*\).*/\1/' | sort -n | tail -5)
       for e in $last; do inputs+=("$out/epoch-$e.safetensors"); done
@@ -230,6 +235,20 @@ case "$task" in
       seed_folder "$1"
       g2p_model "$rec" "$1"
     }
+    # The recipe's model: 60 epochs, weight decay 0.1 and, for attention, a learned relative
+    # position bias in every self-attention (mixers.md §2; another mixer has no such option).
+    # BASELINE=1 gives the model docs/results.md measures each lever against instead: 40 epochs,
+    # weight decay 0.01, no bias.
+    epochs=60
+    decay=0.1
+    position_bias=()
+    [ "$mixer" != attention ] || position_bias+=(--mixer-opt rel-bias=1)
+    [ "$decoder" != attention ] || position_bias+=(--decoder-mixer-opt rel-bias=1)
+    if [ -n "${BASELINE:-}" ]; then
+      epochs=40
+      decay=0.01
+      position_bias=()
+    fi
     flags=("$@")
     for_each_seed g2p_seed
     logs=()
