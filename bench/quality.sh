@@ -242,15 +242,15 @@ case "$task" in
     # position bias in every self-attention (mixers.md §2; another mixer has no such option).
     # BASELINE=1 gives the model docs/results.md measures each lever against instead: 40 epochs,
     # weight decay 0.01, no bias.
-    epochs=60
-    decay=0.1
     position_bias=()
-    [ "$mixer" != attention ] || position_bias+=(--mixer-opt rel-bias=1)
-    [ "$decoder" != attention ] || position_bias+=(--decoder-mixer-opt rel-bias=1)
     if [ -n "${BASELINE:-}" ]; then
       epochs=40
       decay=0.01
-      position_bias=()
+    else
+      epochs=60
+      decay=0.1
+      [ "$mixer" != attention ] || position_bias+=(--mixer-opt rel-bias=1)
+      [ "$decoder" != attention ] || position_bias+=(--decoder-mixer-opt rel-bias=1)
     fi
     flags=("$@")
     for_each_seed g2p_seed

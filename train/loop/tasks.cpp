@@ -144,15 +144,17 @@ Tensor ClassificationTask::model_logits(Classifier& model, const Tensor& x, cons
 }
 
 Tensor ClassificationTask::logits(const Batch& b, const Tensor& x, bool both_views) {
-  std::vector<Tensor> z{model_logits(model_, x, b)};
-  for (Classifier* m : others_) z.push_back(model_logits(*m, x, b));
+  std::vector<Tensor> z;
+  auto every_model = [&](const Tensor& view) {
+    z.push_back(model_logits(model_, view, b));
+    for (Classifier* m : others_) z.push_back(model_logits(*m, view, b));
+  };
+  every_model(x);
   if (both_views) {
     const ModelConfig& c = model_.config();
     std::vector<float> mirrored = b.features;
     mirror_batch(mirrored, c.image_channels, c.image_height, c.image_width);
-    Tensor xm = Tensor::from_data(mirrored, x.shape(), device_);
-    z.push_back(model_logits(model_, xm, b));
-    for (Classifier* m : others_) z.push_back(model_logits(*m, xm, b));
+    every_model(Tensor::from_data(mirrored, x.shape(), device_));
   }
   return z.size() == 1 ? z[0] : log_mean_probability(z);
 }
