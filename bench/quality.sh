@@ -145,8 +145,9 @@ case "$task" in
       out=$rec/run
     }
     # Attention fits this data more slowly than the gMLP: its row trains twice as long.
-    epochs=24
-    [ "$mixer" != attention ] || epochs=48
+    gmlp_epochs=24
+    epochs=$gmlp_epochs
+    [ "$mixer" != attention ] || epochs=$((2 * gmlp_epochs))
     teacher_base=${TEACHER_OUT:-runs/quality/fashion-mnist-gmlp}
     teacher_folder() {  # the folders of the recipe's gMLP for DISTILL=1, named as seed_folder's
       rec=$teacher_base
@@ -164,13 +165,13 @@ case "$task" in
         --augment-crop 2 --augment-flip --augment-erase 0.25 --stem conv --seed "$seed" \
         --threads "$threads" --quiet --out "$out" "$@"
     }
-    # DISTILL=1: the seed's gMLP of the recipe first (24 epochs, in $teacher_base, kept when it
+    # DISTILL=1: the seed's gMLP of the recipe first (its epochs, in $teacher_base, kept when it
     # has finished), then the mixer learns from it as well (--teacher, hard distillation).
     fashion_seed() {
       local teacher=()
       if [ -n "${DISTILL:-}" ]; then
         teacher_folder "$1"
-        EPOCHS=24 fashion_train gmlp "$1"
+        EPOCHS=$gmlp_epochs fashion_train gmlp "$1"
         teacher=(--teacher "$out/best.safetensors")
       fi
       seed_folder "$1"
